@@ -1,0 +1,74 @@
+package eventstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// EventData is an event to append. The caller supplies the id: deriving it from the command
+// (rather than drawing it at random) is what makes a retried append recognisable.
+type EventData struct {
+	ID       uuid.UUID
+	Type     string
+	Data     []byte // JSON
+	Metadata []byte // JSON, or empty
+}
+
+// RecordedEvent is an event as the store holds it.
+type RecordedEvent struct {
+	ID       uuid.UUID
+	Stream   string
+	Revision uint64
+	Position Position
+	Type     string
+	Data     []byte
+	Metadata []byte
+	Recorded time.Time
+}
+
+// AppendResult locates the last event an append wrote (or, for an idempotent repeat, the last
+// event the original append wrote).
+type AppendResult struct {
+	Revision uint64 // the stream's revision after the append: pass it as Exact next time
+	Position Position
+}
+
+// ValidateAppend checks an append's arguments; backends call it before touching storage.
+// Errors match ErrInvalidArgument.
+func ValidateAppend(stream string, events []EventData) error {
+	if err := ValidateStream(stream); err != nil {
+		return err
+	}
+	if len(events) == 0 {
+		return fmt.Errorf("%w: append to %q: no events", ErrInvalidArgument, stream)
+	}
+	for i, e := range events {
+		switch {
+		case e.ID == uuid.Nil:
+			return fmt.Errorf("%w: event %d of %q: nil id", ErrInvalidArgument, i, stream)
+		case e.Type == "":
+			return fmt.Errorf("%w: event %d of %q: empty type", ErrInvalidArgument, i, stream)
+		case !json.Valid(e.Data):
+			return fmt.Errorf("%w: event %d (%s) of %q: data is not JSON", ErrInvalidArgument, i, e.Type, stream)
+		case len(e.Metadata) > 0 && !json.Valid(e.Metadata):
+			return fmt.Errorf("%w: event %d (%s) of %q: metadata is not JSON", ErrInvalidArgument, i, e.Type, stream)
+		}
+		for _, f := range events[:i] {
+			if f.ID == e.ID {
+				return fmt.Errorf("%w: append to %q: event id %s twice", ErrInvalidArgument, stream, e.ID)
+			}
+		}
+	}
+	return nil
+}
+
+// ValidateStream checks a stream name. Errors match ErrInvalidArgument.
+func ValidateStream(stream string) error {
+	if stream == "" {
+		return fmt.Errorf("%w: empty stream name", ErrInvalidArgument)
+	}
+	return nil
+}

@@ -1,0 +1,96 @@
+package eventstore
+
+import (
+	"context"
+	"iter"
+	"strings"
+)
+
+// Store appends to, reads and deletes streams.
+type Store interface {
+	// Append writes events to the end of stream if the stream is at the expected revision.
+	// When it returns nil the events are durable. It returns a *WrongExpectedRevisionError,
+	// or an error matching ErrInvalidArgument, ErrDuplicateEventID, ErrUnavailable, ErrClosed
+	// or the context's error. An append cancelled by its context may still have been written;
+	// retrying it with the same event ids and an exact expected revision is safe.
+	Append(ctx context.Context, stream string, expected ExpectedRevision, events ...EventData) (AppendResult, error)
+
+	// ReadStream yields the events of a stream in revision order, fetching them in pages.
+	// A missing or deleted stream yields one error matching ErrStreamNotFound. An error ends
+	// the sequence.
+	ReadStream(ctx context.Context, stream string, opts ReadStreamOptions) iter.Seq2[RecordedEvent, error]
+
+	// DeleteStream deletes a stream if it is at the expected revision. Deleting a missing
+	// stream with Any or NoStream does nothing and succeeds.
+	DeleteStream(ctx context.Context, stream string, expected ExpectedRevision) error
+}
+
+// Feed is the global log, for projections.
+type Feed interface {
+	// ReadAll yields events of the global log from opts.From (inclusive), in order, and ends.
+	ReadAll(ctx context.Context, opts ReadAllOptions) iter.Seq2[RecordedEvent, error]
+
+	// SubscribeAll yields every event after opts.After in log order: first those already
+	// stored, then each new one as it commits, with no gap and no duplicate. It ends only with
+	// an error: the context's when it is cancelled, ErrClosed when the store closes.
+	SubscribeAll(ctx context.Context, opts SubscribeOptions) iter.Seq2[RecordedEvent, error]
+
+	// Head returns the position of the last event of the log, or Start when it is empty.
+	Head(ctx context.Context) (Position, error)
+}
+
+// Direction orders a stream read.
+type Direction uint8
+
+const (
+	Forwards Direction = iota
+	Backwards
+)
+
+// ReadStreamOptions selects events of one stream.
+type ReadStreamOptions struct {
+	Direction Direction
+	// From is the first revision to yield. With Backwards, End starts at the last event.
+	From uint64
+	// Limit caps the number of events yielded; 0 means no limit.
+	Limit uint64
+}
+
+// ReadAllOptions selects events of the global log.
+type ReadAllOptions struct {
+	From   Position // inclusive
+	Limit  uint64   // 0 means no limit
+	Filter Filter
+}
+
+// SubscribeOptions selects events of a subscription to the global log.
+type SubscribeOptions struct {
+	After  Position // exclusive; Start for the whole log
+	Filter Filter
+}
+
+// Filter selects events by stream name. The zero Filter selects everything.
+type Filter struct {
+	// StreamPrefixes, when not empty, keeps only streams whose name starts with one of them.
+	StreamPrefixes []string
+	// ExcludeStreamPrefixes drops streams whose name starts with one of them.
+	ExcludeStreamPrefixes []string
+}
+
+// Match reports whether f selects events of stream.
+func (f Filter) Match(stream string) bool {
+	for _, p := range f.ExcludeStreamPrefixes {
+		if strings.HasPrefix(stream, p) {
+			return false
+		}
+	}
+	if len(f.StreamPrefixes) == 0 {
+		return true
+	}
+	for _, p := range f.StreamPrefixes {
+		if strings.HasPrefix(stream, p) {
+			return true
+		}
+	}
+	return false
+}
