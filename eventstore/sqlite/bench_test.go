@@ -1,0 +1,140 @@
+package sqlite_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/eventstore/sqlite"
+	"github.com/google/uuid"
+)
+
+// benchEvent is a small event shaped like an order event with metadata.
+func benchEvent() eventstore.EventData {
+	return eventstore.EventData{
+		ID:       uuid.New(),
+		Type:     "order.line-added.v1",
+		Data:     []byte(`{"sku":"SKU-123","quantity":2,"unitPrice":1999}`),
+		Metadata: []byte(`{"principal":"shop-1","command":"add-line","correlationId":"01J9Z0"}`),
+	}
+}
+
+func openBench(b *testing.B) *sqlite.Store {
+	b.Helper()
+	s, err := sqlite.Open(b.TempDir(), sqlite.Config{OnBatch: func(n int) {
+		batches.Add(1)
+		batched.Add(int64(n))
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+// batches and batched count group commits and the appends they held.
+var batches, batched atomic.Int64
+
+func reportRate(b *testing.B, events int) {
+	if n := batches.Swap(0); n > 0 {
+		b.ReportMetric(float64(batched.Swap(0))/float64(n), "appends/batch")
+	}
+	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkAppendSequential: one goroutine, one event per append, each synced before the next.
+func BenchmarkAppendSequential(b *testing.B) {
+	s := openBench(b)
+	ctx := context.Background()
+	expected := eventstore.NoStream
+	for b.Loop() {
+		res, err := s.Append(ctx, "order-seq", expected, benchEvent())
+		if err != nil {
+			b.Fatal(err)
+		}
+		expected = eventstore.Exact(res.Revision)
+	}
+	reportRate(b, b.N)
+}
+
+// BenchmarkAppendConcurrent: 64 goroutines, one event per append, each on its own stream with
+// an exact expected revision. Group commit lets them share syncs.
+func BenchmarkAppendConcurrent(b *testing.B) {
+	s := openBench(b)
+	ctx := context.Background()
+	var streams atomic.Int64
+	b.SetParallelism(max(1, 64/testingProcs()))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		stream := fmt.Sprintf("order-%d", streams.Add(1))
+		expected := eventstore.NoStream
+		for pb.Next() {
+			res, err := s.Append(ctx, stream, expected, benchEvent())
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			expected = eventstore.Exact(res.Revision)
+		}
+	})
+	reportRate(b, b.N)
+}
+
+// BenchmarkReadStream1000 reads a 1,000-event stream from start to end.
+func BenchmarkReadStream1000(b *testing.B) {
+	s := openBench(b)
+	ctx := context.Background()
+	fill(b, s, "order-1000", 1000, 100)
+	for b.Loop() {
+		n := 0
+		for _, err := range s.ReadStream(ctx, "order-1000", eventstore.ReadStreamOptions{}) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+		if n != 1000 {
+			b.Fatalf("read %d events, want 1000", n)
+		}
+	}
+	reportRate(b, b.N*1000)
+}
+
+// BenchmarkReadAll reads a 100,000-event log from the start.
+func BenchmarkReadAll(b *testing.B) {
+	const total = 100_000
+	s := openBench(b)
+	ctx := context.Background()
+	for i := range 100 {
+		fill(b, s, fmt.Sprintf("order-%d", i), total/100, 100)
+	}
+	for b.Loop() {
+		n := 0
+		for _, err := range s.ReadAll(ctx, eventstore.ReadAllOptions{}) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+		if n != total {
+			b.Fatalf("read %d events, want %d", n, total)
+		}
+	}
+	reportRate(b, b.N*total)
+}
+
+// fill appends n events to stream in appends of per events.
+func fill(tb testing.TB, s *sqlite.Store, stream string, n, per int) {
+	tb.Helper()
+	for i := 0; i < n; i += per {
+		events := make([]eventstore.EventData, min(per, n-i))
+		for j := range events {
+			events[j] = benchEvent()
+		}
+		if _, err := s.Append(context.Background(), stream, eventstore.Any, events...); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}

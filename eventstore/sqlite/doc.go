@@ -1,0 +1,22 @@
+// Package sqlite is the embedded event store: one SQLite database file in a data directory, no
+// server to install. It is the only package that imports a SQLite driver.
+//
+// # Durability
+//
+// The database runs in WAL mode (journal_mode=WAL) with synchronous=FULL: every commit appends
+// to the write-ahead log and fsyncs it before COMMIT returns, so when Append returns nil the
+// events survive a crash or a power cut. (synchronous=NORMAL, the usual WAL setting, would skip
+// that sync and may lose the last commits on power loss.) WAL also lets readers and
+// subscriptions run while the single writer commits.
+//
+// # Group commit
+//
+// All writes go through one goroutine that owns the only write connection. Appends that arrive
+// while it is committing wait in line and are written together in the next transaction, which
+// costs one fsync for all of them. Each append keeps its own expected-revision check and its own
+// result: an append that fails is left out of the transaction and never fails or reorders the
+// others. Config.OnBatch reports each batch size, for metrics.
+//
+// Positions are the events table's AUTOINCREMENT key: there is one writer, so they are assigned
+// in commit order and a reader never sees position n+1 committed before n.
+package sqlite

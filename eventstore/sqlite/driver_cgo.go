@@ -1,0 +1,17 @@
+//go:build !modernc
+
+package sqlite
+
+import (
+	"net/url"
+
+	_ "github.com/mattn/go-sqlite3" // cgo SQLite; chosen by measurement, see docs/benchmarks.md
+)
+
+const driverName = "sqlite3"
+
+// dsn opens path in WAL mode with synchronous=FULL (see the package doc).
+func dsn(path string) string {
+	return "file:" + url.PathEscape(path) +
+		"?_journal_mode=WAL&_synchronous=FULL&_busy_timeout=10000&_txlock=immediate&_cache_size=-16000"
+}

@@ -1,0 +1,18 @@
+//go:build modernc
+
+package sqlite
+
+import (
+	"net/url"
+
+	_ "modernc.org/sqlite" // pure-Go SQLite, built with -tags modernc for comparison
+)
+
+const driverName = "sqlite"
+
+// dsn opens path in WAL mode with synchronous=FULL (see the package doc).
+func dsn(path string) string {
+	return "file:" + url.PathEscape(path) +
+		"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)" +
+		"&_pragma=cache_size(-16000)&_txlock=immediate"
+}

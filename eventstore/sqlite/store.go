@@ -1,0 +1,200 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/acme/orders/eventstore"
+)
+
+// FileName is the database file's name inside the data directory.
+const FileName = "orders.db"
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Config tunes a Store. The zero Config is ready to use.
+type Config struct {
+	// MaxBatch caps how many appends share one transaction; 0 means 256.
+	MaxBatch int
+	// OnBatch, if set, is called by the writer after each commit with the number of appends
+	// and deletes it held. It must not block.
+	OnBatch func(size int)
+}
+
+// Store is the embedded event store. It is safe for concurrent use.
+type Store struct {
+	cfg  Config
+	wdb  *sql.DB // one connection, owned by the writer goroutine
+	rdb  *sql.DB // readers
+	stmt writeStmts
+	// streams is the writer's cache of stream rows (see writeTx).
+	streams map[string]streamRow
+
+	requests chan *request
+	closing  chan struct{}
+	closed   atomic.Bool
+	written  chan struct{} // closed when the writer has stopped
+	close    sync.Once
+
+	head atomic.Uint64 // position of the last committed event
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced after every commit
+}
+
+var (
+	_ eventstore.Store = (*Store)(nil)
+	_ eventstore.Feed  = (*Store)(nil)
+)
+
+// Open opens (creating if needed) the store in directory dir and brings its schema up to date.
+func Open(dir string, cfg Config) (*Store, error) {
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 256
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("open event store: %w", err)
+	}
+	path := filepath.Join(dir, FileName)
+
+	wdb, err := sql.Open(driverName, dsn(path))
+	if err != nil {
+		return nil, fmt.Errorf("open event store %s: %w", path, err)
+	}
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
+	wdb.SetConnMaxLifetime(0)
+	wdb.SetConnMaxIdleTime(0)
+	if err := migrate(wdb); err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("open event store %s: %w", path, err)
+	}
+	rdb, err := sql.Open(driverName, dsn(path))
+	if err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("open event store %s: %w", path, err)
+	}
+	rdb.SetMaxIdleConns(4)
+
+	s := &Store{
+		cfg:      cfg,
+		wdb:      wdb,
+		rdb:      rdb,
+		requests: make(chan *request),
+		closing:  make(chan struct{}),
+		written:  make(chan struct{}),
+		changed:  make(chan struct{}),
+		streams:  map[string]streamRow{},
+	}
+	var head sql.NullInt64
+	err = wdb.QueryRow(`SELECT seq FROM sqlite_sequence WHERE name = 'events'`).Scan(&head)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		s.closeDBs()
+		return nil, fmt.Errorf("open event store %s: read head: %w", path, err)
+	}
+	s.head.Store(uint64(head.Int64))
+	if err := s.stmt.prepare(wdb); err != nil {
+		s.closeDBs()
+		return nil, fmt.Errorf("open event store %s: %w", path, err)
+	}
+	go s.writer()
+	return s, nil
+}
+
+// migrate applies the embedded migrations that PRAGMA user_version says are missing.
+func migrate(db *sql.DB) error {
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	var version int
+	if err := db.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	for i := version; i < len(names); i++ {
+		script, err := migrations.ReadFile(names[i])
+		if err != nil {
+			return err
+		}
+		tx, err := db.Begin()
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(string(script)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migrate %s: %w", names[i], err)
+		}
+		if _, err := tx.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, i+1)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migrate %s: %w", names[i], err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("migrate %s: %w", names[i], err)
+		}
+	}
+	return nil
+}
+
+// Close stops the writer after its current batch, fails pending and later calls with
+// eventstore.ErrClosed, and closes the database.
+func (s *Store) Close() error {
+	var err error
+	s.close.Do(func() {
+		s.closed.Store(true)
+		close(s.closing)
+		<-s.written
+		err = s.closeDBs()
+	})
+	return err
+}
+
+func (s *Store) closeDBs() error {
+	s.stmt.close()
+	return errors.Join(s.rdb.Close(), s.wdb.Close())
+}
+
+// Head returns the position of the last committed event (which a delete may have removed).
+func (s *Store) Head(ctx context.Context) (eventstore.Position, error) {
+	if err := s.usable(ctx); err != nil {
+		return eventstore.Position{}, fmt.Errorf("head: %w", err)
+	}
+	return position(s.head.Load()), nil
+}
+
+// usable returns why a call cannot start, if it cannot.
+func (s *Store) usable(ctx context.Context) error {
+	if s.closed.Load() {
+		return eventstore.ErrClosed
+	}
+	return ctx.Err()
+}
+
+// changes returns a channel that is closed at the next commit.
+func (s *Store) changes() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+func (s *Store) notify(head uint64) {
+	s.head.Store(head)
+	s.mu.Lock()
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+}
+
+func position(p uint64) eventstore.Position {
+	return eventstore.Position{Commit: p, Prepare: p}
+}
