@@ -1,0 +1,254 @@
+package order
+
+import "time"
+
+// Decide decides what command c does to the order in state s, at time now. It reads no clock,
+// makes no ids and does no I/O: now becomes the At of every event (converted to UTC) and every
+// id comes in the command.
+//
+// The results, in full in the package documentation:
+//   - events, nil: append the events.
+//   - no events, nil: the command is already in effect; nothing to append, report success.
+//   - no events, error: the command is refused and the order is unchanged.
+//   - events AND error: the command is refused, but money arrived that must be recorded
+//     (a DuplicateChargeRecorded event). Append the events, then report the error.
+//
+// So: whenever len(events) > 0, append them, whatever err is.
+//
+// Every error is an *Error with one of the Kind constants; its State and Command name the
+// order's status and c.
+func Decide(s State, c Command, now time.Time) ([]Event, error) {
+	if c == nil {
+		return nil, &Error{Kind: KindInvalid, State: s.Status, Msg: "no command"}
+	}
+	events, err := decide(s, c, now.UTC())
+	if err != nil {
+		err.State, err.Command = s.Status, c.CommandName()
+		return events, err
+	}
+	return events, nil
+}
+
+func decide(s State, c Command, at time.Time) ([]Event, *Error) {
+	// Existence is checked before the command's fields so that every command on a missing order
+	// answers "not found", and every CreateOrder on an existing one "already exists".
+	if _, ok := c.(CreateOrder); ok {
+		if s.Status != StatusNone {
+			return nil, errorf(KindAlreadyExists, "order %s already exists", s.ID)
+		}
+	} else if s.Status == StatusNone {
+		return nil, errorf(KindNotFound, "the order does not exist")
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	switch c := c.(type) {
+	case CreateOrder:
+		return createOrder(c, at)
+	case AddLine:
+		return addLine(s, c, at)
+	case ChangeLineQuantity:
+		return changeLineQuantity(s, c, at)
+	case RemoveLine:
+		return removeLine(s, c, at)
+	case StartPayment:
+		return startPayment(s, c, at)
+	case ConfirmPayment:
+		return confirmPayment(s, c, at)
+	case FailPayment:
+		return failPayment(s, c, at)
+	case Cancel:
+		return cancel(s, c, at)
+	case Ship:
+		return ship(s, c, at)
+	case RequestRefund:
+		return requestRefund(s, c, at)
+	case CompleteRefund:
+		return completeRefund(s, c, at)
+	}
+	return nil, errorf(KindInvalid, "%T is not an order command; pass commands as values", c)
+}
+
+func createOrder(c CreateOrder, at time.Time) ([]Event, *Error) {
+	created := Created{OrderID: c.OrderID, CustomerID: c.CustomerID, Currency: c.Currency, ClientRef: c.ClientRef, At: at}
+	events := []Event{created}
+	s := Evolve(State{}, created)
+	// Initial lines follow exactly the rules of AddLine, so creating with lines and adding
+	// them one by one give the same order.
+	for i, l := range c.Lines {
+		evs, err := addLine(s, l, at)
+		if err != nil {
+			// Against an existing order these would be rejections; here the whole order is the
+			// client's input, so a conflict inside it is invalid input.
+			return nil, errorf(KindInvalid, "lines[%d]: %s", i, err.Msg)
+		}
+		for _, e := range evs {
+			s = Evolve(s, e)
+		}
+		events = append(events, evs...)
+	}
+	return events, nil
+}
+
+func notEditable(s State) *Error {
+	return errorf(KindInvalidTransition, "lines can only change while the order is %s, it is %s", StatusCreated, s.Status)
+}
+
+func addLine(s State, c AddLine, at time.Time) ([]Event, *Error) {
+	if s.Status != StatusCreated {
+		return nil, notEditable(s)
+	}
+	if c.UnitPrice.Currency != s.Currency {
+		return nil, errorf(KindRejected, "unit price is in %s, the order is in %s", c.UnitPrice.Currency, s.Currency)
+	}
+	i := s.lineIndex(c.SKU)
+	if i < 0 {
+		if len(s.Lines) >= MaxLines {
+			return nil, errorf(KindRejected, "the order already has %d lines, the most it can have", MaxLines)
+		}
+		return []Event{LineAdded{SKU: c.SKU, Quantity: c.Quantity, UnitPrice: c.UnitPrice, At: at}}, nil
+	}
+	l := s.Lines[i]
+	if l.UnitPrice != c.UnitPrice {
+		return nil, errorf(KindRejected, "sku %s is in the order at %s, not %s; remove the line to change its price", c.SKU, l.UnitPrice, c.UnitPrice)
+	}
+	q := l.Quantity + c.Quantity // both at most MaxQuantity: cannot overflow
+	if q > MaxQuantity {
+		return nil, errorf(KindRejected, "sku %s would have quantity %d, more than %d", c.SKU, q, MaxQuantity)
+	}
+	return []Event{LineQuantityChanged{SKU: c.SKU, Quantity: q, At: at}}, nil
+}
+
+func changeLineQuantity(s State, c ChangeLineQuantity, at time.Time) ([]Event, *Error) {
+	if s.Status != StatusCreated {
+		return nil, notEditable(s)
+	}
+	i := s.lineIndex(c.SKU)
+	switch {
+	case i < 0:
+		return nil, errorf(KindNotFound, "the order has no line for sku %s", c.SKU)
+	case s.Lines[i].Quantity == c.Quantity:
+		return nil, nil
+	}
+	return []Event{LineQuantityChanged{SKU: c.SKU, Quantity: c.Quantity, At: at}}, nil
+}
+
+func removeLine(s State, c RemoveLine, at time.Time) ([]Event, *Error) {
+	if s.Status != StatusCreated {
+		return nil, notEditable(s)
+	}
+	if s.lineIndex(c.SKU) < 0 {
+		return nil, errorf(KindNotFound, "the order has no line for sku %s", c.SKU)
+	}
+	return []Event{LineRemoved{SKU: c.SKU, At: at}}, nil
+}
+
+func startPayment(s State, c StartPayment, at time.Time) ([]Event, *Error) {
+	if c.PaymentID == s.PaymentID && c.Amount == s.Total && (s.Status == StatusPaying || s.paymentConfirmed()) {
+		return nil, nil // this payment was already started
+	}
+	switch {
+	case s.Status != StatusCreated:
+		return nil, errorf(KindInvalidTransition, "a payment can only start while the order is %s, it is %s", StatusCreated, s.Status)
+	case len(s.Lines) == 0:
+		return nil, errorf(KindRejected, "the order has no lines")
+	case c.Amount != s.Total:
+		return nil, errorf(KindRejected, "amount %s does not equal the order total %s", c.Amount, s.Total)
+	}
+	return []Event{PaymentStarted{PaymentID: c.PaymentID, Amount: c.Amount, At: at}}, nil
+}
+
+// confirmPayment is where the double charge of seed 001 is made impossible. The provider tells
+// us money was captured; the order accepts exactly one payment, and any other capture is
+// recorded (once per payment id) so that it can be refunded.
+func confirmPayment(s State, c ConfirmPayment, at time.Time) ([]Event, *Error) {
+	if s.paymentConfirmed() && c.PaymentID == s.PaymentID {
+		if c.Amount == s.Paid {
+			return nil, nil // the provider retried its callback
+		}
+		return nil, errorf(KindRejected, "payment %s was confirmed for %s, not %s", c.PaymentID, s.Paid, c.Amount)
+	}
+	if s.chargeRecorded(c.PaymentID) {
+		return nil, errorf(KindRejected, "payment %s is already recorded as a duplicate charge to refund", c.PaymentID)
+	}
+	record := func(reason ChargeReason) []Event {
+		return []Event{DuplicateChargeRecorded{PaymentID: c.PaymentID, Amount: c.Amount, Reason: reason, At: at}}
+	}
+	switch {
+	case s.paymentConfirmed():
+		return record(ChargeAlreadyPaid), errorf(KindRejected,
+			"the order is already paid by payment %s; payment %s is recorded as a duplicate charge to refund", s.PaymentID, c.PaymentID)
+	case s.Status != StatusPaying:
+		return record(ChargeNotAwaitingPayment), errorf(KindInvalidTransition,
+			"no payment is in progress; payment %s is recorded as a duplicate charge to refund", c.PaymentID)
+	case c.PaymentID != s.PaymentID:
+		return record(ChargePaymentMismatch), errorf(KindRejected,
+			"payment %s is in progress, not %s; payment %s is recorded as a duplicate charge to refund", s.PaymentID, c.PaymentID, c.PaymentID)
+	case c.Amount != s.Total:
+		return record(ChargeAmountMismatch), errorf(KindRejected,
+			"amount %s does not equal the order total %s; payment %s is recorded as a duplicate charge to refund", c.Amount, s.Total, c.PaymentID)
+	}
+	return []Event{PaymentConfirmed{PaymentID: c.PaymentID, Amount: c.Amount, At: at}}, nil
+}
+
+func failPayment(s State, c FailPayment, at time.Time) ([]Event, *Error) {
+	switch {
+	case s.Status != StatusPaying:
+		return nil, errorf(KindInvalidTransition, "no payment is in progress")
+	case c.PaymentID != s.PaymentID:
+		return nil, errorf(KindRejected, "payment %s is in progress, not %s", s.PaymentID, c.PaymentID)
+	}
+	return []Event{PaymentFailed{PaymentID: c.PaymentID, Reason: c.Reason, At: at}}, nil
+}
+
+func cancel(s State, c Cancel, at time.Time) ([]Event, *Error) {
+	if s.Status != StatusCreated && s.Status != StatusPaying {
+		return nil, errorf(KindInvalidTransition, "only a %s or %s order can be cancelled", StatusCreated, StatusPaying)
+	}
+	return []Event{Cancelled{Reason: c.Reason, At: at}}, nil
+}
+
+func ship(s State, c Ship, at time.Time) ([]Event, *Error) {
+	shipped := s.TrackingNumber != ""
+	switch {
+	case shipped && c.Carrier == s.Carrier && c.TrackingNumber == s.TrackingNumber:
+		return nil, nil // the same shipment, reported again
+	case shipped:
+		return nil, errorf(KindInvalidTransition, "the order was shipped with %s, tracking number %s", s.Carrier, s.TrackingNumber)
+	case s.Status != StatusPaid:
+		return nil, errorf(KindInvalidTransition, "only a %s order can be shipped", StatusPaid)
+	}
+	return []Event{Shipped{Carrier: c.Carrier, TrackingNumber: c.TrackingNumber, At: at}}, nil
+}
+
+func requestRefund(s State, c RequestRefund, at time.Time) ([]Event, *Error) {
+	switch {
+	case s.Status == StatusRefunding && c.RefundID == s.RefundID && c.Amount == s.PendingRefund,
+		s.Status == StatusRefunded && c.RefundID == s.RefundID && c.Amount == s.Refunded:
+		return nil, nil // this refund was already requested
+	case s.Status != StatusPaid && s.Status != StatusShipped:
+		return nil, errorf(KindInvalidTransition, "only a %s or %s order can be refunded, once", StatusPaid, StatusShipped)
+	case c.Amount.Currency != s.Currency:
+		return nil, errorf(KindRejected, "refund is in %s, the order is in %s", c.Amount.Currency, s.Currency)
+	}
+	left, err := s.Paid.Sub(s.Refunded)
+	if err != nil {
+		return nil, &Error{Kind: KindRejected, Msg: "cannot compute the amount left to refund: " + err.Error(), Err: err}
+	}
+	if c.Amount.Amount > left.Amount {
+		return nil, errorf(KindRejected, "refund of %s exceeds the %s paid and not refunded", c.Amount, left)
+	}
+	return []Event{RefundRequested{RefundID: c.RefundID, Amount: c.Amount, At: at}}, nil
+}
+
+func completeRefund(s State, c CompleteRefund, at time.Time) ([]Event, *Error) {
+	switch {
+	case s.Status == StatusRefunded && c.RefundID == s.RefundID:
+		return nil, nil // the provider reported it again
+	case s.Status != StatusRefunding:
+		return nil, errorf(KindInvalidTransition, "no refund is in progress")
+	case c.RefundID != s.RefundID:
+		return nil, errorf(KindRejected, "refund %s is in progress, not %s", s.RefundID, c.RefundID)
+	}
+	return []Event{RefundCompleted{RefundID: c.RefundID, Amount: s.PendingRefund, At: at}}, nil
+}
