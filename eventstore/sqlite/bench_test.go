@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 
@@ -65,7 +66,7 @@ func BenchmarkAppendConcurrent(b *testing.B) {
 	s := openBench(b)
 	ctx := context.Background()
 	var streams atomic.Int64
-	b.SetParallelism(max(1, 64/testingProcs()))
+	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		stream := fmt.Sprintf("order-%d", streams.Add(1))

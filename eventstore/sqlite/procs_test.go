@@ -1,5 +1,0 @@
-package sqlite_test
-
-import "runtime"
-
-func testingProcs() int { return runtime.GOMAXPROCS(0) }
