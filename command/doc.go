@@ -1,0 +1,12 @@
+// Package command runs order commands against the event store: it loads an order by folding
+// its stream, decides the command with the pure domain, and appends the new events with the
+// exact revision it read.
+//
+// Every appended event carries Metadata (principal, idempotency key, request fingerprint,
+// correlation and causation ids, command name, time). With an idempotency key, event ids are
+// derived from the principal, the key, the order and the event's index (UUIDv5), so that an
+// append repeated after a lost answer is recognised by the store itself; without a key they
+// are random. While folding, the handler notes where each key's events are, so a command whose
+// key is already in the order's stream is answered from there instead of run again: this
+// holds after the key's own record has expired too.
+package command

@@ -1,0 +1,148 @@
+package command
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/acme/orders/domain/order"
+	"github.com/acme/orders/eventstore"
+)
+
+var (
+	// ErrConflict: the order kept changing under the command; it was not applied.
+	ErrConflict = errors.New("order changed concurrently")
+	// ErrKeyReused: the order already holds events of this idempotency key for a request with
+	// another fingerprint.
+	ErrKeyReused = errors.New("idempotency key already used for another request on this order")
+)
+
+// StreamName is the event stream of the order with id.
+func StreamName(id string) string { return "order-" + id }
+
+// Handler runs commands. Its zero value is not usable: set Store.
+type Handler struct {
+	Store eventstore.Store
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Attempts bounds how often a command is decided again after a concurrent change; 0
+	// means 5.
+	Attempts int
+}
+
+// Result is the outcome of a command.
+type Result struct {
+	State    order.State         // the order after the command
+	Revision uint64              // of the order's last event (State.Version-1)
+	Position eventstore.Position // of that event in the global log
+	// Events are the events the command appended; none if it changed nothing.
+	Events []order.Event
+	// Repeated is set when the command's key was already in the order's stream: nothing was
+	// run, and State, Revision and Position are those right after the key's events. A repeat
+	// racing the first run may instead append the same event ids at the same revision, which
+	// the store answers with the first run's result; Repeated is then false.
+	Repeated bool
+}
+
+// Handle runs c on the order id. It returns the domain's *order.Error when the command is
+// refused; for a ConfirmPayment the order refuses but must record, it returns both a Result
+// with the recorded events and the *order.Error. Other errors: ErrConflict, ErrKeyReused and
+// the store's.
+func (h *Handler) Handle(ctx context.Context, id string, c order.Command, md Metadata) (Result, error) {
+	stream := StreamName(id)
+	md.Command = c.CommandName()
+	attempts := h.Attempts
+	if attempts <= 0 {
+		attempts = 5
+	}
+	for attempt := 1; ; attempt++ {
+		o, err := h.Load(ctx, id, md.Principal, md.IdempotencyKey)
+		if err != nil {
+			return Result{}, err
+		}
+		if o.Key != nil {
+			return repeated(id, o.Key, md)
+		}
+		md.At = h.now()
+		events, decideErr := order.Decide(o.State, c, md.At)
+		if len(events) == 0 {
+			return Result{State: o.State, Revision: o.Revision(), Position: o.Position}, decideErr
+		}
+		res, err := h.append(ctx, stream, o, events, md)
+		if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
+			if attempt < attempts {
+				if err := backoff(ctx, attempt); err != nil {
+					return Result{}, err
+				}
+				continue
+			}
+			return Result{}, fmt.Errorf("%s on order %s after %d attempts: %w: %w", md.Command, id, attempt, ErrConflict, err)
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		return res, decideErr
+	}
+}
+
+// repeated answers a command whose key's events are already in the order, as the first run did.
+func repeated(id string, k *KeyEvents, md Metadata) (Result, error) {
+	if k.Fingerprint != md.Fingerprint || k.Command != md.Command {
+		return Result{}, fmt.Errorf("%s on order %s: %w", md.Command, id, ErrKeyReused)
+	}
+	res := Result{State: k.State, Revision: k.Revision, Position: k.Position, Repeated: true}
+	for _, e := range k.Events {
+		if dup, ok := e.(order.DuplicateChargeRecorded); ok {
+			// The first run was refused while recording the charge: refuse again.
+			return res, &order.Error{Kind: order.KindRejected, State: k.State.Status, Command: md.Command,
+				Msg: fmt.Sprintf("payment %s was not accepted (%s); the charge is recorded for refund", dup.PaymentID, dup.Reason)}
+		}
+	}
+	return res, nil
+}
+
+func (h *Handler) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
+}
+
+// append writes events after the revision o was loaded at.
+func (h *Handler) append(ctx context.Context, stream string, o Order, events []order.Event, md Metadata) (Result, error) {
+	meta, err := json.Marshal(md)
+	if err != nil {
+		return Result{}, err
+	}
+	data := make([]eventstore.EventData, len(events))
+	state := o.State
+	for i, e := range events {
+		typ, body, err := order.Marshal(e)
+		if err != nil {
+			return Result{}, fmt.Errorf("encode %T: %w", e, err)
+		}
+		data[i] = eventstore.EventData{ID: eventID(md, stream, i), Type: typ, Data: body, Metadata: meta}
+		state = order.Evolve(state, e)
+	}
+	written, err := h.Store.Append(ctx, stream, o.expected(), data...)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{State: state, Revision: written.Revision, Position: written.Position, Events: events}, nil
+}
+
+// backoff sleeps a jittered, growing while before attempt+1.
+func backoff(ctx context.Context, attempt int) error {
+	d := time.Duration(rand.Int64N(int64(time.Millisecond) << attempt))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

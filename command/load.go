@@ -1,0 +1,81 @@
+package command
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/acme/orders/domain/order"
+	"github.com/acme/orders/eventstore"
+)
+
+// Order is an order folded from its stream.
+type Order struct {
+	State    order.State         // zero (StatusNone) when the stream does not exist
+	Position eventstore.Position // of the last event; zero when the stream does not exist
+	// Key is where the events of the idempotency key asked for are, if the stream has any.
+	Key *KeyEvents
+}
+
+// KeyEvents locates the events that one idempotency key appended to an order.
+type KeyEvents struct {
+	Fingerprint string
+	Command     string
+	Events      []order.Event
+	State       order.State // the order right after the key's last event
+	Revision    uint64
+	Position    eventstore.Position
+}
+
+// Revision is the revision of the order's last event; meaningful when the order exists.
+func (o Order) Revision() uint64 { return uint64(o.State.Version - 1) }
+
+func (o Order) expected() eventstore.ExpectedRevision {
+	if o.State.Version == 0 {
+		return eventstore.NoStream
+	}
+	return eventstore.Exact(o.Revision())
+}
+
+// Load folds the order id from its stream, noting where the events of the principal's key are
+// (key may be empty). A missing order is the zero Order, not an error.
+func (h *Handler) Load(ctx context.Context, id, principal, key string) (Order, error) {
+	var o Order
+	var needle []byte
+	if key != "" {
+		// Most events are not the key's: look for its JSON text before decoding metadata.
+		needle, _ = json.Marshal(key)
+	}
+	for e, err := range h.Store.ReadStream(ctx, StreamName(id), eventstore.ReadStreamOptions{}) {
+		if errors.Is(err, eventstore.ErrStreamNotFound) {
+			return Order{}, nil
+		}
+		if err != nil {
+			return Order{}, fmt.Errorf("load order %s: %w", id, err)
+		}
+		ev, err := order.Unmarshal(e.Type, e.Data)
+		if err != nil {
+			return Order{}, fmt.Errorf("load order %s: event %d: %w", id, e.Revision, err)
+		}
+		o.State = order.Evolve(o.State, ev)
+		o.Position = e.Position
+		if needle == nil || !bytes.Contains(e.Metadata, needle) {
+			continue
+		}
+		var md Metadata
+		if err := json.Unmarshal(e.Metadata, &md); err != nil {
+			return Order{}, fmt.Errorf("load order %s: event %d metadata: %w", id, e.Revision, err)
+		}
+		if md.IdempotencyKey != key || md.Principal != principal {
+			continue
+		}
+		if o.Key == nil {
+			o.Key = &KeyEvents{Fingerprint: md.Fingerprint, Command: md.Command}
+		}
+		o.Key.Events = append(o.Key.Events, ev)
+		o.Key.State, o.Key.Revision, o.Key.Position = o.State, e.Revision, e.Position
+	}
+	return o, nil
+}

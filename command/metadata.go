@@ -1,0 +1,36 @@
+package command
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Metadata is stored with every event a command appends. The JSON names are part of the
+// stored format.
+type Metadata struct {
+	Principal      string    `json:"principal,omitempty"`
+	IdempotencyKey string    `json:"idempotencyKey,omitempty"`
+	Fingerprint    string    `json:"fingerprint,omitempty"`
+	CorrelationID  string    `json:"correlationId,omitempty"`
+	CausationID    string    `json:"causationId,omitempty"`
+	Command        string    `json:"command"`
+	At             time.Time `json:"at"`
+}
+
+// eventIDSpace is the UUIDv5 namespace of derived event ids. Changing it would stop retries
+// from being recognised by the store: never change it.
+var eventIDSpace = uuid.MustParse("7d4e9a52-3c1b-4c55-9f3e-6a0d2b8e1f40")
+
+// eventID returns the id of the index-th event that the command with md's key appends to
+// stream: the same inputs always give the same id, so a repeated append is a repeat to the
+// store. The order's stream is part of it, so that a key reused after expiry on another order
+// does not collide with the events of the first.
+func eventID(md Metadata, stream string, index int) uuid.UUID {
+	if md.IdempotencyKey == "" {
+		return uuid.New()
+	}
+	name := md.Principal + "\x00" + md.IdempotencyKey + "\x00" + stream + "\x00" + strconv.Itoa(index)
+	return uuid.NewSHA1(eventIDSpace, []byte(name))
+}
