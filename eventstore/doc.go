@@ -9,11 +9,17 @@
 // Exact). A mismatch fails with a *WrongExpectedRevisionError, which matches
 // ErrWrongExpectedRevision under errors.Is.
 //
-// Appends with an exact expected revision (NoStream counts as exact: "before revision 0") are
-// idempotent: if the events that follow the expected revision in the stream have exactly the ids
-// of the events being appended, in order, the append succeeds, writes nothing and returns the
-// original result. If only some of them match, it fails with a wrong-expected-revision error.
-// Event ids are unique in the whole store.
+// Appends with an exact expected revision (NoStream counts as exact: "before the stream's first
+// revision") are idempotent: if the events that follow the expected revision in the stream have
+// the ids of the events being appended, in order, the append succeeds, writes nothing and
+// returns the result of the append that wrote them (the revision and position of the last of
+// them); later events after them do not matter. If only some of them match, it fails with a
+// wrong-expected-revision error. With Any or StreamExists a repeat is recognised by its first
+// event id. Event ids are unique in the whole store: an id stored anywhere else fails with
+// ErrDuplicateEventID.
+//
+// Reads see every append that has returned nil: an acknowledged event is readable at once,
+// from its stream and from the global log.
 //
 // A deleted stream reads as not found (ErrStreamNotFound) and behaves as NoStream for expected
 // revision checks; appending to it recreates it, and its revisions continue after the last

@@ -38,10 +38,14 @@ func openBench(b *testing.B) *sqlite.Store {
 // batches and batched count group commits and the appends they held.
 var batches, batched atomic.Int64
 
-func reportRate(b *testing.B, events int) {
+// reportBatches reports how many appends shared a commit, on average, since the last call.
+func reportBatches(b *testing.B) {
 	if n := batches.Swap(0); n > 0 {
 		b.ReportMetric(float64(batched.Swap(0))/float64(n), "appends/batch")
 	}
+}
+
+func reportRate(b *testing.B, events int) {
 	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 }
 
@@ -49,6 +53,7 @@ func reportRate(b *testing.B, events int) {
 func BenchmarkAppendSequential(b *testing.B) {
 	s := openBench(b)
 	ctx := context.Background()
+	reportBatches(b)
 	expected := eventstore.NoStream
 	for b.Loop() {
 		res, err := s.Append(ctx, "order-seq", expected, benchEvent())
@@ -58,6 +63,7 @@ func BenchmarkAppendSequential(b *testing.B) {
 		expected = eventstore.Exact(res.Revision)
 	}
 	reportRate(b, b.N)
+	reportBatches(b)
 }
 
 // BenchmarkAppendConcurrent: 64 goroutines, one event per append, each on its own stream with
@@ -65,6 +71,7 @@ func BenchmarkAppendSequential(b *testing.B) {
 func BenchmarkAppendConcurrent(b *testing.B) {
 	s := openBench(b)
 	ctx := context.Background()
+	reportBatches(b) // forget earlier benchmarks' batches
 	var streams atomic.Int64
 	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
 	b.ResetTimer()
@@ -81,6 +88,7 @@ func BenchmarkAppendConcurrent(b *testing.B) {
 		}
 	})
 	reportRate(b, b.N)
+	reportBatches(b)
 }
 
 // BenchmarkReadStream1000 reads a 1,000-event stream from start to end.

@@ -17,6 +17,12 @@
 // result: an append that fails is left out of the transaction and never fails or reorders the
 // others. Config.OnBatch reports each batch size, for metrics.
 //
+// The writer caches stream rows (it is the only writer, so its cache is the truth), and an
+// append costs one INSERT per event. The writer and the readers call the driver through
+// database/sql/driver rather than database/sql, whose per-statement and per-column wrapping
+// cost more than SQLite itself (see docs/benchmarks.md). The WAL is checkpointed every 10,000
+// pages instead of 1,000, so that pages written again between checkpoints are copied once.
+//
 // Positions are the events table's AUTOINCREMENT key: there is one writer, so they are assigned
 // in commit order and a reader never sees position n+1 committed before n.
 package sqlite

@@ -1,10 +1,13 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"iter"
 	"time"
 
@@ -156,38 +159,74 @@ func (s *Store) log(ctx context.Context, after uint64, filter eventstore.Filter,
 }
 
 // page runs one page query. For stream reads the stream's name and id are given; log reads
-// select the name as the last column.
+// select the name as the last column. It talks to the driver directly: database/sql's Scan
+// would convert and copy every column through reflection, which was most of a read's cost.
 func (s *Store) page(ctx context.Context, query, stream string, streamID, from int64, n uint64) ([]eventstore.RecordedEvent, error) {
-	var rows *sql.Rows
-	var err error
-	if streamID != 0 {
-		rows, err = s.rdb.QueryContext(ctx, query, streamID, from, n)
-	} else {
-		rows, err = s.rdb.QueryContext(ctx, query, from, n)
+	args := []driver.NamedValue{{Ordinal: 1, Value: streamID}, {Ordinal: 2, Value: from}, {Ordinal: 3, Value: int64(n)}}
+	if streamID == 0 {
+		args = []driver.NamedValue{{Ordinal: 1, Value: from}, {Ordinal: 2, Value: int64(n)}}
 	}
+	conn, err := s.rdb.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
+	defer conn.Close()
 	page := make([]eventstore.RecordedEvent, 0, min(n, pageSize))
-	for rows.Next() {
-		e := eventstore.RecordedEvent{Stream: stream}
-		var pos uint64
-		var id []byte
-		var recorded int64
-		dest := []any{&pos, &id, &e.Revision, &e.Type, &e.Data, &e.Metadata, &recorded}
-		if streamID == 0 {
-			dest = append(dest, &e.Stream)
+	err = conn.Raw(func(dc any) error {
+		rows, err := dc.(driver.QueryerContext).QueryContext(ctx, query, args)
+		if err != nil {
+			return err
 		}
-		if err := rows.Scan(dest...); err != nil {
-			return nil, err
+		defer rows.Close()
+		row := make([]driver.Value, len(rows.Columns()))
+		for {
+			if err := rows.Next(row); err == io.EOF {
+				return nil
+			} else if err != nil {
+				return err
+			}
+			e, err := recorded(row, stream)
+			if err != nil {
+				return err
+			}
+			page = append(page, e)
 		}
-		if e.ID, err = uuid.FromBytes(id); err != nil {
-			return nil, fmt.Errorf("event at %d: %w", pos, err)
-		}
-		e.Position = position(pos)
-		e.Recorded = time.Unix(0, recorded).UTC()
-		page = append(page, e)
+	})
+	return page, err
+}
+
+// recorded builds an event from a row of (position, id, revision, type, data, metadata,
+// recorded[, stream name]).
+func recorded(row []driver.Value, stream string) (eventstore.RecordedEvent, error) {
+	pos, _ := row[0].(int64)
+	id, err := uuid.FromBytes(asBytes(row[1]))
+	if err != nil {
+		return eventstore.RecordedEvent{}, fmt.Errorf("event at %d: id: %w", pos, err)
 	}
-	return page, rows.Err()
+	rev, _ := row[2].(int64)
+	nanos, _ := row[6].(int64)
+	if len(row) > 7 {
+		stream = string(asBytes(row[7]))
+	}
+	return eventstore.RecordedEvent{
+		ID:       id,
+		Stream:   stream,
+		Revision: uint64(rev),
+		Position: position(uint64(pos)),
+		Type:     string(asBytes(row[3])),
+		Data:     bytes.Clone(asBytes(row[4])),
+		Metadata: bytes.Clone(asBytes(row[5])),
+		Recorded: time.Unix(0, nanos).UTC(),
+	}, nil
+}
+
+// asBytes returns a TEXT or BLOB column's bytes; drivers hand out either []byte or string.
+func asBytes(v any) []byte {
+	switch v := v.(type) {
+	case []byte:
+		return v
+	case string:
+		return []byte(v)
+	}
+	return nil
 }

@@ -33,10 +33,9 @@ type Config struct {
 
 // Store is the embedded event store. It is safe for concurrent use.
 type Store struct {
-	cfg  Config
-	wdb  *sql.DB // one connection, owned by the writer goroutine
-	rdb  *sql.DB // readers
-	stmt writeStmts
+	cfg Config
+	wdb *sql.DB // one connection, owned by the writer goroutine
+	rdb *sql.DB // readers
 	// streams is the writer's cache of stream rows (see writeTx).
 	streams map[string]streamRow
 
@@ -103,11 +102,17 @@ func Open(dir string, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("open event store %s: read head: %w", path, err)
 	}
 	s.head.Store(uint64(head.Int64))
-	if err := s.stmt.prepare(wdb); err != nil {
+	conn, err := wdb.Conn(context.Background())
+	if err != nil {
 		s.closeDBs()
 		return nil, fmt.Errorf("open event store %s: %w", path, err)
 	}
-	go s.writer()
+	ready := make(chan error, 1)
+	go s.writer(conn, ready)
+	if err := <-ready; err != nil {
+		s.closeDBs()
+		return nil, fmt.Errorf("open event store %s: %w", path, err)
+	}
 	return s, nil
 }
 
@@ -160,7 +165,6 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) closeDBs() error {
-	s.stmt.close()
 	return errors.Join(s.rdb.Close(), s.wdb.Close())
 }
 

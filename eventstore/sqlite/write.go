@@ -1,14 +1,16 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/acme/orders/eventstore"
-	"github.com/google/uuid"
 )
 
 // request is one append or delete waiting for the writer.
@@ -69,10 +71,30 @@ func (s *Store) submit(r *request) error {
 	}
 }
 
-// writer is the only goroutine that writes. It takes every request waiting at the time,
-// commits them in one transaction (one fsync), and answers each.
-func (s *Store) writer() {
+// writer is the only goroutine that writes. It holds the write connection for the store's
+// life and talks to the driver directly: database/sql's per-statement wrapping cost more than
+// the statements. ready receives nil once its statements are prepared, or why they are not.
+func (s *Store) writer(conn *sql.Conn, ready chan<- error) {
 	defer close(s.written)
+	err := conn.Raw(func(dc any) error {
+		w, err := newWriteConn(dc)
+		if err != nil {
+			return err
+		}
+		defer w.close()
+		ready <- nil
+		s.serve(w)
+		return nil
+	})
+	conn.Close()
+	if err != nil {
+		ready <- err
+	}
+}
+
+// serve takes every request waiting at the time, commits them in one transaction (one
+// fsync), and answers each, until the store closes.
+func (s *Store) serve(conn *writeConn) {
 	batch := make([]*request, 0, s.cfg.MaxBatch)
 	for {
 		batch = batch[:0]
@@ -82,16 +104,23 @@ func (s *Store) writer() {
 		case <-s.closing:
 			return
 		}
+		// Yield a few times before committing: on a small machine the appenders just
+		// answered need the processor to send their next append, and waiting for them makes
+		// the batch, and so the share of each fsync, larger.
+		idle := 0
 	gather:
 		for len(batch) < s.cfg.MaxBatch {
 			select {
 			case r := <-s.requests:
 				batch = append(batch, r)
 			default:
-				break gather
+				if idle++; idle > 3 {
+					break gather
+				}
+				runtime.Gosched()
 			}
 		}
-		if head := s.commit(batch); head > 0 {
+		if head := s.commit(conn, batch); head > 0 {
 			s.notify(head)
 		}
 		for _, r := range batch {
@@ -114,7 +143,7 @@ func (e errAbort) Error() string { return e.err.Error() }
 
 // commit writes batch in one transaction and sets each request's result or error. It returns
 // the position of the last event written, or 0.
-func (s *Store) commit(batch []*request) uint64 {
+func (s *Store) commit(conn *writeConn, batch []*request) uint64 {
 	pending := make([]*request, 0, len(batch))
 	for _, r := range batch {
 		if err := r.ctx.Err(); err != nil {
@@ -124,7 +153,7 @@ func (s *Store) commit(batch []*request) uint64 {
 		pending = append(pending, r)
 	}
 	for len(pending) > 0 {
-		aborted, head, err := s.tryCommit(pending)
+		aborted, head, err := s.tryCommit(conn, pending)
 		if err != nil {
 			err = fmt.Errorf("%w: %v", eventstore.ErrUnavailable, err)
 			for _, r := range pending {
@@ -145,15 +174,15 @@ func (s *Store) commit(batch []*request) uint64 {
 // tryCommit runs pending in one transaction. If one request aborts, it rolls back and returns
 // that request's index (its error set); otherwise it commits and returns -1 and the position of
 // the last event written (0 if none).
-func (s *Store) tryCommit(pending []*request) (aborted int, head uint64, err error) {
-	tx, err := s.wdb.Begin()
+func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, head uint64, err error) {
+	tx, err := conn.begin()
 	if err != nil {
 		return -1, 0, fmt.Errorf("begin: %w", err)
 	}
 	if len(s.streams) > maxCachedStreams {
 		clear(s.streams)
 	}
-	w := writeTx{tx: tx, stmt: &s.stmt, now: time.Now().UnixNano(), streams: s.streams, undo: map[string]*streamRow{}}
+	w := writeTx{tx: tx, conn: conn, now: time.Now().UnixNano(), streams: s.streams, undo: map[string]*streamRow{}}
 	for i, r := range pending {
 		if r.events == nil {
 			r.err = w.delete(r.stream, r.expected)
@@ -186,52 +215,10 @@ func storageError(err error) error {
 	return fmt.Errorf("%w: %v", eventstore.ErrUnavailable, err)
 }
 
-// writeStmts are the writer's prepared statements.
-type writeStmts struct {
-	stream, insertStream, updateStream, deleteStream *sql.Stmt
-	insertEvent, findEvent, eventsFrom, deleteEvents *sql.Stmt
-}
-
-func (ws *writeStmts) prepare(db *sql.DB) error {
-	for _, p := range []struct {
-		stmt **sql.Stmt
-		sql  string
-	}{
-		{&ws.stream, `SELECT id, first_revision, last_revision, deleted,
-			(SELECT max(revision) FROM events WHERE stream_id = streams.id) FROM streams WHERE name = ?`},
-		{&ws.insertStream, `INSERT INTO streams (name, first_revision, last_revision) VALUES (?, 0, ?)`},
-		{&ws.updateStream, `UPDATE streams SET first_revision = ?, last_revision = ?, deleted = 0 WHERE id = ?`},
-		{&ws.deleteStream, `UPDATE streams SET last_revision = ?, deleted = 1 WHERE id = ?`},
-		{&ws.insertEvent, `INSERT INTO events (id, stream_id, revision, type, data, metadata, recorded)
-			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`},
-		{&ws.findEvent, `SELECT stream_id, revision FROM events WHERE id = ?`},
-		{&ws.eventsFrom, `SELECT id, revision, position FROM events
-			WHERE stream_id = ? AND revision >= ? ORDER BY revision LIMIT ?`},
-		{&ws.deleteEvents, `DELETE FROM events WHERE stream_id = ?`},
-	} {
-		stmt, err := db.Prepare(p.sql)
-		if err != nil {
-			ws.close()
-			return fmt.Errorf("prepare %q: %w", p.sql, err)
-		}
-		*p.stmt = stmt
-	}
-	return nil
-}
-
-func (ws *writeStmts) close() {
-	for _, st := range []*sql.Stmt{ws.stream, ws.insertStream, ws.updateStream, ws.deleteStream,
-		ws.insertEvent, ws.findEvent, ws.eventsFrom, ws.deleteEvents} {
-		if st != nil {
-			st.Close()
-		}
-	}
-}
-
 // writeTx applies requests inside the writer's transaction.
 type writeTx struct {
-	tx   *sql.Tx
-	stmt *writeStmts
+	tx   driver.Tx
+	conn *writeConn
 	now  int64
 
 	// streams caches stream rows across transactions; only the writer touches it, so it is
@@ -263,17 +250,17 @@ func (w *writeTx) stream(name string) (streamRow, error) {
 	if sr, ok := w.streams[name]; ok {
 		return sr, nil
 	}
-	var sr streamRow
-	var last sql.NullInt64
-	err := w.tx.Stmt(w.stmt.stream).QueryRow(name).Scan(&sr.id, &sr.firstRevision, &sr.revision, &sr.deleted, &last)
-	if errors.Is(err, sql.ErrNoRows) {
-		err = nil
-	}
+	rows, err := w.conn.stream.query(name)
 	if err != nil {
 		return streamRow{}, err
 	}
-	if last.Valid && !sr.deleted {
-		sr.revision = uint64(last.Int64)
+	var sr streamRow
+	if len(rows) == 1 {
+		row := rows[0]
+		sr = streamRow{id: asInt(row[0]), firstRevision: uint64(asInt(row[1])), revision: uint64(asInt(row[2])), deleted: asInt(row[3]) != 0}
+		if last, ok := row[4].(int64); ok && !sr.deleted {
+			sr.revision = uint64(last)
+		}
 	}
 	w.streams[name] = sr
 	return sr, nil
@@ -341,20 +328,18 @@ func (w *writeTx) append(name string, expected eventstore.ExpectedRevision, even
 	}
 	if expected.IsAny() || expected.IsStreamExists() {
 		// Without an exact revision, a repeat is found by its first event id.
-		var streamID int64
-		var from uint64
-		err := w.tx.Stmt(w.stmt.findEvent).QueryRow(events[0].ID[:]).Scan(&streamID, &from)
-		switch {
-		case err == nil && streamID == sr.id:
-			res, repeat, err := w.repeated(sr.id, from, events)
-			if err != nil || repeat {
-				return res, err
+		rows, err := w.conn.findEvent.query(events[0].ID[:])
+		if err != nil {
+			return eventstore.AppendResult{}, err
+		}
+		if len(rows) == 1 {
+			if streamID, from := asInt(rows[0][0]), uint64(asInt(rows[0][1])); streamID == sr.id {
+				res, repeat, err := w.repeated(sr.id, from, events)
+				if err != nil || repeat {
+					return res, err
+				}
 			}
 			return eventstore.AppendResult{}, fmt.Errorf("%w: %s", eventstore.ErrDuplicateEventID, events[0].ID)
-		case err == nil:
-			return eventstore.AppendResult{}, fmt.Errorf("%w: %s", eventstore.ErrDuplicateEventID, events[0].ID)
-		case !errors.Is(err, sql.ErrNoRows):
-			return eventstore.AppendResult{}, err
 		}
 	}
 	return w.write(name, sr, events)
@@ -363,29 +348,17 @@ func (w *writeTx) append(name string, expected eventstore.ExpectedRevision, even
 // repeated reports whether the stream holds exactly events, in order, from revision from, and
 // if so the result of the append that wrote them.
 func (w *writeTx) repeated(streamID int64, from uint64, events []eventstore.EventData) (eventstore.AppendResult, bool, error) {
-	rows, err := w.tx.Stmt(w.stmt.eventsFrom).Query(streamID, from, len(events))
-	if err != nil {
+	rows, err := w.conn.eventsFrom.query(streamID, from, len(events))
+	if err != nil || len(rows) != len(events) {
 		return eventstore.AppendResult{}, false, err
 	}
-	defer rows.Close()
-	var res eventstore.AppendResult
-	n := 0
-	for rows.Next() {
-		var id []byte
-		var pos uint64
-		if err := rows.Scan(&id, &res.Revision, &pos); err != nil {
-			return eventstore.AppendResult{}, false, err
-		}
-		if uuid.UUID(id) != events[n].ID {
+	for i, row := range rows {
+		if !bytes.Equal(asBytes(row[0]), events[i].ID[:]) {
 			return eventstore.AppendResult{}, false, nil
 		}
-		res.Position = position(pos)
-		n++
 	}
-	if err := rows.Err(); err != nil {
-		return eventstore.AppendResult{}, false, err
-	}
-	return res, n == len(events), nil
+	last := rows[len(rows)-1]
+	return eventstore.AppendResult{Revision: uint64(asInt(last[1])), Position: position(uint64(asInt(last[2])))}, true, nil
 }
 
 // write appends events after the stream's last revision, creating or reviving its row.
@@ -397,7 +370,7 @@ func (w *writeTx) write(name string, sr streamRow, events []eventstore.EventData
 	last := first + uint64(len(events)) - 1
 	switch {
 	case sr.id == 0:
-		res, err := w.tx.Stmt(w.stmt.insertStream).Exec(name, last)
+		res, err := w.conn.insertStream.exec(name, last)
 		if err != nil {
 			return eventstore.AppendResult{}, errAbort{err}
 		}
@@ -405,21 +378,20 @@ func (w *writeTx) write(name string, sr streamRow, events []eventstore.EventData
 			return eventstore.AppendResult{}, errAbort{err}
 		}
 	case sr.deleted:
-		if _, err := w.tx.Stmt(w.stmt.updateStream).Exec(first, last, sr.id); err != nil {
+		if _, err := w.conn.updateStream.exec(first, last, sr.id); err != nil {
 			return eventstore.AppendResult{}, errAbort{err}
 		}
 		sr.firstRevision, sr.deleted = first, false
 	}
 	sr.revision = last
 	w.setStream(name, sr)
-	insert := w.tx.Stmt(w.stmt.insertEvent)
 	var res eventstore.AppendResult
 	for i, e := range events {
 		var metadata []byte
 		if len(e.Metadata) > 0 {
 			metadata = e.Metadata
 		}
-		r, err := insert.Exec(e.ID[:], sr.id, first+uint64(i), e.Type, e.Data, metadata, w.now)
+		r, err := w.conn.insertEvent.exec(e.ID[:], sr.id, first+uint64(i), e.Type, e.Data, metadata, w.now)
 		if err != nil {
 			return eventstore.AppendResult{}, errAbort{err}
 		}
@@ -446,10 +418,10 @@ func (w *writeTx) delete(name string, expected eventstore.ExpectedRevision) erro
 	if !sr.live() {
 		return nil // Any or NoStream on a missing stream: nothing to do
 	}
-	if _, err := w.tx.Stmt(w.stmt.deleteEvents).Exec(sr.id); err != nil {
+	if _, err := w.conn.deleteEvents.exec(sr.id); err != nil {
 		return errAbort{err}
 	}
-	if _, err := w.tx.Stmt(w.stmt.deleteStream).Exec(sr.revision, sr.id); err != nil {
+	if _, err := w.conn.deleteStream.exec(sr.revision, sr.id); err != nil {
 		return errAbort{err}
 	}
 	sr.deleted = true
