@@ -3,6 +3,7 @@ module github.com/acme/orders
 go 1.26.0
 
 require (
+	github.com/goccy/go-json v0.12.0
 	github.com/google/go-cmp v0.7.0
 	github.com/google/uuid v1.6.0
 	github.com/mattn/go-sqlite3 v1.14.53

@@ -43,6 +43,7 @@ func (o Order) expected() eventstore.ExpectedRevision {
 // (key may be empty). A missing order is the zero Order, not an error.
 func (h *Handler) Load(ctx context.Context, id, principal, key string) (Order, error) {
 	var o Order
+	var f order.Folder
 	var needle []byte
 	if key != "" {
 		// Most events are not the key's: look for its JSON text before decoding metadata.
@@ -59,7 +60,7 @@ func (h *Handler) Load(ctx context.Context, id, principal, key string) (Order, e
 		if err != nil {
 			return Order{}, fmt.Errorf("load order %s: event %d: %w", id, e.Revision, err)
 		}
-		o.State = order.Evolve(o.State, ev)
+		f.Apply(ev)
 		o.Position = e.Position
 		if needle == nil || !bytes.Contains(e.Metadata, needle) {
 			continue
@@ -75,7 +76,8 @@ func (h *Handler) Load(ctx context.Context, id, principal, key string) (Order, e
 			o.Key = &KeyEvents{Fingerprint: md.Fingerprint, Command: md.Command}
 		}
 		o.Key.Events = append(o.Key.Events, ev)
-		o.Key.State, o.Key.Revision, o.Key.Position = o.State, e.Revision, e.Position
+		o.Key.State, o.Key.Revision, o.Key.Position = f.State(), e.Revision, e.Position
 	}
+	o.State = f.State()
 	return o, nil
 }

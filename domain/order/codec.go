@@ -1,9 +1,9 @@
 package order
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
+	json "github.com/goccy/go-json"
 	"slices"
 )
 

@@ -102,6 +102,18 @@ type State struct {
 // math.MaxInt64, so a corrupt stream never looks cheaper than it is); a nil event or a pointer
 // to an event is not an event and leaves s unchanged.
 func Evolve(s State, e Event) State {
+	return evolve(s, e, false)
+}
+
+// evolve is Evolve; owned says that s.Lines is an array no other State shares, which a Folder
+// knows, so that line events may change it in place instead of copying it.
+func evolve(s State, e Event, owned bool) State {
+	lines := func() []Line {
+		if owned {
+			return s.Lines
+		}
+		return slices.Clone(s.Lines)
+	}
 	switch e := e.(type) {
 	case Created:
 		s.ID, s.CustomerID, s.Currency, s.ClientRef = e.OrderID, e.CustomerID, e.Currency, e.ClientRef
@@ -109,24 +121,24 @@ func Evolve(s State, e Event) State {
 		s.CreatedAt = e.At
 		zero := Money{Currency: e.Currency}
 		s.Paid, s.PendingRefund, s.Refunded = zero, zero, zero
-		s = s.withLines(s.Lines)
+		s = s.withLines(s.Lines, !owned)
 	case LineAdded:
 		l := Line{SKU: e.SKU, Quantity: e.Quantity, UnitPrice: e.UnitPrice}
-		lines := slices.Clone(s.Lines)
+		ls := lines()
 		if i := s.lineIndex(e.SKU); i >= 0 {
-			lines[i] = l
+			ls[i] = l
 		} else {
-			lines = append(lines, l)
+			ls = append(ls, l)
 		}
-		s = s.withLines(lines)
+		s = s.withLines(ls, !owned)
 	case LineQuantityChanged:
 		if i := s.lineIndex(e.SKU); i >= 0 {
-			lines := slices.Clone(s.Lines)
-			lines[i].Quantity = e.Quantity
-			s = s.withLines(lines)
+			ls := lines()
+			ls[i].Quantity = e.Quantity
+			s = s.withLines(ls, !owned)
 		}
 	case LineRemoved:
-		s = s.withLines(slices.DeleteFunc(slices.Clone(s.Lines), func(l Line) bool { return l.SKU == e.SKU }))
+		s = s.withLines(slices.DeleteFunc(lines(), func(l Line) bool { return l.SKU == e.SKU }), !owned)
 	case PaymentStarted:
 		s.Status, s.PaymentID = StatusPaying, e.PaymentID
 	case PaymentConfirmed:
@@ -158,19 +170,55 @@ func Evolve(s State, e Event) State {
 	return s
 }
 
-// withLines returns s with lines (which s must own) and their total.
-func (s State) withLines(lines []Line) State {
+// Folder folds events into a State like Evolve, but in place: Evolve copies an order's lines
+// on every line event so that earlier States stay intact, which makes folding a long stream
+// quadratic; a Folder copies them at most once after each call of State. The zero Folder
+// starts from the zero State.
+type Folder struct {
+	state State
+	owned bool // state.Lines is an array only the Folder holds
+	stale bool // state.Total is not yet the sum of state.Lines
+}
+
+// Apply folds e.
+func (f *Folder) Apply(e Event) {
+	switch e.(type) {
+	case LineAdded, LineQuantityChanged, LineRemoved:
+		if !f.owned {
+			f.state.Lines, f.owned = slices.Clone(f.state.Lines), true
+		}
+	}
+	f.state = evolve(f.state, e, f.owned)
+	// Line events recompute the total over every line; State does it once instead.
+	f.stale = f.stale || f.owned
+}
+
+// State returns the State folded so far. The Folder copies the lines before changing them
+// again, so the returned State stays as it is.
+func (f *Folder) State() State {
+	if f.stale {
+		f.state, f.stale = f.state.withLines(f.state.Lines, true), false
+	}
+	f.owned = false
+	return f.state
+}
+
+// withLines returns s with lines (which s must own) and, if total is set, their total.
+func (s State) withLines(lines []Line, total bool) State {
 	if len(lines) == 0 {
 		lines = nil // one representation of "no lines", so states compare equal
 	}
 	s.Lines = lines
-	total, err := linesTotal(lines, s.Currency)
+	if !total {
+		return s
+	}
+	sum, err := linesTotal(lines, s.Currency)
 	if err != nil {
 		// Unreachable for decided events (see MaxAmount); a total that cannot be represented
 		// saturates so that no payment can ever match it.
-		total = Money{Amount: math.MaxInt64, Currency: s.Currency}
+		sum = Money{Amount: math.MaxInt64, Currency: s.Currency}
 	}
-	s.Total = total
+	s.Total = sum
 	return s
 }
 

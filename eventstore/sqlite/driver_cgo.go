@@ -13,5 +13,5 @@ const driverName = "sqlite3"
 // dsn opens path in WAL mode with synchronous=FULL (see the package doc).
 func dsn(path string) string {
 	return "file:" + url.PathEscape(path) +
-		"?_journal_mode=WAL&_synchronous=FULL&_busy_timeout=10000&_txlock=immediate&_cache_size=-16000"
+		"?_journal_mode=WAL&_synchronous=FULL&_busy_timeout=10000&_txlock=immediate&_cache_size=-16000&_stmt_cache_size=16"
 }
