@@ -114,7 +114,7 @@ func (s *Store) serve(conn *writeConn) {
 			case r := <-s.requests:
 				batch = append(batch, r)
 			default:
-				if idle++; idle > 3 {
+				if idle++; idle > 8 {
 					break gather
 				}
 				runtime.Gosched()
