@@ -18,6 +18,8 @@ var (
 	// ErrKeyReused: the order already holds events of this idempotency key for a request with
 	// another fingerprint.
 	ErrKeyReused = errors.New("idempotency key already used for another request on this order")
+	// ErrPreconditionFailed: the order is not at the revision the request required (If-Match).
+	ErrPreconditionFailed = errors.New("order is not at the expected revision")
 )
 
 // StreamName is the event stream of the order with id.
@@ -47,11 +49,21 @@ type Result struct {
 	Repeated bool
 }
 
-// Handle runs c on the order id. It returns the domain's *order.Error when the command is
+// Handle runs c on the order id. Amounts in c that name no currency are in the order's. It returns the domain's *order.Error when the command is
 // refused; for a ConfirmPayment the order refuses but must record, it returns both a Result
 // with the recorded events and the *order.Error. Other errors: ErrConflict, ErrKeyReused and
 // the store's.
 func (h *Handler) Handle(ctx context.Context, id string, c order.Command, md Metadata) (Result, error) {
+	return h.handle(ctx, id, c, md, nil)
+}
+
+// HandleAt is Handle for a client that requires the order to be at revision (If-Match): at any
+// other revision, or if the order does not exist, it returns ErrPreconditionFailed.
+func (h *Handler) HandleAt(ctx context.Context, id string, c order.Command, md Metadata, revision uint64) (Result, error) {
+	return h.handle(ctx, id, c, md, &revision)
+}
+
+func (h *Handler) handle(ctx context.Context, id string, c order.Command, md Metadata, at *uint64) (Result, error) {
 	stream := StreamName(id)
 	md.Command = c.CommandName()
 	attempts := h.Attempts
@@ -66,8 +78,11 @@ func (h *Handler) Handle(ctx context.Context, id string, c order.Command, md Met
 		if o.Key != nil {
 			return repeated(id, o.Key, md)
 		}
+		if at != nil && (o.State.Version == 0 || o.Revision() != *at) {
+			return Result{}, fmt.Errorf("%s on order %s: %w: want %d", md.Command, id, ErrPreconditionFailed, *at)
+		}
 		md.At = h.now()
-		events, decideErr := order.Decide(o.State, c, md.At)
+		events, decideErr := order.Decide(o.State, order.InCurrency(c, o.State.Currency), md.At)
 		if len(events) == 0 {
 			return Result{State: o.State, Revision: o.Revision(), Position: o.Position}, decideErr
 		}
@@ -86,6 +101,24 @@ func (h *Handler) Handle(ctx context.Context, id string, c order.Command, md Met
 		}
 		return res, decideErr
 	}
+}
+
+// Repeat is the answer to a command whose key's events are already in its order.
+type Repeat struct {
+	Result Result
+	Err    error // the refusal the first run also returned, if it did
+}
+
+// Find looks for the events of md's key in the order id, without running c. It returns nil
+// if the key has not taken effect there.
+func (h *Handler) Find(ctx context.Context, id string, c order.Command, md Metadata) (*Repeat, error) {
+	md.Command = c.CommandName()
+	o, err := h.Load(ctx, id, md.Principal, md.IdempotencyKey)
+	if err != nil || o.Key == nil {
+		return nil, err
+	}
+	res, err := repeated(id, o.Key, md)
+	return &Repeat{Result: res, Err: err}, nil
 }
 
 // repeated answers a command whose key's events are already in the order, as the first run did.

@@ -296,3 +296,39 @@ func TestHandleSameKeyConcurrentlyTakesEffectOnce(t *testing.T) {
 		}
 	}
 }
+
+func TestHandleAtChecksTheRevision(t *testing.T) {
+	h, _ := newHandler(t)
+	ctx := context.Background()
+	res, err := h.Handle(ctx, "o1", create("o1"), keyed("k1", "fp1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := order.AddLine{SKU: "sku-2", Quantity: 1, UnitPrice: eur(5)}
+	if _, err := h.HandleAt(ctx, "o1", add, keyed("k2", "fp2"), res.Revision+1); !errors.Is(err, command.ErrPreconditionFailed) {
+		t.Fatalf("stale revision: got %v, want ErrPreconditionFailed", err)
+	}
+	if _, err := h.HandleAt(ctx, "nope", add, keyed("k3", "fp3"), 0); !errors.Is(err, command.ErrPreconditionFailed) {
+		t.Fatalf("missing order: got %v, want ErrPreconditionFailed", err)
+	}
+	got, err := h.HandleAt(ctx, "o1", add, keyed("k4", "fp4"), res.Revision)
+	if err != nil || got.Revision != res.Revision+1 {
+		t.Fatalf("current revision: %+v, %v", got, err)
+	}
+}
+
+func TestFindReportsOnlyTakenEffect(t *testing.T) {
+	h, _ := newHandler(t)
+	ctx := context.Background()
+	if rep, err := h.Find(ctx, "o1", create("o1"), keyed("k1", "fp1")); rep != nil || err != nil {
+		t.Fatalf("before the command: %+v, %v", rep, err)
+	}
+	res, err := h.Handle(ctx, "o1", create("o1"), keyed("k1", "fp1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := h.Find(ctx, "o1", create("o1"), keyed("k1", "fp1"))
+	if err != nil || rep == nil || rep.Err != nil || rep.Result.Position != res.Position || !rep.Result.Repeated {
+		t.Fatalf("after the command: %+v, %v", rep, err)
+	}
+}

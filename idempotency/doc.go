@@ -1,3 +1,26 @@
-// Package idempotency claims Idempotency-Keys on their own event streams, stores outcomes and
-// replays them on retries.
+// Package idempotency makes every command with an Idempotency-Key take effect once and answers
+// its retries with the first outcome.
+//
+// A key lives in its own event stream, named from the principal and a hash of the key. The
+// first request claims it by appending a Claimed event with expected revision NoStream: the
+// store's optimistic concurrency is the unique constraint, so of two racing requests exactly one
+// claims. The claim records the request's fingerprint (method, path, canonical body), the order
+// it targets (chosen at claim time for a create, so a takeover reuses it), the claimant, a lease
+// and the key's expiry. When the command has run, its outcome (status, the headers that matter,
+// the body byte for byte) is appended as Completed, with the exact revision of the claim.
+//
+// A later request with the key finds, in the key's stream:
+//   - Completed: replay it, if the fingerprint matches; else ErrKeyReused.
+//   - Claimed, lease running: another request is running it. The caller first looks in the
+//     order's own stream, where events carry their key (a crash after the order append and
+//     before Completed leaves the effect there: the caller completes the record from it); else
+//     it waits, bounded, for Completed and replays it, or gets ErrInFlight.
+//   - Claimed, lease expired (or Released after a 5xx): take it over by appending a new Claimed
+//     with the exact revision it read; of several takers one wins.
+//   - Claimed longer ago than the TTL: the key has expired; its stream is deleted and the
+//     request is new. A sweeper also deletes expired key streams in the background.
+//
+// The lease is not what prevents a second effect: command events carry the key and ids derived
+// from it, so even a takeover racing a slow first request appends the command once (see package
+// command). The lease only bounds how long a retry waits for a request that died.
 package idempotency

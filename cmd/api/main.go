@@ -8,21 +8,61 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/alecthomas/kong"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "api:", err)
 		os.Exit(1)
 	}
 }
 
+// cli is the command line: flags, their environment variables and defaults.
+type cli struct {
+	Serve serveCmd `cmd:"" default:"withargs" help:"Run the HTTP service (the default)."`
+	Keys  keysCmd  `cmd:"" help:"Manage API keys."`
+}
+
 // run is main without the process: tests call it directly.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	_ = ctx
-	_ = getenv
-	_, err := fmt.Fprintln(stdout, "api: the service is not built yet; see the open issues")
-	return err
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var c cli
+	parser, err := kong.New(&c,
+		kong.Name("api"),
+		kong.Description("An event-sourced order service that never performs a command twice."),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(int) {}),
+		kong.Resolvers(envResolver(getenv)),
+	)
+	if err != nil {
+		return err
+	}
+	kctx, err := parser.Parse(args)
+	if err != nil {
+		return err
+	}
+	kctx.BindTo(ctx, (*context.Context)(nil))
+	return kctx.Run(&env{stdout: stdout, stderr: stderr, getenv: getenv})
+}
+
+// env is what subcommands get from run.
+type env struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
+// envResolver reads a flag's value from the environment variable named in its env tag,
+// through getenv rather than the process environment, so tests can set it.
+func envResolver(getenv func(string) string) kong.Resolver {
+	return kong.ResolverFunc(func(_ *kong.Context, _ *kong.Path, flag *kong.Flag) (any, error) {
+		for _, name := range flag.Envs {
+			if v := getenv(name); v != "" {
+				return v, nil
+			}
+		}
+		return nil, nil
+	})
 }

@@ -254,3 +254,29 @@ func checkQuantity(q int64) *Error {
 	}
 	return nil
 }
+
+// InCurrency returns c with every amount that names no currency put in cur: a client of an
+// existing order gives amounts in the order's currency without repeating it.
+func InCurrency(c Command, cur Currency) Command {
+	set := func(m Money) Money {
+		if m.Currency == "" {
+			m.Currency = cur
+		}
+		return m
+	}
+	switch c := c.(type) {
+	case AddLine:
+		c.UnitPrice = set(c.UnitPrice)
+		return c
+	case StartPayment:
+		c.Amount = set(c.Amount)
+		return c
+	case ConfirmPayment:
+		c.Amount = set(c.Amount)
+		return c
+	case RequestRefund:
+		c.Amount = set(c.Amount)
+		return c
+	}
+	return c
+}

@@ -98,3 +98,19 @@ func TestMoneyMatchesBigInt(t *testing.T) {
 		check("×", prod, err, new(big.Int).Mul(x, y))
 	})
 }
+
+func TestInCurrencyFillsOnlyMissingCurrencies(t *testing.T) {
+	got := order.InCurrency(order.AddLine{SKU: "a", Quantity: 1, UnitPrice: order.Money{Amount: 5}}, "EUR")
+	if got.(order.AddLine).UnitPrice.Currency != "EUR" {
+		t.Errorf("AddLine without currency: got %+v", got)
+	}
+	got = order.InCurrency(order.ConfirmPayment{PaymentID: "p", Amount: order.Money{Amount: 5, Currency: "USD"}}, "EUR")
+	if got.(order.ConfirmPayment).Amount.Currency != "USD" {
+		t.Errorf("a named currency must stay: got %+v", got)
+	}
+	for _, c := range []order.Command{order.StartPayment{}, order.RequestRefund{}} {
+		if got := order.InCurrency(c, "EUR"); got == c {
+			t.Errorf("%T: currency not filled", c)
+		}
+	}
+}

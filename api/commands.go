@@ -1,0 +1,227 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/acme/orders/command"
+	"github.com/acme/orders/domain/order"
+	"github.com/acme/orders/idempotency"
+	"github.com/labstack/echo/v4"
+)
+
+// route is one command endpoint: how to read its command from the request.
+type route struct {
+	create bool // POST /v1/orders: the order id is drawn when the key is claimed
+	// parse reads the command from the path values and the JSON body; it returns a builder
+	// that completes it with the order id.
+	parse func(c echo.Context, body []byte) (func(orderID string) order.Command, error)
+}
+
+// commandTimeout bounds a command that the client stopped waiting for: it runs to its end
+// (see command), but not forever.
+const commandTimeout = 30 * time.Second
+
+// command serves a route: check the request, then run it once per Idempotency-Key.
+func (s *Server) command(rt route) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			return err // the body limit's 413
+		}
+		if len(bytes.TrimSpace(body)) > 0 && !isJSON(req.Header.Get(echo.HeaderContentType)) {
+			return echo.ErrUnsupportedMediaType
+		}
+		key, keyed := req.Header["Idempotency-Key"]
+		switch {
+		case !keyed && req.Method == http.MethodPost:
+			return idempotency.ErrKeyMissing
+		case keyed && (len(key) != 1 || idempotency.ValidateKey(key[0]) != nil):
+			return idempotency.ErrKeyInvalid
+		}
+		var id string
+		if !rt.create {
+			if id, err = orderID(c); err != nil {
+				return err
+			}
+		}
+		build, err := rt.parse(c, body)
+		if err != nil {
+			return err
+		}
+		ifMatch, err := parseIfMatch(req.Header.Get("If-Match"))
+		if err != nil {
+			return err
+		}
+		md := command.Metadata{Principal: principal(c), CorrelationID: requestID(c)}
+		// The command runs to its end even if the client goes away: a dropped connection
+		// must not leave an effect without its recorded outcome.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), commandTimeout)
+		defer cancel()
+		if !keyed {
+			res, err := s.run(ctx, id, build(id), md, ifMatch)
+			return s.write(c, s.respond(rt, id, res, err), res.Repeated)
+		}
+
+		md.IdempotencyKey = key[0]
+		if md.Fingerprint, err = idempotency.Fingerprint(req.Method, req.URL.Path, body); err != nil {
+			return err
+		}
+		claim, replay, err := s.Keys.Begin(ctx, idempotency.Request{
+			Principal: md.Principal, Key: md.IdempotencyKey,
+			Method: req.Method, Path: req.URL.Path, Fingerprint: md.Fingerprint,
+			OrderID:    id,
+			NewOrderID: func() string { return s.IDs.New(time.Now()).String() },
+			Claimant:   s.Node + "/" + requestID(c),
+			FindInOrderStream: func(ctx context.Context, orderID string) (*idempotency.Outcome, error) {
+				rep, err := s.Orders.Find(ctx, orderID, build(orderID), md)
+				if err != nil || rep == nil {
+					return nil, err
+				}
+				out := s.respond(rt, orderID, rep.Result, rep.Err)
+				return &out, nil
+			},
+		})
+		switch {
+		case errors.Is(err, idempotency.ErrInFlight):
+			writeProblem(c, problemOf(err), http.Header{"Retry-After": {"1"}})
+			return nil
+		case err != nil:
+			return err
+		case replay != nil:
+			return s.write(c, *replay, true)
+		}
+		if s.Hooks.AfterClaim != nil {
+			s.Hooks.AfterClaim(md.IdempotencyKey)
+		}
+		res, err := s.run(ctx, claim.OrderID, build(claim.OrderID), md, ifMatch)
+		if s.Hooks.AfterAppend != nil && len(res.Events) > 0 {
+			s.Hooks.AfterAppend(md.IdempotencyKey)
+		}
+		out := s.respond(rt, claim.OrderID, res, err)
+		if keep(out, err) {
+			if err := s.Keys.Complete(ctx, claim, out); err != nil {
+				// The effect is in the order's stream with its key: the next retry completes
+				// the record from there. The client still gets its answer.
+				s.Log.Warn("record outcome", "request_id", requestID(c), "key", idempotency.KeyHash(md.Principal, md.IdempotencyKey), "error", err)
+			}
+		} else if err := s.Keys.Release(ctx, claim, http.StatusText(out.Status)); err != nil {
+			s.Log.Warn("release key", "request_id", requestID(c), "key", idempotency.KeyHash(md.Principal, md.IdempotencyKey), "error", err)
+		}
+		return s.write(c, out, res.Repeated)
+	}
+}
+
+// keep reports whether an outcome is stored for replay: every answer below 500 that does not
+// depend on a passing condition of the server.
+func keep(out idempotency.Outcome, err error) bool {
+	return out.Status < 500 && !errors.Is(err, command.ErrConflict)
+}
+
+func (s *Server) run(ctx context.Context, orderID string, cmd order.Command, md command.Metadata, ifMatch *uint64) (command.Result, error) {
+	if ifMatch != nil {
+		return s.Orders.HandleAt(ctx, orderID, cmd, md, *ifMatch)
+	}
+	return s.Orders.Handle(ctx, orderID, cmd, md)
+}
+
+// respond turns a command's result into the response that is sent, stored and replayed.
+func (s *Server) respond(rt route, orderID string, res command.Result, err error) idempotency.Outcome {
+	if err != nil {
+		p := problemOf(err)
+		body, _ := json.Marshal(p)
+		return idempotency.Outcome{
+			Status:  p.Status,
+			Headers: map[string]string{echo.HeaderContentType: "application/problem+json"},
+			Body:    string(body) + "\n",
+		}
+	}
+	body, _ := json.Marshal(viewOrder(res.State))
+	out := idempotency.Outcome{
+		Status: http.StatusOK,
+		Headers: map[string]string{
+			echo.HeaderContentType: echo.MIMEApplicationJSON,
+			"ETag":                 etag(res.Revision),
+			"Log-Position":         strconv.FormatUint(res.Position.Commit, 10),
+		},
+		Body: string(body) + "\n",
+	}
+	if rt.create {
+		out.Status = http.StatusCreated
+		out.Headers["Location"] = "/v1/orders/" + orderID
+	}
+	return out
+}
+
+func (s *Server) write(c echo.Context, out idempotency.Outcome, replayed bool) error {
+	h := c.Response().Header()
+	for k, v := range out.Headers {
+		h.Set(k, v)
+	}
+	if replayed {
+		h.Set("Idempotent-Replayed", "true")
+	}
+	return c.Blob(out.Status, out.Headers[echo.HeaderContentType], []byte(out.Body))
+}
+
+func etag(revision uint64) string { return `"` + strconv.FormatUint(revision, 10) + `"` }
+
+// parseIfMatch reads If-Match: a quoted revision, or nothing.
+func parseIfMatch(v string) (*uint64, error) {
+	if v == "" {
+		return nil, nil
+	}
+	rev, err := strconv.ParseUint(strings.Trim(strings.TrimPrefix(v, "W/"), `"`), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("%w: If-Match must be an ETag of this API, such as \"3\"", errMalformed)
+	}
+	return &rev, nil
+}
+
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+}
+
+// decode reads a JSON body strictly: one object, known fields only, right types.
+func decode(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return fmt.Errorf("%w: a JSON body is required", errMalformed)
+	}
+	// encoding/json would quietly turn invalid UTF-8 into U+FFFD: refuse it instead.
+	if !utf8.Valid(body) {
+		return fmt.Errorf("%w: the body is not valid UTF-8", errMalformed)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", errMalformed, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: data after the JSON object", errMalformed)
+	}
+	return nil
+}
+
+// required fails for the first missing field (present[name] false), in name order.
+func required(present map[string]bool) error {
+	for _, name := range slices.Sorted(maps.Keys(present)) {
+		if !present[name] {
+			return fmt.Errorf("%w: field %q is required", errMalformed, name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,126 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/acme/orders/command"
+	"github.com/acme/orders/domain/order"
+	"github.com/acme/orders/eventstore"
+	"github.com/labstack/echo/v4"
+	"github.com/oklog/ulid/v2"
+)
+
+// orderView is an order as the API shows it.
+type orderView struct {
+	ID               string       `json:"id"`
+	CustomerID       string       `json:"customerId"`
+	Currency         string       `json:"currency"`
+	ClientReference  string       `json:"clientReference,omitempty"`
+	Status           string       `json:"status"`
+	Lines            []lineView   `json:"lines"`
+	Total            int64        `json:"total"`
+	Paid             int64        `json:"paid"`
+	Refunded         int64        `json:"refunded"`
+	PaymentID        string       `json:"paymentId,omitempty"`
+	RefundID         string       `json:"refundId,omitempty"`
+	Carrier          string       `json:"carrier,omitempty"`
+	TrackingNumber   string       `json:"trackingNumber,omitempty"`
+	DuplicateCharges []chargeView `json:"duplicateCharges,omitempty"`
+	Version          int64        `json:"version"`
+	CreatedAt        time.Time    `json:"createdAt"`
+	UpdatedAt        time.Time    `json:"updatedAt"`
+}
+
+type lineView struct {
+	SKU       string `json:"sku"`
+	Quantity  int64  `json:"quantity"`
+	UnitPrice int64  `json:"unitPrice"`
+}
+
+type chargeView struct {
+	PaymentID string `json:"paymentId"`
+	Amount    int64  `json:"amount"`
+	Reason    string `json:"reason"`
+}
+
+func viewOrder(s order.State) orderView {
+	v := orderView{
+		ID: s.ID, CustomerID: s.CustomerID, Currency: string(s.Currency), ClientReference: s.ClientRef,
+		Status: s.Status.String(), Lines: make([]lineView, len(s.Lines)),
+		Total: s.Total.Amount, Paid: s.Paid.Amount, Refunded: s.Refunded.Amount,
+		PaymentID: s.PaymentID, RefundID: s.RefundID, Carrier: s.Carrier, TrackingNumber: s.TrackingNumber,
+		Version: s.Version, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
+	}
+	for i, l := range s.Lines {
+		v.Lines[i] = lineView{SKU: l.SKU, Quantity: l.Quantity, UnitPrice: l.UnitPrice.Amount}
+	}
+	for _, c := range s.DuplicateCharges {
+		v.DuplicateCharges = append(v.DuplicateCharges, chargeView{PaymentID: c.PaymentID, Amount: c.Amount.Amount, Reason: string(c.Reason)})
+	}
+	return v
+}
+
+// orderID returns the path's order id if it is a ULID.
+func orderID(c echo.Context) (string, error) {
+	id := c.Param("id")
+	if _, err := ulid.ParseStrict(id); err != nil {
+		return "", fmt.Errorf("%w: %s", errOrderNotFound, id)
+	}
+	return id, nil
+}
+
+// getOrder answers with the order folded from its events.
+func (s *Server) getOrder(c echo.Context) error {
+	id, err := orderID(c)
+	if err != nil {
+		return err
+	}
+	o, err := s.Orders.Load(c.Request().Context(), id, "", "")
+	if err != nil {
+		return err
+	}
+	if o.State.Version == 0 {
+		return fmt.Errorf("%w: %s", errOrderNotFound, id)
+	}
+	h := c.Response().Header()
+	h.Set("ETag", etag(o.Revision()))
+	h.Set("Log-Position", strconv.FormatUint(o.Position.Commit, 10))
+	return c.JSON(http.StatusOK, viewOrder(o.State))
+}
+
+type eventView struct {
+	Revision   uint64          `json:"revision"`
+	Position   uint64          `json:"position"`
+	Type       string          `json:"type"`
+	RecordedAt time.Time       `json:"recordedAt"`
+	Data       json.RawMessage `json:"data"`
+	Metadata   json.RawMessage `json:"metadata,omitempty"`
+}
+
+// getEvents answers with the order's stream, oldest first.
+func (s *Server) getEvents(c echo.Context) error {
+	id, err := orderID(c)
+	if err != nil {
+		return err
+	}
+	events := []eventView{}
+	for e, err := range s.Store.ReadStream(c.Request().Context(), command.StreamName(id), eventstore.ReadStreamOptions{}) {
+		if errors.Is(err, eventstore.ErrStreamNotFound) {
+			return fmt.Errorf("%w: %s", errOrderNotFound, id)
+		}
+		if err != nil {
+			return err
+		}
+		var md json.RawMessage
+		if len(e.Metadata) > 0 {
+			md = e.Metadata
+		}
+		events = append(events, eventView{Revision: e.Revision, Position: e.Position.Commit, Type: e.Type, RecordedAt: e.Recorded, Data: e.Data, Metadata: md})
+	}
+	return c.JSON(http.StatusOK, map[string]any{"events": events})
+}

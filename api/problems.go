@@ -1,0 +1,119 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/acme/orders/command"
+	"github.com/acme/orders/domain/order"
+	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/idempotency"
+	"github.com/labstack/echo/v4"
+)
+
+// Problem is an RFC 9457 problem details object.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+}
+
+// problemType is one kind of error: its code (the last segment of its type URI), status,
+// title and a description served at /problems/{code}.
+type problemType struct {
+	code, title, about string
+	status             int
+}
+
+// problemTypes is the closed set of errors the API returns. Codes are a public contract.
+var problemTypes = []problemType{
+	{"idempotency-key-missing", "Idempotency-Key required", "Every POST must carry an Idempotency-Key header.", http.StatusBadRequest},
+	{"idempotency-key-invalid", "Invalid Idempotency-Key", "An Idempotency-Key is 1 to 255 printable ASCII characters.", http.StatusBadRequest},
+	{"malformed-request", "Malformed request", "The request body is not valid JSON for this route (syntax, types, unknown or missing fields), or a path value is invalid.", http.StatusBadRequest},
+	{"invalid-command", "Invalid command", "The order service finds the command invalid on its own (a bad currency, a quantity out of range, ...).", http.StatusBadRequest},
+	{"unauthorized", "Unauthorized", "The request needs a valid bearer API key.", http.StatusUnauthorized},
+	{"not-found", "Not found", "No such route or order.", http.StatusNotFound},
+	{"method-not-allowed", "Method not allowed", "The route does not support this method.", http.StatusMethodNotAllowed},
+	{"idempotency-key-in-flight", "Request in progress", "Another request with this Idempotency-Key is still running; retry after the Retry-After delay.", http.StatusConflict},
+	{"invalid-transition", "Invalid transition", "The order's status does not allow this command.", http.StatusConflict},
+	{"concurrent-modification", "Concurrent modification", "The order kept changing while the command ran; it was not applied. Retry.", http.StatusConflict},
+	{"precondition-failed", "Precondition failed", "If-Match does not match the order's current ETag.", http.StatusPreconditionFailed},
+	{"payload-too-large", "Payload too large", "The request body is larger than 1 MiB.", http.StatusRequestEntityTooLarge},
+	{"unsupported-media-type", "Unsupported media type", "Request bodies must be application/json.", http.StatusUnsupportedMediaType},
+	{"idempotency-key-reused", "Idempotency-Key reused", "This Idempotency-Key was already used for a different request (another body, route or order).", http.StatusUnprocessableEntity},
+	{"command-rejected", "Command rejected", "The order's facts refuse the command (an amount that is not the total, a second payment, ...).", http.StatusUnprocessableEntity},
+	{"internal", "Internal error", "The server failed; the request id identifies it in the logs.", http.StatusInternalServerError},
+	{"unavailable", "Service unavailable", "The event store cannot take writes now; retry later.", http.StatusServiceUnavailable},
+}
+
+func problemFor(code string) problemType {
+	for _, p := range problemTypes {
+		if p.code == code {
+			return p
+		}
+	}
+	return problemTypes[len(problemTypes)-2] // internal
+}
+
+// problem builds the problem of code with detail.
+func problem(code, detail string) Problem {
+	p := problemFor(code)
+	if detail == "" {
+		detail = p.about
+	}
+	return Problem{Type: "/problems/" + p.code, Title: p.title, Status: p.status, Detail: detail}
+}
+
+// problemOf maps an error to its problem: the one place where errors become HTTP.
+func problemOf(err error) Problem {
+	var he *echo.HTTPError
+	var oe *order.Error
+	switch {
+	case errors.As(err, &oe):
+		code := map[order.Kind]string{
+			order.KindInvalid:           "invalid-command",
+			order.KindNotFound:          "not-found",
+			order.KindAlreadyExists:     "invalid-transition",
+			order.KindInvalidTransition: "invalid-transition",
+			order.KindRejected:          "command-rejected",
+		}[oe.Kind]
+		return problem(code, oe.Msg)
+	case errors.Is(err, idempotency.ErrKeyMissing):
+		return problem("idempotency-key-missing", err.Error())
+	case errors.Is(err, idempotency.ErrKeyInvalid):
+		return problem("idempotency-key-invalid", err.Error())
+	case errors.Is(err, idempotency.ErrKeyReused), errors.Is(err, command.ErrKeyReused):
+		return problem("idempotency-key-reused", err.Error())
+	case errors.Is(err, idempotency.ErrInFlight):
+		return problem("idempotency-key-in-flight", err.Error())
+	case errors.Is(err, idempotency.ErrMalformedBody), errors.Is(err, errMalformed):
+		return problem("malformed-request", err.Error())
+	case errors.Is(err, command.ErrConflict):
+		return problem("concurrent-modification", "the order kept changing; retry")
+	case errors.Is(err, command.ErrPreconditionFailed):
+		return problem("precondition-failed", err.Error())
+	case errors.Is(err, errOrderNotFound):
+		return problem("not-found", err.Error())
+	case errors.Is(err, errUnauthorized):
+		return problem("unauthorized", err.Error())
+	case errors.Is(err, eventstore.ErrUnavailable):
+		return problem("unavailable", "the event store cannot take writes now")
+	case errors.As(err, &he):
+		switch he.Code {
+		case http.StatusNotFound:
+			return problem("not-found", "no such route")
+		case http.StatusMethodNotAllowed:
+			return problem("method-not-allowed", "")
+		case http.StatusRequestEntityTooLarge:
+			return problem("payload-too-large", "")
+		case http.StatusUnsupportedMediaType:
+			return problem("unsupported-media-type", "")
+		case http.StatusUnauthorized:
+			return problem("unauthorized", "")
+		case http.StatusBadRequest:
+			return problem("malformed-request", "")
+		}
+	}
+	return problem("internal", "internal error")
+}

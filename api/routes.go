@@ -1,0 +1,182 @@
+package api
+
+import (
+	"github.com/acme/orders/domain/order"
+	"github.com/labstack/echo/v4"
+)
+
+// Request bodies. Pointers mark required fields, so a missing one is told from a zero one.
+type (
+	lineBody struct {
+		SKU       *string `json:"sku"`
+		Quantity  *int64  `json:"quantity"`
+		UnitPrice *int64  `json:"unitPrice"`
+	}
+	createBody struct {
+		CustomerID      *string    `json:"customerId"`
+		Currency        *string    `json:"currency"`
+		Lines           []lineBody `json:"lines"`
+		ClientReference string     `json:"clientReference"`
+	}
+	quantityBody struct {
+		Quantity *int64 `json:"quantity"`
+	}
+	paymentBody struct {
+		PaymentID *string `json:"paymentId"`
+		Amount    *int64  `json:"amount"`
+	}
+	amountBody struct {
+		Amount *int64 `json:"amount"`
+	}
+	reasonBody struct {
+		Reason *string `json:"reason"`
+	}
+	shipmentBody struct {
+		Carrier        *string `json:"carrier"`
+		TrackingNumber *string `json:"trackingNumber"`
+	}
+	refundBody struct {
+		RefundID *string `json:"refundId"`
+		Amount   *int64  `json:"amount"`
+	}
+)
+
+func (l lineBody) check() error {
+	return required(map[string]bool{"sku": l.SKU != nil, "quantity": l.Quantity != nil, "unitPrice": l.UnitPrice != nil})
+}
+
+// money is an amount in the order's currency. Commands on an existing order do not name the
+// currency: the order knows it, and the domain compares amounts only within it.
+func money(amount int64, currency string) order.Money {
+	return order.Money{Amount: amount, Currency: order.Currency(currency)}
+}
+
+// sameCurrency marks amounts whose currency the order supplies (see order.Money).
+const sameCurrency = ""
+
+var createOrder = route{create: true, parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+	var b createBody
+	if err := decode(body, &b); err != nil {
+		return nil, err
+	}
+	if err := required(map[string]bool{"customerId": b.CustomerID != nil, "currency": b.Currency != nil}); err != nil {
+		return nil, err
+	}
+	lines := make([]order.AddLine, len(b.Lines))
+	for i, l := range b.Lines {
+		if err := l.check(); err != nil {
+			return nil, err
+		}
+		lines[i] = order.AddLine{SKU: *l.SKU, Quantity: *l.Quantity, UnitPrice: money(*l.UnitPrice, *b.Currency)}
+	}
+	return func(id string) order.Command {
+		return order.CreateOrder{OrderID: id, CustomerID: *b.CustomerID, Currency: order.Currency(*b.Currency), Lines: lines, ClientRef: b.ClientReference}
+	}, nil
+}}
+
+var addLine = route{parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+	var b lineBody
+	if err := decode(body, &b); err != nil {
+		return nil, err
+	}
+	if err := b.check(); err != nil {
+		return nil, err
+	}
+	return fixed(order.AddLine{SKU: *b.SKU, Quantity: *b.Quantity, UnitPrice: money(*b.UnitPrice, sameCurrency)}), nil
+}}
+
+var changeLine = route{parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+	var b quantityBody
+	if err := decode(body, &b); err != nil {
+		return nil, err
+	}
+	if err := required(map[string]bool{"quantity": b.Quantity != nil}); err != nil {
+		return nil, err
+	}
+	return fixed(order.ChangeLineQuantity{SKU: c.Param("sku"), Quantity: *b.Quantity}), nil
+}}
+
+var removeLine = route{parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+	return fixed(order.RemoveLine{SKU: c.Param("sku")}), nil
+}}
+
+var startPayment = route{parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+	var b paymentBody
+	if err := decode(body, &b); err != nil {
+		return nil, err
+	}
+	if err := required(map[string]bool{"paymentId": b.PaymentID != nil, "amount": b.Amount != nil}); err != nil {
+		return nil, err
+	}
+	return fixed(order.StartPayment{PaymentID: *b.PaymentID, Amount: money(*b.Amount, sameCurrency)}), nil
+}}
+
+var confirmPayment = route{parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+	var b amountBody
+	if err := decode(body, &b); err != nil {
+		return nil, err
+	}
+	if err := required(map[string]bool{"amount": b.Amount != nil}); err != nil {
+		return nil, err
+	}
+	return fixed(order.ConfirmPayment{PaymentID: c.Param("paymentId"), Amount: money(*b.Amount, sameCurrency)}), nil
+}}
+
+var failPayment = route{parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+	var b reasonBody
+	if err := decode(body, &b); err != nil {
+		return nil, err
+	}
+	if err := required(map[string]bool{"reason": b.Reason != nil}); err != nil {
+		return nil, err
+	}
+	return fixed(order.FailPayment{PaymentID: c.Param("paymentId"), Reason: *b.Reason}), nil
+}}
+
+var cancelOrder = route{parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+	var b reasonBody
+	if err := decode(body, &b); err != nil {
+		return nil, err
+	}
+	if err := required(map[string]bool{"reason": b.Reason != nil}); err != nil {
+		return nil, err
+	}
+	return fixed(order.Cancel{Reason: *b.Reason}), nil
+}}
+
+var ship = route{parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+	var b shipmentBody
+	if err := decode(body, &b); err != nil {
+		return nil, err
+	}
+	if err := required(map[string]bool{"carrier": b.Carrier != nil, "trackingNumber": b.TrackingNumber != nil}); err != nil {
+		return nil, err
+	}
+	return fixed(order.Ship{Carrier: *b.Carrier, TrackingNumber: *b.TrackingNumber}), nil
+}}
+
+var requestRefund = route{parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+	var b refundBody
+	if err := decode(body, &b); err != nil {
+		return nil, err
+	}
+	if err := required(map[string]bool{"refundId": b.RefundID != nil, "amount": b.Amount != nil}); err != nil {
+		return nil, err
+	}
+	return fixed(order.RequestRefund{RefundID: *b.RefundID, Amount: money(*b.Amount, sameCurrency)}), nil
+}}
+
+var completeRefund = route{parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+	if len(body) > 0 {
+		var b struct{}
+		if err := decode(body, &b); err != nil {
+			return nil, err
+		}
+	}
+	return fixed(order.CompleteRefund{RefundID: c.Param("refundId")}), nil
+}}
+
+// fixed is the builder of a command that does not name its order.
+func fixed(c order.Command) func(string) order.Command {
+	return func(string) order.Command { return c }
+}

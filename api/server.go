@@ -1,0 +1,177 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/acme/orders/command"
+	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/idempotency"
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+)
+
+// MaxBody is the largest request body accepted.
+const MaxBody = 1 << 20
+
+var (
+	errMalformed     = errors.New("malformed request")
+	errOrderNotFound = errors.New("order not found")
+	errUnauthorized  = errors.New("missing or unknown API key")
+)
+
+// Server serves the API. Construct it with its fields set, then call Handler.
+type Server struct {
+	Store  eventstore.Store
+	Orders *command.Handler
+	Keys   *idempotency.Keys
+	IDs    *command.OrderIDs
+	Log    *slog.Logger
+	// APIKeys maps the SHA-256 hex of an API key to its principal. Empty means development
+	// mode: every request is the principal "local".
+	APIKeys map[string]string
+	// Node names this process in key claims.
+	Node string
+	// Ready reports whether the service can take commands, for /readyz; nil means always.
+	Ready func(context.Context) error
+	// Hooks are for tests that crash the process at a precise point; nil in production.
+	Hooks Hooks
+}
+
+// Hooks run at the points of a keyed command where a crash matters most.
+type Hooks struct {
+	AfterClaim  func(key string) // the key is claimed, the command has not run
+	AfterAppend func(key string) // the order events are appended, the outcome is not recorded
+}
+
+// Handler returns the HTTP handler.
+func (s *Server) Handler() http.Handler {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(middleware.RequestID())
+	e.Use(s.logRequests)
+	e.Use(middleware.BodyLimit("1M"))
+
+	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
+	e.GET("/readyz", s.readyz)
+	e.GET("/openapi.yaml", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/yaml", OpenAPI) })
+	e.GET("/problems/:code", problemPage)
+
+	// Authentication is added per route, not to a group: a group with middleware answers
+	// every unknown method under it with 404 instead of 405.
+	auth := s.authenticate
+	e.POST("/v1/orders", s.command(createOrder), auth)
+	e.GET("/v1/orders/:id", s.getOrder, auth)
+	e.GET("/v1/orders/:id/events", s.getEvents, auth)
+	e.POST("/v1/orders/:id/lines", s.command(addLine), auth)
+	e.PUT("/v1/orders/:id/lines/:sku", s.command(changeLine), auth)
+	e.DELETE("/v1/orders/:id/lines/:sku", s.command(removeLine), auth)
+	e.POST("/v1/orders/:id/payments", s.command(startPayment), auth)
+	e.POST("/v1/orders/:id/payments/:paymentId/confirm", s.command(confirmPayment), auth)
+	e.POST("/v1/orders/:id/payments/:paymentId/fail", s.command(failPayment), auth)
+	e.POST("/v1/orders/:id/cancel", s.command(cancelOrder), auth)
+	e.POST("/v1/orders/:id/shipments", s.command(ship), auth)
+	e.POST("/v1/orders/:id/refunds", s.command(requestRefund), auth)
+	e.POST("/v1/orders/:id/refunds/:refundId/complete", s.command(completeRefund), auth)
+	return e
+}
+
+// principalKey is where authenticate leaves the principal.
+const principalKey = "principal"
+
+func principal(c echo.Context) string {
+	p, _ := c.Get(principalKey).(string)
+	return p
+}
+
+// authenticate maps the bearer key to its principal.
+func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if len(s.APIKeys) == 0 {
+			c.Set(principalKey, "local")
+			return next(c)
+		}
+		auth := c.Request().Header.Get("Authorization")
+		key, ok := strings.CutPrefix(auth, "Bearer ")
+		if !ok || key == "" {
+			return errUnauthorized
+		}
+		// Looking the hash up, not the key, keeps the comparison independent of the key.
+		sum := sha256.Sum256([]byte(key))
+		p, ok := s.APIKeys[hex.EncodeToString(sum[:])]
+		if !ok {
+			return errUnauthorized
+		}
+		c.Set(principalKey, p)
+		return next(c)
+	}
+}
+
+// handleError answers every error with its problem; internal errors are logged, not shown.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	p := problemOf(err)
+	if p.Status >= 500 {
+		s.Log.Error("request failed", "request_id", requestID(c), "error", err)
+	}
+	writeProblem(c, p, nil)
+}
+
+func writeProblem(c echo.Context, p Problem, header http.Header) {
+	body, _ := json.Marshal(p)
+	for k, v := range header {
+		c.Response().Header()[k] = v
+	}
+	c.Blob(p.Status, "application/problem+json", append(body, '\n'))
+}
+
+func requestID(c echo.Context) string {
+	return c.Response().Header().Get(echo.HeaderXRequestID)
+}
+
+func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		s.Log.Info("request",
+			"request_id", requestID(c),
+			"principal", principal(c),
+			"method", c.Request().Method,
+			"route", c.Path(),
+			"status", c.Response().Status,
+			"latency_ms", float64(time.Since(start).Microseconds())/1000)
+		return nil
+	}
+}
+
+func (s *Server) readyz(c echo.Context) error {
+	if s.Ready != nil {
+		if err := s.Ready(c.Request().Context()); err != nil {
+			writeProblem(c, problem("unavailable", err.Error()), nil)
+			return nil
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func problemPage(c echo.Context) error {
+	for _, p := range problemTypes {
+		if p.code == c.Param("code") {
+			return c.String(http.StatusOK, p.title+"\n\n"+p.about+"\n")
+		}
+	}
+	return echo.ErrNotFound
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/acme/orders/api"
+	"github.com/acme/orders/command"
+	"github.com/acme/orders/eventstore/sqlite"
+	"github.com/acme/orders/idempotency"
+)
+
+type serveCmd struct {
+	Addr     string        `default:"127.0.0.1:8080" env:"API_ADDR" help:"Address to listen on."`
+	Data     string        `default:"./data" env:"API_DATA" help:"Data directory of the embedded event store."`
+	KeysFile string        `env:"API_KEYS_FILE" help:"File of API keys, one '<principal> <sha256-hex-of-key>' per line. Without it the service runs in development mode: every request is the principal 'local', and only a loopback address is allowed."`
+	KeyTTL   time.Duration `default:"24h" env:"API_KEY_TTL" help:"How long an Idempotency-Key is kept."`
+	KeyWait  time.Duration `default:"2s" env:"API_KEY_WAIT" help:"How long a duplicate waits for the request that holds its key."`
+	KeyLease time.Duration `default:"10s" env:"API_KEY_LEASE" help:"How long a claim holds its key before another request may take it over."`
+	Shutdown time.Duration `default:"15s" env:"API_SHUTDOWN_TIMEOUT" help:"How long a graceful shutdown waits for in-flight requests."`
+}
+
+func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
+	log := slog.New(slog.NewJSONHandler(e.stderr, nil))
+	keys, err := readKeys(cmd.KeysFile)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cmd.Addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	if len(keys) == 0 && !loopback(ln.Addr()) {
+		return fmt.Errorf("development mode (no --keys-file) only listens on a loopback address, not %s", ln.Addr())
+	}
+
+	store, err := sqlite.Open(cmd.Data, sqlite.Config{})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	idem := &idempotency.Keys{Store: store, TTL: cmd.KeyTTL, Lease: cmd.KeyLease, Wait: cmd.KeyWait}
+	srv := &api.Server{
+		Store:   store,
+		Orders:  &command.Handler{Store: store},
+		Keys:    idem,
+		IDs:     command.NewOrderIDs(),
+		Log:     log,
+		APIKeys: keys,
+		Node:    nodeName(),
+		Hooks:   testHooks(e.getenv),
+	}
+
+	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		if err := idem.Sweep(sweepCtx, store, min(cmd.KeyTTL/10, time.Minute)); err != nil {
+			log.Error("key sweeper stopped", "error", err)
+		}
+	}()
+	defer func() { stopSweep(); <-swept }()
+
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	fmt.Fprintf(e.stdout, "listening on http://%s\n", ln.Addr())
+	log.Info("serving", "addr", ln.Addr().String(), "data", cmd.Data, "development_mode", len(keys) == 0)
+
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	// Stop accepting, let in-flight commands finish; the store closes after them (deferred).
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), cmd.Shutdown)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+// readKeys reads the keys file: principal and SHA-256 hex per line. No file, no keys.
+func readKeys(path string) (map[string]string, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	keys := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) != 2 || len(fields[1]) != 64 {
+			return nil, fmt.Errorf("%s:%d: want '<principal> <sha256-hex-of-key>'", path, n)
+		}
+		if _, err := hex.DecodeString(fields[1]); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		keys[strings.ToLower(fields[1])] = fields[0]
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(keys) == 0 {
+		return nil, errors.New(path + ": no keys")
+	}
+	return keys, nil
+}
+
+func loopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}
+
+// nodeName names this process in key claims: host and a random suffix.
+func nodeName() string {
+	host, _ := os.Hostname()
+	return host + "-" + rand.Text()[:8]
+}
+
+// testHooks lets the end-to-end tests kill the process at the two moments that matter:
+// API_TEST_CRASH_AFTER_CLAIM and API_TEST_CRASH_AFTER_APPEND name the Idempotency-Key whose
+// request dies there.
+func testHooks(getenv func(string) string) api.Hooks {
+	crash := func(key string) func(string) {
+		if key == "" {
+			return nil
+		}
+		return func(k string) {
+			if k == key {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {} // never return into the request
+			}
+		}
+	}
+	return api.Hooks{
+		AfterClaim:  crash(getenv("API_TEST_CRASH_AFTER_CLAIM")),
+		AfterAppend: crash(getenv("API_TEST_CRASH_AFTER_APPEND")),
+	}
+}
+
+type keysCmd struct {
+	Hash keysHashCmd `cmd:"" help:"Print the SHA-256 hex of a key, for a keys file."`
+}
+
+type keysHashCmd struct {
+	Key string `arg:"" help:"The API key."`
+}
+
+func (c *keysHashCmd) Run(e *env) error {
+	sum := sha256.Sum256([]byte(c.Key))
+	_, err := fmt.Fprintln(e.stdout, hex.EncodeToString(sum[:]))
+	return err
+}

@@ -1,0 +1,97 @@
+package idempotency
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/acme/orders/eventstore"
+	"github.com/google/uuid"
+)
+
+// Event types of a key stream. The names and JSON fields are a stored format.
+const (
+	TypeClaimed   = "idempotency.claimed.v1"
+	TypeCompleted = "idempotency.completed.v1"
+	TypeReleased  = "idempotency.released.v1"
+)
+
+// Claimed records that a request holds the key. A takeover appends another one.
+type Claimed struct {
+	Principal   string    `json:"principal"`
+	Key         string    `json:"key"`
+	Method      string    `json:"method"`
+	Path        string    `json:"path"`
+	Fingerprint string    `json:"fingerprint"`
+	OrderID     string    `json:"orderId"`
+	Claimant    string    `json:"claimant"`
+	ClaimedAt   time.Time `json:"claimedAt"`
+	LeaseUntil  time.Time `json:"leaseUntil"`
+	ExpiresAt   time.Time `json:"expiresAt"`
+}
+
+// Outcome is a response as stored and replayed.
+type Outcome struct {
+	Status  int               `json:"status"`
+	Headers map[string]string `json:"headers,omitempty"`
+	// Body is the response body exactly as first sent.
+	Body string `json:"body"`
+}
+
+// Completed records the outcome of the request that held the key.
+type Completed struct {
+	Outcome
+	OrderID     string    `json:"orderId"`
+	CompletedAt time.Time `json:"completedAt"`
+}
+
+// Released records that the holder gave the key up without an outcome to keep (a 5xx): the
+// next request with the key runs the command again.
+type Released struct {
+	Reason     string    `json:"reason"`
+	ReleasedAt time.Time `json:"releasedAt"`
+}
+
+// keyState is a key stream folded.
+type keyState struct {
+	exists   bool
+	revision uint64
+	first    Claimed // the original claim: its fingerprint, order and expiry hold for good
+	current  Claimed // the latest claim or takeover
+	done     *Completed
+	released bool
+}
+
+func (s *keyState) apply(e eventstore.RecordedEvent) error {
+	s.exists, s.revision = true, e.Revision
+	switch e.Type {
+	case TypeClaimed:
+		var c Claimed
+		if err := json.Unmarshal(e.Data, &c); err != nil {
+			return fmt.Errorf("%s@%d: %w", e.Stream, e.Revision, err)
+		}
+		if s.first.Claimant == "" {
+			s.first = c
+		}
+		s.current, s.released = c, false
+	case TypeCompleted:
+		var c Completed
+		if err := json.Unmarshal(e.Data, &c); err != nil {
+			return fmt.Errorf("%s@%d: %w", e.Stream, e.Revision, err)
+		}
+		if s.done == nil { // a takeover's late duplicate outcome does not replace the first
+			s.done = &c
+		}
+	case TypeReleased:
+		s.released = true
+	}
+	return nil
+}
+
+func newEvent(typ string, v any) (eventstore.EventData, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return eventstore.EventData{}, err
+	}
+	return eventstore.EventData{ID: uuid.New(), Type: typ, Data: data}, nil
+}

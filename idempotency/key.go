@@ -1,0 +1,84 @@
+package idempotency
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// MaxKeyLen is the longest Idempotency-Key accepted.
+const MaxKeyLen = 255
+
+var (
+	// ErrKeyMissing: a command that requires a key has none.
+	ErrKeyMissing = errors.New("Idempotency-Key header is required")
+	// ErrKeyInvalid: the key is empty, too long or not printable ASCII.
+	ErrKeyInvalid = errors.New("Idempotency-Key must be 1 to 255 printable ASCII characters")
+	// ErrKeyReused: the key was used for a request with another fingerprint.
+	ErrKeyReused = errors.New("Idempotency-Key was already used for a different request")
+	// ErrInFlight: the request that holds the key has not finished within the wait bound.
+	ErrInFlight = errors.New("a request with this Idempotency-Key is still in progress")
+	// ErrMalformedBody: the body to fingerprint is not JSON.
+	ErrMalformedBody = errors.New("request body is not JSON")
+)
+
+// ValidateKey checks a key's form.
+func ValidateKey(key string) error {
+	if len(key) == 0 || len(key) > MaxKeyLen {
+		return ErrKeyInvalid
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return ErrKeyInvalid
+		}
+	}
+	return nil
+}
+
+// Fingerprint identifies a request: SHA-256 over the method, the path and the canonical form
+// of the JSON body (object keys sorted, no insignificant whitespace, numbers as written), so
+// that two encodings of the same request match. An empty body is fingerprinted as empty.
+func Fingerprint(method, path string, body []byte) (string, error) {
+	canonical, err := canonicalJSON(body)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n", method, path)
+	h.Write(canonical)
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func canonicalJSON(body []byte) ([]byte, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformedBody, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: data after the JSON value", ErrMalformedBody)
+	}
+	// encoding/json writes map keys sorted and json.Number as written.
+	return json.Marshal(v)
+}
+
+// StreamName is the event stream of a principal's key.
+func StreamName(principal, key string) string {
+	sum := sha256.Sum256([]byte(principal + "\x00" + key))
+	return StreamPrefix + hex.EncodeToString(sum[:])
+}
+
+// StreamPrefix starts the name of every key stream.
+const StreamPrefix = "idempotency-"
+
+// KeyHash is a key's identity for logs and metrics: the key itself never appears there.
+func KeyHash(principal, key string) string {
+	return StreamName(principal, key)[len(StreamPrefix):][:16]
+}

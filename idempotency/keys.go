@@ -1,0 +1,247 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/acme/orders/eventstore"
+)
+
+// Keys runs the key protocol on an event store. Set Store; the other fields have defaults.
+type Keys struct {
+	Store eventstore.Store
+	// TTL is how long a key is kept; 0 means 24 hours.
+	TTL time.Duration
+	// Lease is how long a claim holds the key before another request may take it over; 0
+	// means 10 seconds.
+	Lease time.Duration
+	// Wait bounds how long a request waits for the holder of its key; 0 means 2 seconds.
+	Wait time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced when this process completes or releases a key
+}
+
+// Request is what Begin needs to know of an HTTP request.
+type Request struct {
+	Principal, Key    string
+	Method, Path      string
+	Fingerprint       string
+	OrderID           string        // the order the request acts on; empty for a create
+	NewOrderID        func() string // draws the id of the order a create will make
+	Claimant          string        // who claims, for the record (node and request id)
+	FindInOrderStream func(ctx context.Context, orderID string) (*Outcome, error)
+}
+
+// Claim is a key this request holds: run the command, then Complete or Release.
+type Claim struct {
+	Stream   string
+	Revision uint64 // of this request's Claimed event
+	OrderID  string
+	// Takeover is set when the key was taken over from a request that died or gave up; the
+	// command may already have taken effect, which the order's stream will tell.
+	Takeover bool
+}
+
+func (k *Keys) ttl() time.Duration   { return or(k.TTL, 24*time.Hour) }
+func (k *Keys) lease() time.Duration { return or(k.Lease, 10*time.Second) }
+func (k *Keys) wait() time.Duration  { return or(k.Wait, 2*time.Second) }
+
+func or(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+func (k *Keys) now() time.Time {
+	if k.Now != nil {
+		return k.Now()
+	}
+	return time.Now()
+}
+
+// pollInterval is how often a waiting request rereads the key stream, for holders on other
+// nodes; holders in this process wake it at once.
+const pollInterval = 50 * time.Millisecond
+
+// Begin claims the key for r, or returns the outcome to replay. Errors: ErrKeyReused,
+// ErrInFlight, and the store's.
+func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
+	stream := StreamName(r.Principal, r.Key)
+	// The wait bound is real time spent here, whatever the clock of leases and expiry says.
+	deadline := time.Now().Add(k.wait())
+	looked := false // in the order's stream, for a holder that died after its append
+	for {
+		changed := k.changes()
+		st, err := k.read(ctx, stream)
+		if err != nil {
+			return nil, nil, err
+		}
+		now := k.now()
+		switch {
+		case st.exists && !st.first.ExpiresAt.After(now):
+			// Expired: forget it and start again as a new request.
+			err := k.Store.DeleteStream(ctx, stream, eventstore.Exact(st.revision))
+			if err != nil && !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
+				return nil, nil, fmt.Errorf("expire key: %w", err)
+			}
+			continue
+		case !st.exists:
+			orderID := r.OrderID
+			if orderID == "" && r.NewOrderID != nil {
+				orderID = r.NewOrderID()
+			}
+			c, err := k.claim(ctx, stream, eventstore.NoStream, r, orderID, now, now.Add(k.ttl()))
+			if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
+				continue // another request claimed it first
+			}
+			return c, nil, err
+		case st.first.Fingerprint != r.Fingerprint:
+			return nil, nil, ErrKeyReused
+		case st.done != nil:
+			return nil, &st.done.Outcome, nil
+		case st.released || !st.current.LeaseUntil.After(now):
+			c, err := k.claim(ctx, stream, eventstore.Exact(st.revision), r, st.first.OrderID, now, st.first.ExpiresAt)
+			if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
+				continue // another taker won
+			}
+			if c != nil {
+				c.Takeover = true
+			}
+			return c, nil, err
+		}
+
+		// Another request holds the key. If it died after appending to the order, the
+		// effect is there: complete the record from it rather than wait for the lease.
+		if !looked && r.FindInOrderStream != nil && st.first.OrderID != "" {
+			looked = true
+			out, err := r.FindInOrderStream(ctx, st.first.OrderID)
+			if err != nil {
+				return nil, nil, err
+			}
+			if out != nil {
+				err := k.complete(ctx, stream, st.revision, st.first.OrderID, *out)
+				if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
+					continue
+				}
+				return nil, out, err
+			}
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, nil, ErrInFlight
+		}
+		t := time.NewTimer(min(left, pollInterval, st.current.LeaseUntil.Sub(now)+time.Millisecond))
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil, ctx.Err()
+		}
+		t.Stop()
+	}
+}
+
+func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.ExpectedRevision, r Request, orderID string, now, expires time.Time) (*Claim, error) {
+	e, err := newEvent(TypeClaimed, Claimed{
+		Principal: r.Principal, Key: r.Key, Method: r.Method, Path: r.Path, Fingerprint: r.Fingerprint,
+		OrderID: orderID, Claimant: r.Claimant, ClaimedAt: now, LeaseUntil: now.Add(k.lease()), ExpiresAt: expires,
+	})
+	if err != nil {
+		return nil, err
+	}
+	res, err := k.Store.Append(ctx, stream, expected, e)
+	if err != nil {
+		return nil, err
+	}
+	return &Claim{Stream: stream, Revision: res.Revision, OrderID: orderID}, nil
+}
+
+// Complete records the outcome of the claim's request. If the claim was taken over meanwhile,
+// the first outcome recorded stands and this one is dropped: both come from the same effect.
+func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
+	defer k.wake()
+	rev := c.Revision
+	for range 5 {
+		err := k.complete(ctx, c.Stream, rev, c.OrderID, out)
+		if !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
+			return err
+		}
+		st, err := k.read(ctx, c.Stream)
+		if err != nil {
+			return err
+		}
+		if st.done != nil || !st.exists {
+			return nil
+		}
+		rev = st.revision
+	}
+	return fmt.Errorf("complete key: %w", eventstore.ErrWrongExpectedRevision)
+}
+
+func (k *Keys) complete(ctx context.Context, stream string, rev uint64, orderID string, out Outcome) error {
+	e, err := newEvent(TypeCompleted, Completed{Outcome: out, OrderID: orderID, CompletedAt: k.now()})
+	if err != nil {
+		return err
+	}
+	_, err = k.Store.Append(ctx, stream, eventstore.Exact(rev), e)
+	return err
+}
+
+// Release gives the key up without an outcome (the request failed with a 5xx), so that a
+// retry runs the command again at once instead of waiting for the lease.
+func (k *Keys) Release(ctx context.Context, c *Claim, reason string) error {
+	defer k.wake()
+	e, err := newEvent(TypeReleased, Released{Reason: reason, ReleasedAt: k.now()})
+	if err != nil {
+		return err
+	}
+	_, err = k.Store.Append(ctx, c.Stream, eventstore.Exact(c.Revision), e)
+	if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
+		return nil // taken over: the taker decides
+	}
+	return err
+}
+
+func (k *Keys) read(ctx context.Context, stream string) (keyState, error) {
+	var st keyState
+	for e, err := range k.Store.ReadStream(ctx, stream, eventstore.ReadStreamOptions{}) {
+		if errors.Is(err, eventstore.ErrStreamNotFound) {
+			return keyState{}, nil
+		}
+		if err != nil {
+			return keyState{}, fmt.Errorf("read key: %w", err)
+		}
+		if err := st.apply(e); err != nil {
+			return keyState{}, err
+		}
+	}
+	return st, nil
+}
+
+// changes returns a channel closed when this process next completes or releases a key:
+// requests waiting for a holder in this process wake at once and reread their key.
+func (k *Keys) changes() <-chan struct{} {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.changed == nil {
+		k.changed = make(chan struct{})
+	}
+	return k.changed
+}
+
+func (k *Keys) wake() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.changed != nil {
+		close(k.changed)
+		k.changed = nil
+	}
+}

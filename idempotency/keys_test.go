@@ -1,0 +1,275 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/eventstore/sqlite"
+	"github.com/acme/orders/idempotency"
+)
+
+// clock is a settable time source.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func newKeys(t *testing.T) (*idempotency.Keys, *clock, *sqlite.Store) {
+	t.Helper()
+	s, err := sqlite.Open(t.TempDir(), sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	clk := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	return &idempotency.Keys{Store: s, TTL: time.Hour, Lease: 10 * time.Second, Wait: 50 * time.Millisecond, Now: clk.Now}, clk, s
+}
+
+func request(fingerprint string) idempotency.Request {
+	return idempotency.Request{
+		Principal: "shop-1", Key: "k1", Method: "POST", Path: "/v1/orders", Fingerprint: fingerprint,
+		NewOrderID: func() string { return "order-" + fingerprint }, Claimant: "test",
+	}
+}
+
+var created = idempotency.Outcome{Status: 201, Headers: map[string]string{"Location": "/v1/orders/x"}, Body: "{\"id\":\"x\"}\n"}
+
+func TestClaimCompleteReplay(t *testing.T) {
+	keys, _, _ := newKeys(t)
+	ctx := context.Background()
+	claim, replay, err := keys.Begin(ctx, request("fp"))
+	if err != nil || replay != nil || claim == nil || claim.OrderID != "order-fp" || claim.Takeover {
+		t.Fatalf("first Begin: %+v, %+v, %v", claim, replay, err)
+	}
+	// Held, not done: a duplicate waits its bound, then hears the key is in flight.
+	if _, _, err := keys.Begin(ctx, request("fp")); !errors.Is(err, idempotency.ErrInFlight) {
+		t.Fatalf("duplicate while held: got %v, want ErrInFlight", err)
+	}
+	if _, _, err := keys.Begin(ctx, request("other")); !errors.Is(err, idempotency.ErrKeyReused) {
+		t.Fatalf("other request while held: got %v, want ErrKeyReused", err)
+	}
+	if err := keys.Complete(ctx, claim, created); err != nil {
+		t.Fatal(err)
+	}
+	_, replay, err = keys.Begin(ctx, request("fp"))
+	if err != nil || replay == nil || replay.Body != created.Body || replay.Status != 201 || replay.Headers["Location"] != "/v1/orders/x" {
+		t.Fatalf("after completion: %+v, %v", replay, err)
+	}
+	if _, _, err := keys.Begin(ctx, request("other")); !errors.Is(err, idempotency.ErrKeyReused) {
+		t.Fatalf("other request after completion: got %v, want ErrKeyReused", err)
+	}
+	other := request("fp")
+	other.Principal = "shop-2"
+	if c, _, err := keys.Begin(ctx, other); err != nil || c == nil {
+		t.Fatalf("another principal's key: %+v, %v", c, err)
+	}
+}
+
+func TestDuplicatesWaitForTheHolder(t *testing.T) {
+	keys, _, _ := newKeys(t)
+	keys.Wait = 5 * time.Second
+	ctx := context.Background()
+	claim, _, err := keys.Begin(ctx, request("fp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	var wg sync.WaitGroup
+	var replays atomic.Int32
+	started := make(chan struct{}, n)
+	for range n {
+		wg.Go(func() {
+			started <- struct{}{}
+			_, replay, err := keys.Begin(ctx, request("fp"))
+			if err != nil || replay == nil || replay.Body != created.Body {
+				t.Errorf("waiting duplicate: %+v, %v", replay, err)
+				return
+			}
+			replays.Add(1)
+		})
+	}
+	for range n {
+		<-started
+	}
+	if err := keys.Complete(ctx, claim, created); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if replays.Load() != n {
+		t.Fatalf("%d of %d duplicates replayed", replays.Load(), n)
+	}
+}
+
+func TestOnlyOneOfManyClaims(t *testing.T) {
+	keys, _, _ := newKeys(t)
+	ctx := context.Background()
+	var claims atomic.Int32
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			c, _, err := keys.Begin(ctx, request("fp"))
+			switch {
+			case c != nil:
+				claims.Add(1)
+			case !errors.Is(err, idempotency.ErrInFlight):
+				t.Errorf("a loser: %v, want ErrInFlight", err)
+			}
+		})
+	}
+	wg.Wait()
+	if claims.Load() != 1 {
+		t.Fatalf("%d claims, want 1", claims.Load())
+	}
+}
+
+func TestTakeoverAfterLeaseOrRelease(t *testing.T) {
+	keys, clk, _ := newKeys(t)
+	ctx := context.Background()
+	first, _, err := keys.Begin(ctx, request("fp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(11 * time.Second) // past the lease: the holder is presumed dead
+	second, _, err := keys.Begin(ctx, request("fp"))
+	if err != nil || second == nil || !second.Takeover || second.OrderID != first.OrderID {
+		t.Fatalf("takeover: %+v, %v (first claim %+v)", second, err, first)
+	}
+	// The first holder was only slow: its outcome and the taker's are of the same effect;
+	// the first recorded stands.
+	if err := keys.Complete(ctx, first, created); err != nil {
+		t.Fatal(err)
+	}
+	if err := keys.Complete(ctx, second, idempotency.Outcome{Status: 201, Body: "later"}); err != nil {
+		t.Fatal(err)
+	}
+	_, replay, err := keys.Begin(ctx, request("fp"))
+	if err != nil || replay == nil || replay.Body != created.Body {
+		t.Fatalf("replay after both completed: %+v, %v", replay, err)
+	}
+
+	// A released key is taken over at once, lease or not.
+	r := request("fp")
+	r.Key = "k2"
+	c, _, err := keys.Begin(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := keys.Release(ctx, c, "503"); err != nil {
+		t.Fatal(err)
+	}
+	c2, _, err := keys.Begin(ctx, r)
+	if err != nil || c2 == nil || !c2.Takeover {
+		t.Fatalf("after release: %+v, %v", c2, err)
+	}
+}
+
+func TestEffectInTheOrderStreamCompletesTheRecord(t *testing.T) {
+	keys, _, _ := newKeys(t)
+	ctx := context.Background()
+	if _, _, err := keys.Begin(ctx, request("fp")); err != nil {
+		t.Fatal(err)
+	}
+	// The holder died after its order append: the effect is there.
+	r := request("fp")
+	looked := ""
+	r.FindInOrderStream = func(_ context.Context, orderID string) (*idempotency.Outcome, error) {
+		looked = orderID
+		return &created, nil
+	}
+	_, replay, err := keys.Begin(ctx, r)
+	if err != nil || replay == nil || replay.Body != created.Body || looked != "order-fp" {
+		t.Fatalf("recovery: %+v, %v, looked in %q", replay, err, looked)
+	}
+	// Recorded: the next retry replays without looking.
+	r.FindInOrderStream = nil
+	if _, replay, err := keys.Begin(ctx, r); err != nil || replay == nil {
+		t.Fatalf("after recovery: %+v, %v", replay, err)
+	}
+}
+
+func TestExpiredKeyIsNew(t *testing.T) {
+	keys, clk, s := newKeys(t)
+	ctx := context.Background()
+	c, _, err := keys.Begin(ctx, request("fp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys.Complete(ctx, c, created)
+	clk.Add(time.Hour)
+	c, replay, err := keys.Begin(ctx, request("other"))
+	if err != nil || c == nil || replay != nil {
+		t.Fatalf("reused after expiry: %+v, %+v, %v", c, replay, err)
+	}
+	n := 0
+	for _, err := range s.ReadStream(ctx, c.Stream, eventstore.ReadStreamOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 1 {
+		t.Fatalf("the expired key's events are still readable: %d events, want the new claim only", n)
+	}
+}
+
+func TestSweepDeletesExpiredKeys(t *testing.T) {
+	keys, clk, s := newKeys(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	old, _, err := keys.Begin(ctx, request("fp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(30 * time.Minute)
+	r := request("fp")
+	r.Key = "young"
+	young, _, err := keys.Begin(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(31 * time.Minute) // the first key is 61 minutes old, the second 31
+	done := make(chan error, 1)
+	go func() { done <- keys.Sweep(ctx, s, 10*time.Millisecond) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := first(s, old.Stream)
+		if errors.Is(err, eventstore.ErrStreamNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the expired key was not swept")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := first(s, young.Stream); err != nil {
+		t.Fatalf("the young key was swept: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Sweep: %v", err)
+	}
+}
+
+func first(s eventstore.Store, stream string) (eventstore.RecordedEvent, error) {
+	for e, err := range s.ReadStream(context.Background(), stream, eventstore.ReadStreamOptions{Limit: 1}) {
+		return e, err
+	}
+	return eventstore.RecordedEvent{}, errors.New("empty")
+}
