@@ -1,3 +1,20 @@
-// Package projections follows the global log from a checkpoint and keeps read models and key
-// lookups current.
+// Package projections keeps read models current from the global log, and rebuilds them from
+// the log while the service runs.
+//
+// A Projection owns a few tables in the read-model database. The Runner follows the log from
+// the projection's checkpoint and applies events in batches; each batch's changes and the new
+// checkpoint commit in one transaction, so after any crash every event has been applied exactly
+// once. A projection whose handler fails stops with the error visible in its Status; it never
+// skips the event.
+//
+// Tables live in generations: a projection's table "orders" is stored as "orders_g3" and read
+// through a view named "orders". A rebuild creates the next generation's tables, fills them from
+// position 0 while the live generation keeps serving and updating, catches up with it, and then,
+// in one transaction, points the views at the new tables, takes over the checkpoint and drops
+// the old tables. Readers see either the old model or the new one, never a half-built one. An
+// interrupted rebuild resumes from its own checkpoint.
+//
+// The read models live in their own SQLite file, not in the event store's: the same runner
+// serves a KurrentDB store, a rebuild's bulk writes do not queue behind appends in the event
+// store's group commit, and the file can be deleted and rebuilt from the log at any time.
 package projections

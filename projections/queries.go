@@ -1,0 +1,158 @@
+package projections
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/acme/orders/domain/order"
+)
+
+// Queries reads the read models through their views. It is safe for concurrent use.
+type Queries struct {
+	DB *sql.DB
+}
+
+// OrderRow is a row of the orders read model.
+type OrderRow struct {
+	Principal string
+	Position  uint64 // commit position of the order's last event folded
+	State     order.State
+}
+
+// Order returns the order id, and false if the read model has no such order.
+func (q Queries) Order(ctx context.Context, id string) (OrderRow, bool, error) {
+	var row OrderRow
+	var state []byte
+	err := q.DB.QueryRowContext(ctx, `SELECT principal, position, state FROM orders WHERE id = ?`, id).Scan(&row.Principal, &row.Position, &state)
+	if errors.Is(err, sql.ErrNoRows) {
+		return OrderRow{}, false, nil
+	}
+	if err != nil {
+		return OrderRow{}, false, err
+	}
+	if err := json.Unmarshal(state, &row.State); err != nil {
+		return OrderRow{}, false, fmt.Errorf("order %s: %w", id, err)
+	}
+	return row, true, nil
+}
+
+// OrderFilter selects orders for a listing. Empty fields select everything.
+type OrderFilter struct {
+	Principal  string // only orders this principal created
+	Status     string
+	CustomerID string
+	// After is the cursor: the id of the last order of the previous page. Orders are listed
+	// newest first by id (ULIDs sort by creation time), so orders created while a client pages
+	// land before its cursor and never shift or repeat a page.
+	After string
+	Limit int
+}
+
+// ListOrders returns a page of orders and the cursor of the next page ("" at the end).
+func (q Queries) ListOrders(ctx context.Context, f OrderFilter) ([]OrderRow, string, error) {
+	limit := f.Limit
+	if limit <= 0 || limit > 500 {
+		limit = 50
+	}
+	query := `SELECT principal, position, state, id FROM orders WHERE 1 = 1`
+	var args []any
+	for _, c := range []struct{ cond, v string }{
+		{" AND principal = ?", f.Principal},
+		{" AND status = ?", f.Status},
+		{" AND customer_id = ?", f.CustomerID},
+		{" AND id < ?", f.After},
+	} {
+		if c.v != "" {
+			query += c.cond
+			args = append(args, c.v)
+		}
+	}
+	query += ` ORDER BY id DESC LIMIT ?`
+	args = append(args, limit+1)
+	rows, err := q.DB.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, "", err
+	}
+	defer rows.Close()
+	var out []OrderRow
+	var ids []string
+	for rows.Next() {
+		var row OrderRow
+		var state []byte
+		var id string
+		if err := rows.Scan(&row.Principal, &row.Position, &state, &id); err != nil {
+			return nil, "", err
+		}
+		if err := json.Unmarshal(state, &row.State); err != nil {
+			return nil, "", fmt.Errorf("order %s: %w", id, err)
+		}
+		out = append(out, row)
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", err
+	}
+	if len(out) > limit {
+		return out[:limit], ids[limit-1], nil
+	}
+	return out, "", nil
+}
+
+// KeyRow summarises an idempotency key.
+type KeyRow struct {
+	Key         string
+	Method      string
+	Path        string
+	OrderID     string
+	Status      int // 0 while in flight
+	ClaimedAt   time.Time
+	CompletedAt time.Time
+	ExpiresAt   time.Time
+}
+
+// Key returns the principal's key, and false if the read model has none.
+func (q Queries) Key(ctx context.Context, principal, key string) (KeyRow, bool, error) {
+	var row KeyRow
+	var status sql.NullInt64
+	var claimed, expires string
+	var completed sql.NullString
+	err := q.DB.QueryRowContext(ctx, `SELECT key, method, path, order_id, status, claimed_at, completed_at, expires_at
+		FROM idempotency_keys WHERE principal = ? AND key = ?`, principal, key).
+		Scan(&row.Key, &row.Method, &row.Path, &row.OrderID, &status, &claimed, &completed, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return KeyRow{}, false, nil
+	}
+	if err != nil {
+		return KeyRow{}, false, err
+	}
+	row.Status = int(status.Int64)
+	row.ClaimedAt, _ = time.Parse(time.RFC3339Nano, claimed)
+	row.ExpiresAt, _ = time.Parse(time.RFC3339Nano, expires)
+	if completed.Valid {
+		row.CompletedAt, _ = time.Parse(time.RFC3339Nano, completed.String)
+	}
+	return row, true, nil
+}
+
+// PaymentOrder returns the order a payment id was started on.
+func (q Queries) PaymentOrder(ctx context.Context, paymentID string) (string, bool, error) {
+	return q.one(ctx, `SELECT order_id FROM payments WHERE payment_id = ?`, paymentID)
+}
+
+// ClientReferenceOrder returns the order a customer created with a client reference.
+func (q Queries) ClientReferenceOrder(ctx context.Context, customerID, ref string) (string, bool, error) {
+	return q.one(ctx, `SELECT order_id FROM client_references WHERE customer_id = ? AND client_reference = ?`, customerID, ref)
+}
+
+func (q Queries) one(ctx context.Context, query string, args ...any) (string, bool, error) {
+	var v string
+	err := q.DB.QueryRowContext(ctx, query, args...).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	return v, err == nil, err
+}

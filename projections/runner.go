@@ -1,0 +1,595 @@
+package projections
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/acme/orders/eventstore"
+)
+
+// Projection is a read model kept from the log.
+type Projection interface {
+	// Name identifies the projection; it is stored with its checkpoint.
+	Name() string
+	// Filter selects the events it reads.
+	Filter() eventstore.Filter
+	// Tables are the base names of its tables; queries read them under these names.
+	Tables() []string
+	// Create creates its tables, named by t, and their indexes (whose names must contain
+	// the table names, so that generations do not collide).
+	Create(ctx context.Context, tx *sql.Tx, t Tables) error
+	// Apply applies a batch of events, in log order, to the tables named by t.
+	Apply(ctx context.Context, tx *sql.Tx, t Tables, events []eventstore.RecordedEvent) error
+}
+
+// Tables maps a projection's table base names to the tables of one generation.
+type Tables map[string]string
+
+func tablesOf(p Projection, generation int) Tables {
+	t := Tables{}
+	for _, name := range p.Tables() {
+		t[name] = fmt.Sprintf("%s_g%d", name, generation)
+	}
+	return t
+}
+
+// State is what a projection is doing.
+type State string
+
+const (
+	StateCatchingUp State = "catching-up"
+	StateLive       State = "live"
+	StateRebuilding State = "rebuilding"
+	StateFailed     State = "failed"
+	StateStopped    State = "stopped"
+)
+
+// Status is a projection's progress.
+type Status struct {
+	Name       string              `json:"name"`
+	State      State               `json:"state"`
+	Error      string              `json:"error,omitempty"`
+	Generation int                 `json:"generation"`
+	Checkpoint eventstore.Position `json:"-"`
+	Head       eventstore.Position `json:"-"`
+	// LagEvents approximates the events between checkpoint and head by their positions,
+	// which are gap-tolerant sequence numbers on the embedded store.
+	LagEvents  uint64  `json:"lagEvents"`
+	LagSeconds float64 `json:"lagSeconds"`
+	// Rebuild is the progress of a rebuild in progress.
+	Rebuild *RebuildStatus `json:"rebuild,omitempty"`
+}
+
+// RebuildStatus is the progress of a rebuild.
+type RebuildStatus struct {
+	Generation int                 `json:"generation"`
+	Checkpoint eventstore.Position `json:"-"`
+	Applied    uint64              `json:"applied"` // events applied by this process's run of it
+	Started    time.Time           `json:"started"`
+}
+
+// Runner runs projections. Set DB, Feed and Projections, then call Run.
+type Runner struct {
+	DB          *sql.DB // the read-model database
+	Feed        eventstore.Feed
+	Projections []Projection
+	// BatchSize caps the events applied per transaction; 0 means 1000.
+	BatchSize int
+	Log       *slog.Logger
+
+	runs    map[string]*run
+	started chan struct{}
+	once    sync.Once
+}
+
+// ErrUnknownProjection: no projection has that name.
+var ErrUnknownProjection = errors.New("unknown projection")
+
+func (r *Runner) init() {
+	r.once.Do(func() {
+		r.runs = map[string]*run{}
+		r.started = make(chan struct{})
+		for _, p := range r.Projections {
+			r.runs[p.Name()] = &run{r: r, p: p, state: StateCatchingUp, rebuildReq: make(chan struct{}, 1), advanced: make(chan struct{})}
+		}
+	})
+}
+
+func (r *Runner) batchSize() int {
+	if r.BatchSize > 0 {
+		return r.BatchSize
+	}
+	return 1000
+}
+
+func (r *Runner) log() *slog.Logger {
+	if r.Log != nil {
+		return r.Log
+	}
+	return slog.Default()
+}
+
+// Run prepares the database and runs every projection until ctx ends. A projection that
+// fails stops alone; Run returns when ctx ends or the database cannot be prepared.
+func (r *Runner) Run(ctx context.Context) error {
+	r.init()
+	if err := r.prepare(ctx); err != nil {
+		return err
+	}
+	close(r.started)
+	var wg sync.WaitGroup
+	for _, rn := range r.runs {
+		wg.Go(func() { rn.loop(ctx) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// Started is closed once Run has prepared the database.
+func (r *Runner) Started() <-chan struct{} {
+	r.init()
+	return r.started
+}
+
+const metaSchema = `CREATE TABLE IF NOT EXISTS projection_checkpoints (
+	name              TEXT PRIMARY KEY,
+	generation        INTEGER NOT NULL,
+	commit_position   INTEGER NOT NULL,
+	prepare_position  INTEGER NOT NULL,
+	shadow_generation INTEGER,          -- a rebuild in progress
+	shadow_commit     INTEGER,
+	shadow_prepare    INTEGER
+) STRICT`
+
+// prepare creates the checkpoint table, and generation 1 of every new projection.
+func (r *Runner) prepare(ctx context.Context) error {
+	if _, err := r.DB.ExecContext(ctx, metaSchema); err != nil {
+		return fmt.Errorf("prepare projections: %w", err)
+	}
+	for _, rn := range r.runs {
+		if err := rn.load(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// run is one projection's runner.
+type run struct {
+	r *Runner
+	p Projection
+
+	mu         sync.Mutex
+	generation int
+	checkpoint eventstore.Position
+	lastAt     time.Time // recorded time of the last event applied
+	state      State
+	err        error
+	rebuild    *RebuildStatus
+	rebuildReq chan struct{}
+	advanced   chan struct{} // closed and replaced when the checkpoint moves
+}
+
+func (rn *run) load(ctx context.Context) error {
+	var gen int
+	var c, p uint64
+	var sg, sc, sp sql.NullInt64
+	err := rn.r.DB.QueryRowContext(ctx, `SELECT generation, commit_position, prepare_position,
+		shadow_generation, shadow_commit, shadow_prepare FROM projection_checkpoints WHERE name = ?`, rn.p.Name()).
+		Scan(&gen, &c, &p, &sg, &sc, &sp)
+	if errors.Is(err, sql.ErrNoRows) {
+		gen = 1
+		err = rn.tx(ctx, func(tx *sql.Tx) error {
+			if err := rn.createGeneration(ctx, tx, gen); err != nil {
+				return err
+			}
+			if err := pointViews(ctx, tx, rn.p, gen); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO projection_checkpoints (name, generation, commit_position, prepare_position)
+				VALUES (?, ?, 0, 0)`, rn.p.Name(), gen)
+			return err
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("projection %s: %w", rn.p.Name(), err)
+	}
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	rn.generation = gen
+	rn.checkpoint = eventstore.Position{Commit: c, Prepare: p}
+	if sg.Valid {
+		rn.rebuild = &RebuildStatus{Generation: int(sg.Int64), Checkpoint: eventstore.Position{Commit: uint64(sc.Int64), Prepare: uint64(sp.Int64)}, Started: time.Now()}
+		rn.state = StateRebuilding
+	}
+	return nil
+}
+
+func (rn *run) createGeneration(ctx context.Context, tx *sql.Tx, gen int) error {
+	t := tablesOf(rn.p, gen)
+	for _, name := range t {
+		if _, err := tx.ExecContext(ctx, `DROP TABLE IF EXISTS `+name); err != nil {
+			return err
+		}
+	}
+	return rn.p.Create(ctx, tx, t)
+}
+
+// pointViews makes each base name a view of generation gen's table.
+func pointViews(ctx context.Context, tx *sql.Tx, p Projection, gen int) error {
+	for base, table := range tablesOf(p, gen) {
+		if _, err := tx.ExecContext(ctx, `DROP VIEW IF EXISTS `+base); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `CREATE VIEW `+base+` AS SELECT * FROM `+table); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (rn *run) tx(ctx context.Context, f func(*sql.Tx) error) error {
+	tx, err := rn.r.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := f(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// loop follows the log and, when asked, rebuilds, until ctx ends or a handler fails.
+func (rn *run) loop(ctx context.Context) {
+	events := make(chan eventstore.RecordedEvent, 4*rn.r.batchSize())
+	followErr := make(chan error, 1)
+	followCtx, stopFollow := context.WithCancel(ctx)
+	defer stopFollow()
+	rn.mu.Lock()
+	from := rn.checkpoint
+	rn.mu.Unlock()
+	go rn.follow(followCtx, from, events, followErr)
+
+	batch := make([]eventstore.RecordedEvent, 0, rn.r.batchSize())
+	for {
+		batch = batch[:0]
+		rn.mu.Lock()
+		rebuilding := rn.rebuild != nil
+		rn.mu.Unlock()
+		if rebuilding {
+			// Rebuild steps run between live batches: the live model keeps up meanwhile.
+			done, err := rn.rebuildStep(ctx)
+			if err != nil {
+				rn.fail(ctx, fmt.Errorf("rebuild: %w", err))
+				return
+			}
+			if !done {
+				select {
+				case e := <-events:
+					batch = append(batch, e)
+				default:
+				}
+			}
+		}
+		if len(batch) == 0 && !rebuilding {
+			select {
+			case e := <-events:
+				batch = append(batch, e)
+			case <-rn.rebuildReq:
+				if err := rn.startRebuild(ctx); err != nil {
+					rn.fail(ctx, err)
+					return
+				}
+				continue
+			case err := <-followErr:
+				rn.fail(ctx, fmt.Errorf("follow the log: %w", err))
+				return
+			case <-ctx.Done():
+				rn.setState(StateStopped, nil)
+				return
+			}
+		}
+	drain:
+		for len(batch) > 0 && len(batch) < cap(batch) {
+			select {
+			case e := <-events:
+				batch = append(batch, e)
+			default:
+				break drain
+			}
+		}
+		if len(batch) == 0 {
+			continue
+		}
+		if err := rn.applyLive(ctx, batch, len(events) == 0); err != nil {
+			rn.fail(ctx, err)
+			return
+		}
+	}
+}
+
+// follow feeds the live loop from the log, resubscribing after transient failures.
+func (rn *run) follow(ctx context.Context, after eventstore.Position, out chan<- eventstore.RecordedEvent, failed chan<- error) {
+	for attempt := 0; ; attempt++ {
+		for e, err := range rn.r.Feed.SubscribeAll(ctx, eventstore.SubscribeOptions{After: after, Filter: rn.p.Filter()}) {
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				if errors.Is(err, eventstore.ErrClosed) || attempt >= 10 {
+					failed <- err
+					return
+				}
+				rn.r.log().Warn("projection subscription dropped; resubscribing", "projection", rn.p.Name(), "error", err)
+				break
+			}
+			attempt = 0
+			select {
+			case out <- e:
+				after = e.Position
+			case <-ctx.Done():
+				return
+			}
+		}
+		select {
+		case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// applyLive applies batch to the live generation with its checkpoint, skipping events at or
+// before the checkpoint (a rebuild that took over may already have applied them).
+func (rn *run) applyLive(ctx context.Context, batch []eventstore.RecordedEvent, caughtUp bool) error {
+	rn.mu.Lock()
+	gen, cp := rn.generation, rn.checkpoint
+	rn.mu.Unlock()
+	fresh := batch[:0]
+	for _, e := range batch {
+		if e.Position.Compare(cp) > 0 {
+			fresh = append(fresh, e)
+		}
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	last := fresh[len(fresh)-1]
+	err := rn.tx(ctx, func(tx *sql.Tx) error {
+		if err := rn.p.Apply(ctx, tx, tablesOf(rn.p, gen), fresh); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE projection_checkpoints SET commit_position = ?, prepare_position = ? WHERE name = ?`,
+			last.Position.Commit, last.Position.Prepare, rn.p.Name())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("apply events %v..%v: %w", fresh[0].Position, last.Position, err)
+	}
+	rn.advance(last, caughtUp)
+	return nil
+}
+
+func (rn *run) advance(last eventstore.RecordedEvent, caughtUp bool) {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	rn.checkpoint, rn.lastAt = last.Position, last.Recorded
+	if rn.state == StateCatchingUp || rn.state == StateLive {
+		rn.state = StateCatchingUp
+		if caughtUp {
+			rn.state = StateLive
+		}
+	}
+	close(rn.advanced)
+	rn.advanced = make(chan struct{})
+}
+
+func (rn *run) setState(s State, err error) {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	rn.state, rn.err = s, err
+}
+
+func (rn *run) fail(ctx context.Context, err error) {
+	if ctx.Err() != nil {
+		rn.setState(StateStopped, nil)
+		return
+	}
+	rn.r.log().Error("projection failed", "projection", rn.p.Name(), "error", err)
+	rn.setState(StateFailed, err)
+}
+
+// Rebuild starts rebuilding the named projection (or resumes nothing if one is running).
+func (r *Runner) Rebuild(name string) error {
+	r.init()
+	rn, ok := r.runs[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownProjection, name)
+	}
+	rn.mu.Lock()
+	failed := rn.state == StateFailed
+	rn.mu.Unlock()
+	if failed {
+		return fmt.Errorf("projection %s has failed; restart the service after fixing it", name)
+	}
+	select {
+	case rn.rebuildReq <- struct{}{}:
+	default: // already asked
+	}
+	return nil
+}
+
+func (rn *run) startRebuild(ctx context.Context) error {
+	rn.mu.Lock()
+	if rn.rebuild != nil {
+		rn.mu.Unlock()
+		return nil
+	}
+	gen := rn.generation + 1
+	rn.mu.Unlock()
+	err := rn.tx(ctx, func(tx *sql.Tx) error {
+		if err := rn.createGeneration(ctx, tx, gen); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE projection_checkpoints SET shadow_generation = ?, shadow_commit = 0, shadow_prepare = 0 WHERE name = ?`, gen, rn.p.Name())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("start rebuild: %w", err)
+	}
+	rn.mu.Lock()
+	rn.rebuild = &RebuildStatus{Generation: gen, Started: time.Now()}
+	rn.state = StateRebuilding
+	rn.mu.Unlock()
+	rn.r.log().Info("projection rebuild started", "projection", rn.p.Name(), "generation", gen)
+	return nil
+}
+
+// rebuildStep applies one batch of the log to the shadow generation; once the shadow has
+// caught up with the live checkpoint it swaps the generations. It reports whether the rebuild
+// is done.
+func (rn *run) rebuildStep(ctx context.Context) (bool, error) {
+	rn.mu.Lock()
+	rb := *rn.rebuild
+	rn.mu.Unlock()
+	// ReadAll's From is inclusive: the event at the checkpoint comes again and is skipped.
+	var batch []eventstore.RecordedEvent
+	read := 0
+	for e, err := range rn.r.Feed.ReadAll(ctx, eventstore.ReadAllOptions{From: rb.Checkpoint, Limit: uint64(rn.r.batchSize()), Filter: rn.p.Filter()}) {
+		if err != nil {
+			return false, err
+		}
+		read++
+		if e.Position.Compare(rb.Checkpoint) > 0 {
+			batch = append(batch, e)
+		}
+	}
+	if len(batch) > 0 {
+		last := batch[len(batch)-1]
+		err := rn.tx(ctx, func(tx *sql.Tx) error {
+			if err := rn.p.Apply(ctx, tx, tablesOf(rn.p, rb.Generation), batch); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, `UPDATE projection_checkpoints SET shadow_commit = ?, shadow_prepare = ? WHERE name = ?`,
+				last.Position.Commit, last.Position.Prepare, rn.p.Name())
+			return err
+		})
+		if err != nil {
+			return false, err
+		}
+		rn.mu.Lock()
+		rn.rebuild.Checkpoint = last.Position
+		rn.rebuild.Applied += uint64(len(batch))
+		rb = *rn.rebuild
+		rn.mu.Unlock()
+	}
+	rn.mu.Lock()
+	live := rn.checkpoint
+	rn.mu.Unlock()
+	if read == rn.r.batchSize() || rb.Checkpoint.Compare(live) < 0 {
+		return false, nil // not caught up yet
+	}
+	return true, rn.swap(ctx, rb)
+}
+
+// swap makes the rebuilt generation live, in one transaction.
+func (rn *run) swap(ctx context.Context, rb RebuildStatus) error {
+	rn.mu.Lock()
+	old := rn.generation
+	rn.mu.Unlock()
+	err := rn.tx(ctx, func(tx *sql.Tx) error {
+		if err := pointViews(ctx, tx, rn.p, rb.Generation); err != nil {
+			return err
+		}
+		for _, table := range tablesOf(rn.p, old) {
+			if _, err := tx.ExecContext(ctx, `DROP TABLE IF EXISTS `+table); err != nil {
+				return err
+			}
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE projection_checkpoints SET generation = ?, commit_position = ?, prepare_position = ?,
+			shadow_generation = NULL, shadow_commit = NULL, shadow_prepare = NULL WHERE name = ?`,
+			rb.Generation, rb.Checkpoint.Commit, rb.Checkpoint.Prepare, rn.p.Name())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("swap generations: %w", err)
+	}
+	rn.mu.Lock()
+	rn.generation, rn.rebuild, rn.state = rb.Generation, nil, StateLive
+	if rb.Checkpoint.Compare(rn.checkpoint) > 0 {
+		rn.checkpoint = rb.Checkpoint
+	}
+	close(rn.advanced)
+	rn.advanced = make(chan struct{})
+	rn.mu.Unlock()
+	rn.r.log().Info("projection rebuilt", "projection", rn.p.Name(), "generation", rb.Generation, "events", rb.Applied)
+	return nil
+}
+
+// Status reports every projection, in the order given.
+func (r *Runner) Status(ctx context.Context) ([]Status, error) {
+	r.init()
+	head, err := r.Feed.Head(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Status, 0, len(r.Projections))
+	for _, p := range r.Projections {
+		rn := r.runs[p.Name()]
+		rn.mu.Lock()
+		s := Status{Name: p.Name(), State: rn.state, Generation: rn.generation, Checkpoint: rn.checkpoint, Head: head}
+		if rn.err != nil {
+			s.Error = rn.err.Error()
+		}
+		if rn.rebuild != nil {
+			rb := *rn.rebuild
+			s.Rebuild = &rb
+		}
+		if head.Commit > rn.checkpoint.Commit {
+			s.LagEvents = head.Commit - rn.checkpoint.Commit
+			if !rn.lastAt.IsZero() {
+				s.LagSeconds = time.Since(rn.lastAt).Seconds()
+			}
+		}
+		rn.mu.Unlock()
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// ErrBehind: the projection did not reach the position in time.
+var ErrBehind = errors.New("read model is behind the requested position")
+
+// WaitFor waits until projection name has applied every event up to pos, or until ctx ends
+// (ErrBehind). A failed projection fails at once.
+func (r *Runner) WaitFor(ctx context.Context, name string, pos eventstore.Position) error {
+	r.init()
+	rn, ok := r.runs[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownProjection, name)
+	}
+	for {
+		rn.mu.Lock()
+		reached := rn.checkpoint.Compare(pos) >= 0
+		failed, err := rn.state == StateFailed, rn.err
+		advanced := rn.advanced
+		rn.mu.Unlock()
+		switch {
+		case reached:
+			return nil
+		case failed:
+			return fmt.Errorf("projection %s failed: %w", name, err)
+		}
+		select {
+		case <-advanced:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %s at %v", ErrBehind, name, pos)
+		}
+	}
+}

@@ -1,0 +1,300 @@
+package projections_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/acme/orders/command"
+	"github.com/acme/orders/domain/order"
+	"github.com/acme/orders/eventstore/sqlite"
+	"github.com/acme/orders/projections"
+	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
+)
+
+type fixture struct {
+	store  *sqlite.Store
+	db     *sql.DB
+	runner *projections.Runner
+	orders *command.Handler
+	q      projections.Queries
+	stop   func()
+}
+
+// start opens a store and a read-model database in dir and runs the projections.
+func start(t testing.TB, dir string) *fixture {
+	t.Helper()
+	s, err := sqlite.Open(dir, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqlite.OpenDB(filepath.Join(dir, "readmodels.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &projections.Runner{DB: db, Feed: s, Projections: []projections.Projection{projections.Orders{}, projections.Lookups{}}, BatchSize: 50}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	<-r.Started()
+	f := &fixture{store: s, db: db, runner: r, orders: &command.Handler{Store: s}, q: projections.Queries{DB: db}}
+	var once sync.Once
+	f.stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			db.Close()
+			s.Close()
+		})
+	}
+	t.Cleanup(f.stop)
+	return f
+}
+
+// caughtUp waits until every projection has reached the store's head.
+func (f *fixture) caughtUp(t testing.TB) {
+	t.Helper()
+	head, err := f.store.Head(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, name := range []string{"orders", "lookups"} {
+		if err := f.runner.WaitFor(ctx, name, head); err != nil {
+			st, _ := f.runner.Status(context.Background())
+			t.Fatalf("%s did not catch up: %v (%+v)", name, err, st)
+		}
+	}
+}
+
+// checkRows compares every order's row with the fold of its events.
+func (f *fixture) checkRows(t testing.TB, ids []string) {
+	t.Helper()
+	for _, id := range ids {
+		o, err := f.orders.Load(context.Background(), id, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		row, ok, err := f.q.Order(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			if o.State.Version != 0 {
+				t.Fatalf("order %s: no row, but %d events", id, o.State.Version)
+			}
+			continue
+		}
+		if diff := cmp.Diff(o.State, row.State); diff != "" {
+			t.Fatalf("order %s: row differs from the fold (-fold +row):\n%s", id, diff)
+		}
+		if row.Position != o.Position.Commit {
+			t.Fatalf("order %s: row at position %d, last event at %d", id, row.Position, o.Position.Commit)
+		}
+	}
+}
+
+var eur = func(n int64) order.Money { return order.Money{Amount: n, Currency: "EUR"} }
+
+// randomCommand draws a command that often fits the order's state.
+func randomCommand(t *rapid.T, s order.State, id string) order.Command {
+	sku := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "sku")
+	switch rapid.IntRange(0, 9).Draw(t, "kind") {
+	case 0:
+		return order.CreateOrder{OrderID: id, CustomerID: "c1", Currency: "EUR", ClientRef: rapid.SampledFrom([]string{"", "ref-" + id}).Draw(t, "ref")}
+	case 1, 2:
+		return order.AddLine{SKU: sku, Quantity: rapid.Int64Range(1, 5).Draw(t, "qty"), UnitPrice: eur(100)}
+	case 3:
+		return order.RemoveLine{SKU: sku}
+	case 4:
+		return order.StartPayment{PaymentID: "pay-" + id, Amount: s.Total}
+	case 5:
+		return order.ConfirmPayment{PaymentID: rapid.SampledFrom([]string{"pay-" + id, "other-" + id}).Draw(t, "payment"), Amount: s.Total}
+	case 6:
+		return order.Cancel{Reason: "no"}
+	case 7:
+		return order.Ship{Carrier: "ups", TrackingNumber: "t-" + id}
+	case 8:
+		return order.RequestRefund{RefundID: "r-" + id, Amount: s.Paid}
+	default:
+		return order.CompleteRefund{RefundID: "r-" + id}
+	}
+}
+
+// For random order histories, every read-model row equals the fold of its order's events.
+func TestOrdersRowsEqualTheFold(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		f := start(t, t.TempDir())
+		defer f.stop()
+		ctx := context.Background()
+		ids := []string{"o1", "o2", "o3"}
+		for i := range rapid.IntRange(1, 40).Draw(rt, "commands") {
+			id := rapid.SampledFrom(ids).Draw(rt, "order")
+			o, err := f.orders.Load(ctx, id, "", "")
+			if err != nil {
+				rt.Fatal(err)
+			}
+			f.orders.Handle(ctx, id, randomCommand(rt, o.State, id), command.Metadata{Principal: "p", IdempotencyKey: fmt.Sprint("k", i)})
+		}
+		f.caughtUp(t)
+		f.checkRows(t, ids)
+	})
+}
+
+func TestRebuildWhileWriting(t *testing.T) {
+	f := start(t, t.TempDir())
+	ctx := context.Background()
+	var ids []string
+	create := func(i int) {
+		id := fmt.Sprintf("order-%03d", i)
+		ids = append(ids, id)
+		c := order.CreateOrder{OrderID: id, CustomerID: "c1", Currency: "EUR", Lines: []order.AddLine{{SKU: "a", Quantity: 1, UnitPrice: eur(100)}}}
+		if _, err := f.orders.Handle(ctx, id, c, command.Metadata{Principal: "p"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 300 {
+		create(i)
+	}
+	f.caughtUp(t)
+	if err := f.runner.Rebuild("orders"); err != nil {
+		t.Fatal(err)
+	}
+	// Keep writing and reading while it rebuilds: every read sees a whole model.
+	stop := make(chan struct{})
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(readErr)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			rows, _, err := f.q.ListOrders(ctx, projections.OrderFilter{Limit: 500})
+			if err != nil {
+				readErr <- err
+				return
+			}
+			if len(rows) < 300 {
+				readErr <- fmt.Errorf("a read saw %d orders during the rebuild, want at least 300", len(rows))
+				return
+			}
+		}
+	}()
+	for i := 300; i < 400; i++ {
+		create(i)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, err := f.runner.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st[0].Generation == 2 && st[0].Rebuild == nil {
+			break
+		}
+		if st[0].State == projections.StateFailed || time.Now().After(deadline) {
+			t.Fatalf("rebuild did not finish: %+v", st[0])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(stop)
+	if err := <-readErr; err != nil {
+		t.Fatal(err)
+	}
+	f.caughtUp(t)
+	f.checkRows(t, ids)
+	rows, _, _ := f.q.ListOrders(ctx, projections.OrderFilter{Limit: 500})
+	if len(rows) != 400 {
+		t.Fatalf("%d orders after the rebuild, want 400", len(rows))
+	}
+}
+
+func TestListOrdersPagesAreStable(t *testing.T) {
+	f := start(t, t.TempDir())
+	ctx := context.Background()
+	ids := command.NewOrderIDs()
+	create := func(customer string) {
+		id := ids.New(time.Now()).String()
+		c := order.CreateOrder{OrderID: id, CustomerID: customer, Currency: "EUR"}
+		if _, err := f.orders.Handle(ctx, id, c, command.Metadata{Principal: "p"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 25 {
+		create([]string{"alice", "bob"}[i%2])
+	}
+	f.caughtUp(t)
+	seen := map[string]bool{}
+	cursor := ""
+	for page := 0; ; page++ {
+		rows, next, err := f.q.ListOrders(ctx, projections.OrderFilter{CustomerID: "alice", After: cursor, Limit: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.State.CustomerID != "alice" || seen[r.State.ID] {
+				t.Fatalf("page %d: %s of %s (seen before: %v)", page, r.State.ID, r.State.CustomerID, seen[r.State.ID])
+			}
+			seen[r.State.ID] = true
+		}
+		create("alice") // inserts between pages must not shift them
+		f.caughtUp(t)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if len(seen) != 13 {
+		t.Fatalf("paged through %d of alice's 13 first orders", len(seen))
+	}
+}
+
+func TestLookups(t *testing.T) {
+	f := start(t, t.TempDir())
+	ctx := context.Background()
+	md := command.Metadata{Principal: "p"}
+	f.orders.Handle(ctx, "o1", order.CreateOrder{OrderID: "o1", CustomerID: "c1", Currency: "EUR", ClientRef: "cart-7",
+		Lines: []order.AddLine{{SKU: "a", Quantity: 1, UnitPrice: eur(100)}}}, md)
+	f.orders.Handle(ctx, "o1", order.StartPayment{PaymentID: "pay-9", Amount: eur(100)}, md)
+	f.caughtUp(t)
+	if id, ok, err := f.q.PaymentOrder(ctx, "pay-9"); err != nil || !ok || id != "o1" {
+		t.Fatalf("payment lookup: %q %v %v", id, ok, err)
+	}
+	if id, ok, err := f.q.ClientReferenceOrder(ctx, "c1", "cart-7"); err != nil || !ok || id != "o1" {
+		t.Fatalf("client reference lookup: %q %v %v", id, ok, err)
+	}
+	if _, ok, _ := f.q.PaymentOrder(ctx, "nope"); ok {
+		t.Fatal("unknown payment found")
+	}
+}
+
+func TestRestartResumesExactlyOnce(t *testing.T) {
+	dir := t.TempDir()
+	f := start(t, dir)
+	ctx := context.Background()
+	for i := range 50 {
+		id := fmt.Sprint("o", i%5)
+		var c order.Command = order.AddLine{SKU: fmt.Sprint("s", i), Quantity: 1, UnitPrice: eur(10)}
+		if i < 5 {
+			c = order.CreateOrder{OrderID: id, CustomerID: "c", Currency: "EUR"}
+		}
+		if _, err := f.orders.Handle(ctx, id, c, command.Metadata{Principal: "p"}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 25 {
+			f.caughtUp(t)
+			f.stop()
+			f = start(t, dir)
+		}
+	}
+	f.caughtUp(t)
+	f.checkRows(t, []string{"o0", "o1", "o2", "o3", "o4"})
+}
