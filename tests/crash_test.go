@@ -1,0 +1,221 @@
+package tests
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The test hooks the server honours: when the variable equals a request's Idempotency-Key,
+// the process SIGKILLs itself at that point of the request.
+const (
+	crashAfterAppend = "API_TEST_CRASH_AFTER_APPEND" // the order's events appended, the outcome not stored
+	crashAfterClaim  = "API_TEST_CRASH_AFTER_CLAIM"  // the key claimed, the command not run
+)
+
+const crashKey = "crash-here"
+
+// crashCase is a command to crash on: setup prepares its order (without crashing) and returns
+// the request; check checks, after the retry answered r, that the command took effect once.
+type crashCase struct {
+	name   string
+	status int
+	setup  func(t *testing.T, s *server) request
+	check  func(t *testing.T, s *server, r *response)
+}
+
+var crashCases = []crashCase{
+	{
+		name:   "create",
+		status: http.StatusCreated,
+		setup: func(*testing.T, *server) request {
+			return request{method: "POST", path: "/v1/orders", key: crashKey, body: orderFor("c-crash")}
+		},
+		check: func(t *testing.T, s *server, r *response) {
+			id := createdID(t, r)
+			evs := s.events(t, id)
+			if count(evs, "order.created.v1", "", "") != 1 || int64(len(evs)) != r.num("version") {
+				t.Errorf("order %s has events %v; want created and one line added, once", id, types(evs))
+			}
+			checkKeyed(t, evs, crashKey)
+		},
+	},
+	{
+		name:   "add line",
+		status: http.StatusOK,
+		setup: func(t *testing.T, s *server) request {
+			id, _ := s.create(t, "crash-setup", "c-crash")
+			return request{method: "POST", path: "/v1/orders/" + id + "/lines", key: crashKey, body: line{SKU: "sku-2", Quantity: 1, UnitPrice: 500}}
+		},
+		check: func(t *testing.T, s *server, r *response) {
+			id := r.str("id")
+			if r.num("total") != orderTotal+500 || r.num("version") != 3 {
+				t.Errorf("%v; want sku-2 added once: total %d, version 3", r, orderTotal+500)
+			}
+			evs := s.events(t, id)
+			if count(evs, "order.line-added.v1", "sku", "sku-2") != 1 || len(evs) != 3 {
+				t.Errorf("order %s has events %v; want sku-2 added once", id, types(evs))
+			}
+			checkKeyed(t, evs, crashKey)
+		},
+	},
+}
+
+// checkKeyed reports on t unless the last event carries key in its metadata.
+func checkKeyed(t *testing.T, evs []event, key string) {
+	t.Helper()
+	if len(evs) > 0 && evs[len(evs)-1].Metadata["idempotencyKey"] != key {
+		t.Errorf("last event's metadata %v; want idempotencyKey %q", evs[len(evs)-1].Metadata, key)
+	}
+}
+
+// crash starts s with hook set to crashKey, sends the case's request and expects the
+// process to die of SIGKILL without answering. It returns the request.
+func crash(t *testing.T, s *server, hook string, tc crashCase) request {
+	t.Helper()
+	s.env = []string{hook + "=" + crashKey}
+	s.start(t)
+	req := tc.setup(t, s)
+	if r, err := s.send(t, req); err == nil {
+		t.Fatalf("%v; want no answer: the server should have killed itself (is %s honoured?)", r, hook)
+	}
+	if st := s.wait(t, stopTimeout); !killedBy(st, syscall.SIGKILL) {
+		t.Fatalf("the server ended with %v; want killed by SIGKILL", st)
+	}
+	s.env = nil
+	return req
+}
+
+// The server dies after appending the order's events but before storing the outcome: the
+// retry after a restart completes the record from the events instead of running again.
+func TestCrashAfterAppendBeforeOutcome(t *testing.T) {
+	t.Parallel()
+	for _, tc := range crashCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := &server{dir: t.TempDir()}
+			req := crash(t, s, crashAfterAppend, tc)
+			s.restart(t)
+
+			r := s.do(t, req.method, req.path, req.key, req.body)
+			wantStatus(t, r, tc.status)
+			if r.replayed() != "true" {
+				t.Errorf("retry after the crash: Idempotent-Replayed %q; want \"true\" (the command had run)", r.replayed())
+			}
+			tc.check(t, s, r)
+			checkReplay(t, r, s.do(t, req.method, req.path, req.key, req.body))
+		})
+	}
+}
+
+// The server dies right after claiming the key: after the lease the claim is taken over and
+// the command runs, once.
+func TestAbandonedClaimIsTakenOver(t *testing.T) {
+	t.Parallel()
+	for _, tc := range crashCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := &server{dir: t.TempDir(), args: []string{"--key-lease", "500ms", "--key-wait", "300ms"}}
+			req := crash(t, s, crashAfterClaim, tc)
+			s.restart(t)
+
+			r, inFlight, err := s.sendSettled(t, req, time.Now().Add(20*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("taken over after %d answers of 409 in-flight", inFlight)
+			wantStatus(t, r, tc.status)
+			checkFirst(t, r) // the command ran now: the crashed request never answered
+			tc.check(t, s, r)
+			checkReplay(t, r, s.do(t, req.method, req.path, req.key, req.body))
+		})
+	}
+}
+
+// SIGTERM while creates are in flight: every command acknowledged with a 2xx is durable and
+// replays after a restart; none took effect twice.
+func TestGracefulShutdownKeepsAcknowledgedCommands(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "")
+	const n = 50
+	type result struct {
+		req request
+		res *response
+		err error
+	}
+	results := make([]result, n)
+	start := make(chan struct{})
+	acked := make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	for i := range n {
+		results[i].req = request{method: "POST", path: "/v1/orders", key: fmt.Sprintf("shutdown-%02d", i), body: orderFor(fmt.Sprintf("c-%02d", i))}
+		wg.Go(func() {
+			<-start
+			results[i].res, results[i].err = s.send(t, results[i].req)
+			if results[i].err == nil && results[i].res.status/100 == 2 {
+				once.Do(func() { close(acked) })
+			}
+		})
+	}
+	close(start)
+	select {
+	case <-acked:
+	case <-time.After(requestTimeout):
+		t.Error("no create was acknowledged before the shutdown")
+	}
+	s.signal(t, syscall.SIGTERM)
+	wg.Wait()
+	if st := s.wait(t, stopTimeout); !st.Success() {
+		t.Errorf("after SIGTERM the server exited with %v; want status 0", st)
+	}
+
+	how := map[string]int{}
+	for _, res := range results {
+		switch {
+		case res.err != nil:
+			how["no answer: "+res.err.Error()]++
+		default:
+			how[fmt.Sprintf("%d %s", res.res.status, res.res.problem())]++
+		}
+	}
+	t.Logf("outcomes of the creates sent around SIGTERM: %v", how)
+
+	s.restart(t)
+	for i, res := range results {
+		again := s.do(t, res.req.method, res.req.path, res.req.key, res.req.body)
+		switch {
+		case res.err == nil && res.res.status/100 == 2:
+			checkReplay(t, res.res, again)
+		case res.err == nil && res.res.status < 500:
+			t.Errorf("request %d during shutdown: %v; want 2xx, 5xx or no answer", i, res.res)
+		case again.replayed() == "true":
+			// It ran, yet its client heard nothing: the shutdown dropped an in-flight answer.
+			t.Errorf("request %d (key %s) got %v during shutdown, but had run: the retry replayed %v", i, res.req.key, res.err, again)
+		}
+		id := createdID(t, again)
+		if evs := s.events(t, id); count(evs, "order.created.v1", "", "") != 1 {
+			t.Errorf("order %s (key %s) has events %v; want one order.created.v1", id, res.req.key, types(evs))
+		}
+	}
+}
+
+// A 2xx means the command is on disk: SIGKILL right after it loses nothing.
+func TestAcknowledgedCommandSurvivesKill(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "")
+	first := s.do(t, "POST", "/v1/orders", "survive-create", orderFor("c-survive"))
+	id := createdID(t, first)
+	add := s.command(t, id, "/lines", "survive-add", line{SKU: "sku-2", Quantity: 1, UnitPrice: 500})
+	s.kill(t)
+	s.restart(t)
+
+	checkReplay(t, first, s.do(t, "POST", "/v1/orders", "survive-create", orderFor("c-survive")))
+	checkReplay(t, add, s.do(t, "POST", "/v1/orders/"+id+"/lines", "survive-add", line{SKU: "sku-2", Quantity: 1, UnitPrice: 500}))
+	if o := s.order(t, id); o.num("version") != 3 || o.num("total") != orderTotal+500 {
+		t.Errorf("after SIGKILL and restart: %v; want version 3, total %d", o, orderTotal+500)
+	}
+}

@@ -1,0 +1,71 @@
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var (
+	// binary is the server built from ./cmd/api by TestMain.
+	binary string
+	// openAPIDoc is api/openapi.yaml as it was when the binary that embeds it was built.
+	openAPIDoc []byte
+)
+
+// TestMain builds the real binary once for every test in the package: the tests talk to the
+// process over HTTP and signals, never to its packages.
+func TestMain(m *testing.M) {
+	os.Exit(buildAndRun(m))
+}
+
+func buildAndRun(m *testing.M) int {
+	root, err := moduleRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tests:", err)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "orders-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tests:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+
+	binary = filepath.Join(dir, "api")
+	args := []string{"build", "-o", binary}
+	if raceEnabled {
+		// A race inside the server must fail the suite just like one inside a test.
+		args = append(args, "-race")
+	}
+	args = append(args, "./cmd/api")
+	build := exec.Command("go", args...)
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "tests: go %s: %v\n%s", strings.Join(args, " "), err, out)
+		return 1
+	}
+	// Read after the build, which embedded it: the closest the test can get to the same bytes.
+	if openAPIDoc, err = os.ReadFile(filepath.Join(root, "api", "openapi.yaml")); err != nil {
+		fmt.Fprintln(os.Stderr, "tests:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// moduleRoot is the directory of the go.mod this package belongs to.
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := string(bytes.TrimSpace(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("go env GOMOD: not inside a module")
+	}
+	return filepath.Dir(gomod), nil
+}
