@@ -25,6 +25,8 @@ import (
 // route is one command endpoint: how to read its command from the request.
 type route struct {
 	create bool // POST /v1/orders: the order id is drawn when the key is claimed
+	// lookup finds the order of a route that does not name it; nil means the path's :id.
+	lookup func(s *Server, c echo.Context) (string, error)
 	// parse reads the command from the path values and the JSON body; it returns a builder
 	// that completes it with the order id.
 	parse func(c echo.Context, body []byte) (func(orderID string) order.Command, error)
@@ -53,10 +55,14 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 			return idempotency.ErrKeyInvalid
 		}
 		var id string
-		if !rt.create {
-			if id, err = orderID(c); err != nil {
-				return err
-			}
+		switch {
+		case rt.lookup != nil:
+			id, err = rt.lookup(s, c)
+		case !rt.create:
+			id, err = orderID(c)
+		}
+		if err != nil {
+			return err
 		}
 		build, err := rt.parse(c, body)
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/acme/orders/command"
@@ -72,25 +71,6 @@ func orderID(c echo.Context) (string, error) {
 		return "", fmt.Errorf("%w: %s", errOrderNotFound, id)
 	}
 	return id, nil
-}
-
-// getOrder answers with the order folded from its events.
-func (s *Server) getOrder(c echo.Context) error {
-	id, err := orderID(c)
-	if err != nil {
-		return err
-	}
-	o, err := s.Orders.Load(c.Request().Context(), id, "", "")
-	if err != nil {
-		return err
-	}
-	if o.State.Version == 0 {
-		return fmt.Errorf("%w: %s", errOrderNotFound, id)
-	}
-	h := c.Response().Header()
-	h.Set("ETag", etag(o.Revision()))
-	h.Set("Log-Position", strconv.FormatUint(o.Position.Commit, 10))
-	return c.JSON(http.StatusOK, viewOrder(o.State))
 }
 
 type eventView struct {

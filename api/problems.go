@@ -93,8 +93,10 @@ func problemOf(err error) Problem {
 		return problem("concurrent-modification", "the order kept changing; retry")
 	case errors.Is(err, command.ErrPreconditionFailed):
 		return problem("precondition-failed", err.Error())
-	case errors.Is(err, errOrderNotFound):
+	case errors.Is(err, errOrderNotFound), errors.Is(err, errNotFound):
 		return problem("not-found", err.Error())
+	case errors.Is(err, errBehind):
+		return problem("unavailable", err.Error())
 	case errors.Is(err, errUnauthorized):
 		return problem("unauthorized", err.Error())
 	case errors.Is(err, eventstore.ErrUnavailable):

@@ -122,6 +122,9 @@ var confirmPayment = route{parse: func(c echo.Context, body []byte) (func(string
 	return fixed(order.ConfirmPayment{PaymentID: c.Param("paymentId"), Amount: money(*b.Amount, sameCurrency)}), nil
 }}
 
+// confirmPaymentByID is the callback of a provider that knows only its payment id.
+var confirmPaymentByID = route{lookup: paymentOrder, parse: confirmPayment.parse}
+
 var failPayment = route{parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
 	var b reasonBody
 	if err := decode(body, &b); err != nil {

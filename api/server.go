@@ -14,6 +14,7 @@ import (
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/idempotency"
+	"github.com/acme/orders/projections"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 )
@@ -24,13 +25,17 @@ const MaxBody = 1 << 20
 var (
 	errMalformed     = errors.New("malformed request")
 	errOrderNotFound = errors.New("order not found")
+	errNotFound      = errors.New("not found")
 	errUnauthorized  = errors.New("missing or unknown API key")
 )
 
 // Server serves the API. Construct it with its fields set, then call Handler.
 type Server struct {
-	Store  eventstore.Store
-	Orders *command.Handler
+	Store       eventstore.Store
+	Feed        eventstore.Feed
+	Orders      *command.Handler
+	Projections *projections.Runner
+	Reads       projections.Queries
 	Keys   *idempotency.Keys
 	IDs    *command.OrderIDs
 	Log    *slog.Logger
@@ -69,7 +74,12 @@ func (s *Server) Handler() http.Handler {
 	// every unknown method under it with 404 instead of 405.
 	auth := s.authenticate
 	e.POST("/v1/orders", s.command(createOrder), auth)
+	e.GET("/v1/orders", s.listOrders, auth)
 	e.GET("/v1/orders/:id", s.getOrder, auth)
+	e.GET("/v1/idempotency-keys/:key", s.getKey, auth)
+	e.POST("/v1/payments/:paymentId/confirm", s.command(confirmPaymentByID), auth)
+	e.GET("/admin/projections", s.projectionStatus, auth)
+	e.POST("/admin/projections/:name/rebuild", s.rebuildProjection, auth)
 	e.GET("/v1/orders/:id/events", s.getEvents, auth)
 	e.POST("/v1/orders/:id/lines", s.command(addLine), auth)
 	e.PUT("/v1/orders/:id/lines/:sku", s.command(changeLine), auth)

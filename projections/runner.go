@@ -16,7 +16,8 @@ import (
 type Projection interface {
 	// Name identifies the projection; it is stored with its checkpoint.
 	Name() string
-	// Filter selects the events it reads.
+	// Filter selects the events it applies. The runner still reads every event, so that its
+	// checkpoint passes the others too and WaitFor can tell when it has seen a position.
 	Filter() eventstore.Filter
 	// Tables are the base names of its tables; queries read them under these names.
 	Tables() []string
@@ -317,7 +318,7 @@ func (rn *run) loop(ctx context.Context) {
 // follow feeds the live loop from the log, resubscribing after transient failures.
 func (rn *run) follow(ctx context.Context, after eventstore.Position, out chan<- eventstore.RecordedEvent, failed chan<- error) {
 	for attempt := 0; ; attempt++ {
-		for e, err := range rn.r.Feed.SubscribeAll(ctx, eventstore.SubscribeOptions{After: after, Filter: rn.p.Filter()}) {
+		for e, err := range rn.r.Feed.SubscribeAll(ctx, eventstore.SubscribeOptions{After: after}) {
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -351,16 +352,23 @@ func (rn *run) applyLive(ctx context.Context, batch []eventstore.RecordedEvent, 
 	rn.mu.Lock()
 	gen, cp := rn.generation, rn.checkpoint
 	rn.mu.Unlock()
-	fresh := batch[:0]
+	last := batch[len(batch)-1]
+	if last.Position.Compare(cp) <= 0 {
+		return nil
+	}
+	filter := rn.p.Filter()
+	var fresh []eventstore.RecordedEvent
 	for _, e := range batch {
-		if e.Position.Compare(cp) > 0 {
+		if e.Position.Compare(cp) > 0 && filter.Match(e.Stream) {
 			fresh = append(fresh, e)
 		}
 	}
 	if len(fresh) == 0 {
+		// Nothing of ours: move on without a write; a restart reads these again and skips
+		// them again.
+		rn.advance(last, caughtUp)
 		return nil
 	}
-	last := fresh[len(fresh)-1]
 	err := rn.tx(ctx, func(tx *sql.Tx) error {
 		if err := rn.p.Apply(ctx, tx, tablesOf(rn.p, gen), fresh); err != nil {
 			return err
@@ -370,7 +378,7 @@ func (rn *run) applyLive(ctx context.Context, batch []eventstore.RecordedEvent, 
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("apply events %v..%v: %w", fresh[0].Position, last.Position, err)
+		return fmt.Errorf("apply events %v..%v: %w", fresh[0].Position, fresh[len(fresh)-1].Position, err)
 	}
 	rn.advance(last, caughtUp)
 	return nil
@@ -460,18 +468,22 @@ func (rn *run) rebuildStep(ctx context.Context) (bool, error) {
 	rn.mu.Unlock()
 	// ReadAll's From is inclusive: the event at the checkpoint comes again and is skipped.
 	var batch []eventstore.RecordedEvent
+	var last eventstore.RecordedEvent
 	read := 0
-	for e, err := range rn.r.Feed.ReadAll(ctx, eventstore.ReadAllOptions{From: rb.Checkpoint, Limit: uint64(rn.r.batchSize()), Filter: rn.p.Filter()}) {
+	filter := rn.p.Filter()
+	for e, err := range rn.r.Feed.ReadAll(ctx, eventstore.ReadAllOptions{From: rb.Checkpoint, Limit: uint64(rn.r.batchSize())}) {
 		if err != nil {
 			return false, err
 		}
 		read++
 		if e.Position.Compare(rb.Checkpoint) > 0 {
-			batch = append(batch, e)
+			last = e
+			if filter.Match(e.Stream) {
+				batch = append(batch, e)
+			}
 		}
 	}
-	if len(batch) > 0 {
-		last := batch[len(batch)-1]
+	if last.Position.Compare(rb.Checkpoint) > 0 {
 		err := rn.tx(ctx, func(tx *sql.Tx) error {
 			if err := rn.p.Apply(ctx, tx, tablesOf(rn.p, rb.Generation), batch); err != nil {
 				return err

@@ -20,6 +20,7 @@ import (
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/eventstore/sqlite"
 	"github.com/acme/orders/idempotency"
+	"github.com/acme/orders/projections"
 )
 
 type serveCmd struct {
@@ -53,9 +54,17 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	}
 	defer store.Close()
 	idem := &idempotency.Keys{Store: store, TTL: cmd.KeyTTL, Lease: cmd.KeyLease, Wait: cmd.KeyWait}
+	runner, stopProjections, err := startProjections(ctx, cmd.Data, store, log)
+	if err != nil {
+		return err
+	}
+	defer stopProjections()
 	srv := &api.Server{
-		Store:   store,
-		Orders:  &command.Handler{Store: store},
+		Store:       store,
+		Feed:        store,
+		Projections: runner,
+		Reads:       projections.Queries{DB: runner.DB},
+		Orders:      &command.Handler{Store: store},
 		Keys:    idem,
 		IDs:     command.NewOrderIDs(),
 		Log:     log,

@@ -1,0 +1,193 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/projections"
+	"github.com/labstack/echo/v4"
+)
+
+// readWait bounds how long a query waits for a read model to reach the position it needs.
+const readWait = 2 * time.Second
+
+// errBehind: a read model did not reach the position a query needs in time.
+var errBehind = errors.New("the read model has not caught up yet")
+
+// caughtUp waits until projection has applied every event up to the query's minPosition, or
+// without one up to the head of the log at the time of the request: a read never presents as
+// current a state older than what the client could already have been told.
+func (s *Server) caughtUp(c echo.Context, projection string) error {
+	ctx := c.Request().Context()
+	var pos eventstore.Position
+	if v := c.QueryParam("minPosition"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%w: minPosition must be a log position such as a Log-Position header", errMalformed)
+		}
+		pos = eventstore.Position{Commit: n, Prepare: n}
+	} else {
+		head, err := s.Feed.Head(ctx)
+		if err != nil {
+			return err
+		}
+		pos = head
+	}
+	ctx, cancel := context.WithTimeout(ctx, readWait)
+	defer cancel()
+	if err := s.Projections.WaitFor(ctx, projection, pos); err != nil {
+		if errors.Is(err, projections.ErrBehind) {
+			return fmt.Errorf("%w: %s has not reached position %d", errBehind, projection, pos.Commit)
+		}
+		return err
+	}
+	return nil
+}
+
+// getOrder answers from the orders read model.
+func (s *Server) getOrder(c echo.Context) error {
+	id, err := orderID(c)
+	if err != nil {
+		return err
+	}
+	if err := s.caughtUp(c, "orders"); err != nil {
+		return err
+	}
+	row, ok, err := s.Reads.Order(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: %s", errOrderNotFound, id)
+	}
+	h := c.Response().Header()
+	h.Set("ETag", etag(uint64(row.State.Version-1)))
+	h.Set("Log-Position", strconv.FormatUint(row.Position, 10))
+	return c.JSON(http.StatusOK, viewOrder(row.State))
+}
+
+// listOrders answers a page of the orders read model, newest first.
+func (s *Server) listOrders(c echo.Context) error {
+	limit := 50
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 500 {
+			return fmt.Errorf("%w: limit must be 1 to 500", errMalformed)
+		}
+		limit = n
+	}
+	if err := s.caughtUp(c, "orders"); err != nil {
+		return err
+	}
+	rows, next, err := s.Reads.ListOrders(c.Request().Context(), projections.OrderFilter{
+		Status: c.QueryParam("status"), CustomerID: c.QueryParam("customerId"), After: c.QueryParam("cursor"), Limit: limit,
+	})
+	if err != nil {
+		return err
+	}
+	page := struct {
+		Orders []orderView `json:"orders"`
+		Next   string      `json:"next,omitempty"`
+	}{Orders: make([]orderView, len(rows)), Next: next}
+	for i, r := range rows {
+		page.Orders[i] = viewOrder(r.State)
+	}
+	return c.JSON(http.StatusOK, page)
+}
+
+type keyView struct {
+	Key         string     `json:"key"`
+	OrderID     string     `json:"orderId"`
+	Method      string     `json:"method"`
+	Path        string     `json:"path"`
+	Status      *int       `json:"status,omitempty"` // absent while in flight
+	ClaimedAt   time.Time  `json:"claimedAt"`
+	CompletedAt *time.Time `json:"completedAt,omitempty"`
+	ExpiresAt   time.Time  `json:"expiresAt"`
+	Expired     bool       `json:"expired"`
+}
+
+// getKey answers the caller's own idempotency key from the lookups read model.
+func (s *Server) getKey(c echo.Context) error {
+	if err := s.caughtUp(c, "lookups"); err != nil {
+		return err
+	}
+	row, ok, err := s.Reads.Key(c.Request().Context(), principal(c), c.Param("key"))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: no such idempotency key", errNotFound)
+	}
+	v := keyView{Key: row.Key, OrderID: row.OrderID, Method: row.Method, Path: row.Path,
+		ClaimedAt: row.ClaimedAt, ExpiresAt: row.ExpiresAt, Expired: !row.ExpiresAt.After(time.Now())}
+	if row.Status != 0 {
+		v.Status = &row.Status
+		v.CompletedAt = &row.CompletedAt
+	}
+	return c.JSON(http.StatusOK, v)
+}
+
+// paymentOrder finds the order of the path's payment id, waiting for the lookup to catch up
+// before it answers that there is none.
+func paymentOrder(s *Server, c echo.Context) (string, error) {
+	ctx := c.Request().Context()
+	paymentID := c.Param("paymentId")
+	id, ok, err := s.Reads.PaymentOrder(ctx, paymentID)
+	if err != nil || ok {
+		return id, err
+	}
+	if err := s.caughtUp(c, "lookups"); err != nil {
+		return "", err
+	}
+	if id, ok, err = s.Reads.PaymentOrder(ctx, paymentID); err != nil || ok {
+		return id, err
+	}
+	return "", fmt.Errorf("%w: no order has payment %s", errNotFound, paymentID)
+}
+
+// projectionView is a projection's status as the admin API shows it.
+type projectionView struct {
+	projections.Status
+	Checkpoint uint64       `json:"checkpoint"`
+	Head       uint64       `json:"head"`
+	Rebuild    *rebuildView `json:"rebuild,omitempty"`
+}
+
+type rebuildView struct {
+	Generation int       `json:"generation"`
+	Checkpoint uint64    `json:"checkpoint"`
+	Applied    uint64    `json:"applied"`
+	StartedAt  time.Time `json:"startedAt"`
+}
+
+func (s *Server) projectionStatus(c echo.Context) error {
+	st, err := s.Projections.Status(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	out := make([]projectionView, len(st))
+	for i, p := range st {
+		out[i] = projectionView{Status: p, Checkpoint: p.Checkpoint.Commit, Head: p.Head.Commit}
+		if rb := p.Rebuild; rb != nil {
+			out[i].Rebuild = &rebuildView{Generation: rb.Generation, Checkpoint: rb.Checkpoint.Commit, Applied: rb.Applied, StartedAt: rb.Started}
+		}
+		out[i].Status.Rebuild = nil
+	}
+	return c.JSON(http.StatusOK, map[string]any{"projections": out})
+}
+
+func (s *Server) rebuildProjection(c echo.Context) error {
+	if err := s.Projections.Rebuild(c.Param("name")); err != nil {
+		if errors.Is(err, projections.ErrUnknownProjection) {
+			return fmt.Errorf("%w: %v", errNotFound, err)
+		}
+		return err
+	}
+	return c.JSON(http.StatusAccepted, map[string]string{"status": "rebuilding"})
+}
