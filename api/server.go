@@ -36,9 +36,9 @@ type Server struct {
 	Orders      *command.Handler
 	Projections *projections.Runner
 	Reads       projections.Queries
-	Keys   *idempotency.Keys
-	IDs    *command.OrderIDs
-	Log    *slog.Logger
+	Keys        *idempotency.Keys
+	IDs         *command.OrderIDs
+	Log         *slog.Logger
 	// APIKeys maps the SHA-256 hex of an API key to its principal. Empty means development
 	// mode: every request is the principal "local".
 	APIKeys map[string]string

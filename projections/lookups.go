@@ -26,7 +26,9 @@ func (Lookups) Filter() eventstore.Filter {
 	return eventstore.Filter{StreamPrefixes: []string{idempotency.StreamPrefix, command.StreamName("")}}
 }
 
-func (Lookups) Tables() []string { return []string{"idempotency_keys", "payments", "client_references"} }
+func (Lookups) Tables() []string {
+	return []string{"idempotency_keys", "payments", "client_references"}
+}
 
 func (Lookups) Create(ctx context.Context, tx *sql.Tx, t Tables) error {
 	_, err := tx.ExecContext(ctx, strings.NewReplacer(

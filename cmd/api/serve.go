@@ -65,12 +65,12 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		Projections: runner,
 		Reads:       projections.Queries{DB: runner.DB},
 		Orders:      &command.Handler{Store: store},
-		Keys:    idem,
-		IDs:     command.NewOrderIDs(),
-		Log:     log,
-		APIKeys: keys,
-		Node:    nodeName(),
-		Hooks:   testHooks(e.getenv),
+		Keys:        idem,
+		IDs:         command.NewOrderIDs(),
+		Log:         log,
+		APIKeys:     keys,
+		Node:        nodeName(),
+		Hooks:       testHooks(e.getenv),
 	}
 
 	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
