@@ -1,0 +1,332 @@
+// Command load measures the order service under concurrent order lifecycles against a baseline
+// in the same run, and proves that it lost and duplicated nothing.
+//
+// It starts a minimal echo baseline (same routes, same JSON decoding, nothing stored) and runs
+// the workload of package tests/load against it, then starts the real server on a fresh data
+// directory (or targets --url) and runs the same workload against it; both phases are followed
+// by a replay of every acknowledged command. It then checks the server against the clients'
+// ledger and prints the figures as a table, or as JSON with --json.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/acme/orders/tests/load"
+	"github.com/alecthomas/kong"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "load:", err)
+		os.Exit(1)
+	}
+}
+
+type cli struct {
+	Run           runCmd           `cmd:"" default:"withargs" help:"Measure the service against the baseline and verify it (the default)."`
+	ServeBaseline serveBaselineCmd `cmd:"" hidden:"" help:"Serve the baseline on a loopback port (the tool runs this as its own child)."`
+}
+
+type serveBaselineCmd struct{}
+
+func (serveBaselineCmd) Run(ctx context.Context, e *env) error { return serveBaseline(ctx, e.stdout) }
+
+type runCmd struct {
+	URL         string        `help:"Base URL of a running server to measure, instead of starting one."`
+	Bin         string        `help:"Server binary to start; default: build ./cmd/api of this module."`
+	Data        string        `help:"Data directory of the started server; default: a fresh temporary one."`
+	ServerArg   []string      `help:"Extra flag for 'api serve', repeatable (such as --server-arg=--pprof-addr=127.0.0.1:6060)."`
+	Token       string        `help:"Bearer API key, for a server with a keys file."`
+	Clients     int           `default:"64" help:"Concurrent clients."`
+	Duration    time.Duration `default:"20s" help:"Measured window of each phase."`
+	Warmup      time.Duration `default:"3s" help:"Unmeasured run before each window."`
+	Orders      int           `help:"Run this many order lifecycles per phase instead of --duration."`
+	RetryShare  float64       `default:"0.1" help:"Share of commands sent again with their key (half sequentially, half concurrently)."`
+	Deliveries  int           `default:"3" help:"Deliveries of each payment confirmation."`
+	CancelShare float64       `default:"0.15" help:"Share of orders cancelled."`
+	FailShare   float64       `default:"0.05" help:"Share of orders whose first payment fails."`
+	RefundShare float64       `default:"0.2" help:"Share of shipped orders refunded."`
+	Seed        uint64        `default:"1" help:"Seed of the workload's choices."`
+	Baseline    bool          `default:"true" negatable:"" help:"Measure the baseline first."`
+	JSON        string        `help:"Write the figures as JSON to this file ('-' for stdout, instead of the table)."`
+}
+
+type env struct {
+	stdout, stderr io.Writer
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c cli
+	parser, err := kong.New(&c, kong.Name("load"),
+		kong.Description("Measure the order service under load against a baseline, and verify it lost and duplicated nothing."),
+		kong.Writers(stdout, stderr), kong.Exit(func(int) {}))
+	if err != nil {
+		return err
+	}
+	kctx, err := parser.Parse(args)
+	if err != nil {
+		return err
+	}
+	kctx.BindTo(ctx, (*context.Context)(nil))
+	return kctx.Run(&env{stdout: stdout, stderr: stderr})
+}
+
+// Targets of issue 8, for this 2-core machine with harness and server sharing it.
+const (
+	targetCommands = 0.25 // keyed commands/s, times the baseline's
+	targetP99      = 50 * time.Millisecond
+	targetReplays  = 0.8 // replays/s, times the baseline's
+)
+
+// Figures is the JSON output.
+type Figures struct {
+	Machine  Machine      `json:"machine"`
+	Config   runCmd       `json:"config"`
+	Baseline *Phase       `json:"baseline,omitempty"`
+	Server   Phase        `json:"server"`
+	Verify   load.Report  `json:"verify"`
+	Ratios   *Ratios      `json:"ratios,omitempty"`
+	Targets  TargetStatus `json:"targets"`
+	OK       bool         `json:"ok"` // nothing lost, duplicated, mismatched; no errors
+}
+
+// Phase is one target's figures: the lifecycles, then the replay of every acknowledged command.
+type Phase struct {
+	Commands load.Stats `json:"commands"`
+	Replays  load.Stats `json:"replays"`
+}
+
+// Ratios compare the server with the baseline.
+type Ratios struct {
+	Commands float64 `json:"commands"` // commands/s
+	Replays  float64 `json:"replays"`  // replays/s
+}
+
+// TargetStatus says which targets were met.
+type TargetStatus struct {
+	Commands *bool `json:"commands,omitempty"`
+	P99      bool  `json:"p99"`
+	Replays  *bool `json:"replays,omitempty"`
+}
+
+// Machine is where the figures were taken.
+type Machine struct {
+	OS, Arch string
+	CPUs     int
+	CPU      string
+	Go       string
+	Commit   string
+}
+
+func (cmd *runCmd) Run(ctx context.Context, e *env) error {
+	dir, err := os.MkdirTemp("", "orders-load-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	say := func(format string, args ...any) { fmt.Fprintf(e.stderr, "load: "+format+"\n", args...) }
+
+	f := Figures{Machine: machine(), Config: *cmd}
+	if cmd.Baseline {
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		b, err := startChild(ctx, dir, "baseline", self, "serve-baseline")
+		if err != nil {
+			return err
+		}
+		say("baseline at %s", b.url)
+		p, _, err := cmd.phase(ctx, b.url, true, say)
+		if stopErr := b.stop(); err == nil {
+			err = stopErr
+		}
+		if err != nil {
+			return err
+		}
+		f.Baseline = &p
+	}
+
+	url := cmd.URL
+	var srv *child
+	if url == "" {
+		bin := cmd.Bin
+		if bin == "" {
+			say("building ./cmd/api")
+			if bin, err = buildServer(ctx, dir); err != nil {
+				return err
+			}
+		}
+		data := cmd.Data
+		if data == "" {
+			data = dir + "/data"
+		}
+		args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data", data}, cmd.ServerArg...)
+		if srv, err = startChild(ctx, dir, "server", bin, args...); err != nil {
+			return err
+		}
+		url = srv.url
+		say("server at %s, data in %s", url, data)
+	}
+	p, ledger, err := cmd.phase(ctx, url, false, say)
+	if err == nil {
+		say("verifying %d orders against the ledger", len(ledger.Orders()))
+		f.Verify, err = load.Verify(ctx, cmd.config(url, false), ledger)
+	}
+	if srv != nil {
+		if stopErr := srv.stop(); err == nil {
+			err = stopErr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	f.Server = p
+
+	f.Targets.P99 = p.Commands.Latency.P99 <= targetP99
+	if f.Baseline != nil {
+		f.Ratios = &Ratios{
+			Commands: p.Commands.CommandsPerSecond() / f.Baseline.Commands.CommandsPerSecond(),
+			Replays:  p.Replays.CommandsPerSecond() / f.Baseline.Replays.CommandsPerSecond(),
+		}
+		cm, rm := f.Ratios.Commands >= targetCommands, f.Ratios.Replays >= targetReplays
+		f.Targets.Commands, f.Targets.Replays = &cm, &rm
+	}
+	f.OK = f.Verify.OK() && p.Commands.Errors == 0 && p.Replays.Errors == 0
+
+	switch cmd.JSON {
+	case "":
+		report(e.stdout, f)
+	case "-":
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(f); err != nil {
+			return err
+		}
+	default:
+		report(e.stdout, f)
+		b, err := json.MarshalIndent(f, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(cmd.JSON, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	if !f.OK {
+		return fmt.Errorf("the server lost, duplicated or mismatched commands, or answered with errors (see above)")
+	}
+	return nil
+}
+
+func (cmd *runCmd) config(url string, baseline bool) load.Config {
+	return load.Config{
+		URL: func() string { return url }, Token: cmd.Token,
+		Clients: cmd.Clients, Orders: cmd.Orders, Duration: cmd.Duration, Warmup: cmd.Warmup,
+		RetryShare: cmd.RetryShare, Deliveries: cmd.Deliveries,
+		CancelShare: cmd.CancelShare, FailShare: cmd.FailShare, RefundShare: cmd.RefundShare,
+		Seed: cmd.Seed, Baseline: baseline,
+	}
+}
+
+// phase runs the lifecycles, then replays every acknowledged command.
+func (cmd *runCmd) phase(ctx context.Context, url string, baseline bool, say func(string, ...any)) (Phase, *load.Ledger, error) {
+	cfg := cmd.config(url, baseline)
+	name := map[bool]string{true: "baseline", false: "server"}[baseline]
+	say("%s: %d clients, lifecycles for %v after %v of warm-up", name, cmd.Clients, cmd.Duration, cmd.Warmup)
+	res, err := load.Run(ctx, cfg)
+	if err != nil {
+		return Phase{}, nil, err
+	}
+	say("%s: %.0f commands/s; replaying %d acknowledged commands", name, res.Stats.CommandsPerSecond(), len(res.Ledger.Commands()))
+	rep, err := load.Replay(ctx, cfg, res.Ledger)
+	if err != nil {
+		return Phase{}, nil, err
+	}
+	return Phase{Commands: res.Stats, Replays: rep}, res.Ledger, nil
+}
+
+func report(w io.Writer, f Figures) {
+	c := f.Config
+	fmt.Fprintf(w, "%d clients, %v per phase after %v warm-up, seed %d; retry share %.2f, %d deliveries per payment, cancel %.2f, fail %.2f, refund %.2f\n",
+		c.Clients, c.Duration, c.Warmup, c.Seed, c.RetryShare, c.Deliveries, c.CancelShare, c.FailShare, c.RefundShare)
+	m := f.Machine
+	fmt.Fprintf(w, "machine: %s/%s, %d CPUs (%s), %s, commit %s\n\n", m.OS, m.Arch, m.CPUs, m.CPU, m.Go, m.Commit)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\ttarget\tcommands/s\trequests/s\tp50\tp95\tp99\treplays\t409s\terrors\tunanswered\t")
+	row := func(phase, target string, s load.Stats) {
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%v\t%v\t%v\t%d\t%d\t%d\t%d\t\n", phase, target, s.CommandsPerSecond(), s.RequestsPerSecond(),
+			round(s.Latency.P50), round(s.Latency.P95), round(s.Latency.P99), s.Replays, s.Conflicts, s.Errors, s.Unanswered)
+	}
+	if f.Baseline != nil {
+		row("commands", "baseline", f.Baseline.Commands)
+	}
+	row("commands", "server", f.Server.Commands)
+	if f.Baseline != nil {
+		row("replays", "baseline", f.Baseline.Replays)
+	}
+	row("replays", "server", f.Server.Replays)
+	tw.Flush()
+	fmt.Fprintln(w)
+
+	met := func(ok bool) string { return map[bool]string{true: "met", false: "MISSED"}[ok] }
+	if f.Ratios != nil {
+		fmt.Fprintf(w, "commands/s vs baseline: %.3f (target ≥ %.2f: %s)\n", f.Ratios.Commands, targetCommands, met(*f.Targets.Commands))
+		fmt.Fprintf(w, "replays/s vs baseline:  %.3f (target ≥ %.2f: %s)\n", f.Ratios.Replays, targetReplays, met(*f.Targets.Replays))
+	}
+	fmt.Fprintf(w, "command p99:            %v (target ≤ %v: %s)\n", round(f.Server.Commands.Latency.P99), targetP99, met(f.Targets.P99))
+	v := f.Verify
+	fmt.Fprintf(w, "ledger: %d orders, %d commands acknowledged (%d unanswered), %d events: %d lost, %d duplicated, %d mismatched, %d phantom\n",
+		v.Orders, v.Commands, v.Unknown, v.Events, v.Lost, v.Duplicated, v.Mismatched, v.Phantoms)
+	fmt.Fprintf(w, "replays identical to the first answer: %d of %d\n", f.Server.Replays.Commands-f.Server.Replays.Errors, f.Server.Replays.Commands)
+	for _, p := range v.Problems {
+		fmt.Fprintln(w, "  problem:", p)
+	}
+	for _, s := range append(f.Server.Commands.Samples, f.Server.Replays.Samples...) {
+		fmt.Fprintln(w, "  error:", s)
+	}
+	fmt.Fprintf(w, "verdict: %s\n", map[bool]string{true: "OK: nothing lost, nothing applied twice, every replay identical", false: "FAILED"}[f.OK])
+}
+
+func round(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
+}
+
+func machine() Machine {
+	m := Machine{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), Go: runtime.Version()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if out, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output(); err == nil {
+		m.Commit = strings.TrimSpace(string(out))
+		if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+			m.Commit += " (with uncommitted changes)"
+		}
+	}
+	return m
+}

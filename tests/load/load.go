@@ -1,0 +1,511 @@
+// Package load drives the order service over HTTP with many concurrent clients running order
+// lifecycles, keeps a ledger of every acknowledged command, and checks the ledger against the
+// server: nothing acknowledged is lost, nothing is applied twice, every replay is identical to
+// the first answer.
+package load
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config is a workload. Set URL; the other fields have defaults.
+type Config struct {
+	// URL returns the server's base URL now, such as "http://127.0.0.1:8080". It is called for
+	// every request, so a restarted server may come back on another port.
+	URL func() string
+	// Transport sends the requests; nil means NewTransport(Clients).
+	Transport http.RoundTripper
+	// Token is the bearer API key; empty for a server in development mode.
+	Token string
+	// Clients is the number of concurrent clients; 0 means 64.
+	Clients int
+	// Orders is the number of order lifecycles to run in all; 0 means as many as fit in
+	// Duration.
+	Orders int
+	// Duration is how long the measured window lasts when Orders is 0; 0 means 10 seconds.
+	Duration time.Duration
+	// Warmup runs the workload unmeasured before the window starts.
+	Warmup time.Duration
+	// RetryShare is the share of commands sent again with the same key: half of them again
+	// after the first answer, half as 2 to 4 concurrent copies.
+	RetryShare float64
+	// Deliveries is how many times each payment confirmation is delivered, concurrently:
+	// about half of them retries with the first delivery's key, the others with a fresh key
+	// each, as a payment provider's callbacks do. 0 means 3.
+	Deliveries int
+	// CancelShare, FailShare and RefundShare are the shares of orders cancelled (half before
+	// payment, half while paying), whose first payment fails, and refunded after shipping.
+	CancelShare, FailShare, RefundShare float64
+	// Seed makes the workload's choices repeatable; the key names come from Run.
+	Seed uint64
+	// Run prefixes every key and customer id, so that runs against one server do not meet.
+	Run string
+	// Patience is how long a request is retried after transport errors and 5xx answers, for
+	// a server that crashes and comes back. 0 means not at all: such a request is an error.
+	Patience time.Duration
+	// RequestTimeout bounds one request, and how long answers of 409 in-flight or concurrent
+	// modification are retried; 0 means 30 seconds.
+	RequestTimeout time.Duration
+	// Baseline marks a target that stores nothing: answers are not checked against orders.
+	Baseline bool
+}
+
+func (c *Config) defaults() {
+	if c.Clients <= 0 {
+		c.Clients = 64
+	}
+	if c.Duration <= 0 {
+		c.Duration = 10 * time.Second
+	}
+	if c.Deliveries <= 0 {
+		c.Deliveries = 3
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 30 * time.Second
+	}
+	if c.Run == "" {
+		c.Run = fmt.Sprintf("run%x", rand.Uint32())
+	}
+	if c.Transport == nil {
+		c.Transport = NewTransport(c.Clients)
+	}
+}
+
+// Result is what a run did.
+type Result struct {
+	Stats  Stats
+	Ledger *Ledger
+}
+
+// Run runs the workload until Orders lifecycles are done, or until the window ends, or ctx
+// ends. Errors are counted in the stats; the returned error is only ctx's.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	cfg.defaults()
+	client := &http.Client{Transport: cfg.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	ledger := &Ledger{}
+	start := time.Now()
+	from := start.Add(cfg.Warmup)
+	until := from.Add(cfg.Duration)
+	var next atomic.Int64
+	stop := func() bool {
+		if ctx.Err() != nil {
+			return true
+		}
+		if cfg.Orders > 0 {
+			return false
+		}
+		return time.Now().After(until)
+	}
+	recs := make([]*recorder, cfg.Clients)
+	var wg sync.WaitGroup
+	for i := range cfg.Clients {
+		recs[i] = &recorder{}
+		w := &worker{cfg: &cfg, client: client, rec: recs[i], ledger: ledger, stop: stop,
+			rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i)))}
+		wg.Go(func() {
+			for {
+				n := int(next.Add(1) - 1)
+				if (cfg.Orders > 0 && n >= cfg.Orders) || stop() {
+					return
+				}
+				w.lifecycle(ctx, n)
+			}
+		})
+	}
+	wg.Wait()
+	end := time.Now()
+	if cfg.Orders > 0 || end.Before(until) {
+		until = end
+	}
+	if from.After(until) {
+		from = start
+	}
+	return &Result{Stats: stats(recs, from, until), Ledger: ledger}, ctx.Err()
+}
+
+// worker is one client: it runs lifecycles one after the other.
+type worker struct {
+	cfg    *Config
+	client *http.Client
+	rec    *recorder
+	ledger *Ledger
+	rng    *rand.Rand
+	stop   func() bool
+}
+
+func (w *worker) chance(p float64) bool { return p > 0 && w.rng.Float64() < p }
+
+// Event types the workload expects.
+const (
+	evCreated          = "order.created.v1"
+	evLineAdded        = "order.line-added.v1"
+	evQuantityChanged  = "order.line-quantity-changed.v1"
+	evPaymentStarted   = "order.payment-started.v1"
+	evPaymentConfirmed = "order.payment-confirmed.v1"
+	evPaymentFailed    = "order.payment-failed.v1"
+	evCancelled        = "order.cancelled.v1"
+	evShipped          = "order.shipped.v1"
+	evRefundRequested  = "order.refund-requested.v1"
+	evRefundCompleted  = "order.refund-completed.v1"
+)
+
+type lineBody struct {
+	SKU       string `json:"sku"`
+	Quantity  int64  `json:"quantity"`
+	UnitPrice int64  `json:"unitPrice"`
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// lifecycle runs order n from creation to its end: lines, payment (failing first sometimes),
+// confirmation delivered several times, shipment, a refund sometimes; or a cancellation.
+func (w *worker) lifecycle(ctx context.Context, n int) {
+	name := fmt.Sprintf("%s-%d", w.cfg.Run, n)
+	o := &Order{Status: "created", Lines: map[string]Line{}}
+	w.ledger.add(o)
+
+	var lines []lineBody
+	effects := []string{evCreated}
+	for i := range 1 + w.rng.IntN(3) {
+		l := lineBody{SKU: fmt.Sprintf("sku-%d", i+1), Quantity: 1 + w.rng.Int64N(5), UnitPrice: 100 * (1 + w.rng.Int64N(50))}
+		lines = append(lines, l)
+		effects = append(effects, evLineAdded)
+	}
+	create := &Command{Name: "create-order", Method: http.MethodPost, Path: "/v1/orders", Key: name + "-create",
+		Body:    mustJSON(map[string]any{"customerId": "cust-" + name, "currency": "EUR", "lines": lines, "clientReference": name}),
+		Effects: effects}
+	r, ok := w.command(ctx, o, create, http.StatusCreated)
+	if !ok {
+		return
+	}
+	var created struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(r.body, &created); err != nil || created.ID == "" {
+		w.rec.errorf("%s: create answered %v: no order id", create.Key, r)
+		return
+	}
+	o.ID = created.ID
+	for _, l := range lines {
+		o.Lines[l.SKU] = Line{Quantity: l.Quantity, UnitPrice: l.UnitPrice}
+	}
+	o.check(w, r)
+	path := "/v1/orders/" + o.ID
+
+	for i := range w.rng.IntN(4) {
+		if w.stop() {
+			return
+		}
+		l := lineBody{SKU: fmt.Sprintf("sku-%d", len(o.Lines)+1), Quantity: 1 + w.rng.Int64N(5), UnitPrice: 100 * (1 + w.rng.Int64N(50))}
+		effect := evLineAdded
+		if w.rng.IntN(3) == 0 {
+			// The same SKU at the same price again: the line's quantity grows.
+			l.SKU = fmt.Sprintf("sku-%d", 1+w.rng.IntN(len(o.Lines)))
+			l.UnitPrice = o.Lines[l.SKU].UnitPrice
+			effect = evQuantityChanged
+		}
+		c := &Command{Name: "add-line", Method: http.MethodPost, Path: path + "/lines", Key: fmt.Sprintf("%s-line-%d", name, i),
+			Body: mustJSON(l), Effects: []string{effect}}
+		if r, ok = w.command(ctx, o, c, http.StatusOK); !ok {
+			return
+		}
+		cur := o.Lines[l.SKU]
+		o.Lines[l.SKU] = Line{Quantity: cur.Quantity + l.Quantity, UnitPrice: l.UnitPrice}
+		o.check(w, r)
+	}
+
+	cancel := func(when string) {
+		if w.stop() {
+			return
+		}
+		c := &Command{Name: "cancel", Method: http.MethodPost, Path: path + "/cancel", Key: name + "-cancel",
+			Body: mustJSON(map[string]string{"reason": "customer asked " + when}), Effects: []string{evCancelled}}
+		if r, ok := w.command(ctx, o, c, http.StatusOK); ok {
+			o.Status = "cancelled"
+			o.check(w, r)
+		}
+	}
+	cancelling := w.chance(w.cfg.CancelShare)
+	if cancelling && w.rng.IntN(2) == 0 {
+		cancel("before payment")
+		return
+	}
+
+	payment := name + "-pay-1"
+	start := func(paymentID string) bool {
+		if w.stop() {
+			return false
+		}
+		c := &Command{Name: "start-payment", Method: http.MethodPost, Path: path + "/payments", Key: paymentID + "-start",
+			Body: mustJSON(map[string]any{"paymentId": paymentID, "amount": o.total()}), Effects: []string{evPaymentStarted}}
+		r, ok := w.command(ctx, o, c, http.StatusOK)
+		if ok {
+			o.Status = "paying"
+			o.check(w, r)
+		}
+		return ok
+	}
+	if !start(payment) {
+		return
+	}
+	if w.chance(w.cfg.FailShare) {
+		if w.stop() {
+			return
+		}
+		c := &Command{Name: "fail-payment", Method: http.MethodPost, Path: path + "/payments/" + payment + "/fail", Key: payment + "-fail",
+			Body: mustJSON(map[string]string{"reason": "card declined"}), Effects: []string{evPaymentFailed}}
+		if r, ok = w.command(ctx, o, c, http.StatusOK); !ok {
+			return
+		}
+		o.Status = "created"
+		o.check(w, r)
+		payment = name + "-pay-2"
+		if !start(payment) {
+			return
+		}
+	}
+	if cancelling {
+		cancel("while paying")
+		return
+	}
+
+	if w.stop() || !w.deliver(ctx, o, path, payment) {
+		return
+	}
+
+	if w.stop() {
+		return
+	}
+	c := &Command{Name: "ship", Method: http.MethodPost, Path: path + "/shipments", Key: name + "-ship",
+		Body: mustJSON(map[string]string{"carrier": "dhl", "trackingNumber": "trk-" + name}), Effects: []string{evShipped}}
+	if r, ok = w.command(ctx, o, c, http.StatusOK); !ok {
+		return
+	}
+	o.Status = "shipped"
+	o.check(w, r)
+
+	if !w.chance(w.cfg.RefundShare) || w.stop() {
+		return
+	}
+	refund, amount := name+"-refund", 1+w.rng.Int64N(o.Paid)
+	c = &Command{Name: "request-refund", Method: http.MethodPost, Path: path + "/refunds", Key: refund + "-request",
+		Body: mustJSON(map[string]any{"refundId": refund, "amount": amount}), Effects: []string{evRefundRequested}}
+	if r, ok = w.command(ctx, o, c, http.StatusOK); !ok {
+		return
+	}
+	o.Status = "refunding"
+	o.check(w, r)
+	if w.stop() {
+		return
+	}
+	c = &Command{Name: "complete-refund", Method: http.MethodPost, Path: path + "/refunds/" + refund + "/complete", Key: refund + "-complete",
+		Body: []byte("{}"), Effects: []string{evRefundCompleted}}
+	if r, ok = w.command(ctx, o, c, http.StatusOK); !ok {
+		return
+	}
+	o.Status, o.Refunded = "refunded", amount
+	o.check(w, r)
+}
+
+// command sends c, again as RetryShare says, and records its answer in o. It reports whether
+// the command was acknowledged with status want.
+func (w *worker) command(ctx context.Context, o *Order, c *Command, want int) (reply, bool) {
+	req := request{method: c.Method, path: c.Path, key: c.Key, body: c.Body}
+	copies := 1
+	again := false
+	if w.chance(w.cfg.RetryShare) {
+		if w.rng.IntN(2) == 0 {
+			again = true
+		} else {
+			copies = 2 + w.rng.IntN(3)
+		}
+	}
+	first, ok := w.concurrently(ctx, req, copies, func(r reply) bool { return r.status == want })
+	if !ok {
+		o.unknown(c)
+		return reply{}, false
+	}
+	w.acknowledge(o, c, first)
+	if first.status != want {
+		w.rec.errorf("%v: %v, want %d", req, first, want)
+		return first, false
+	}
+	if again {
+		r, err := w.settle(ctx, req)
+		if err != nil {
+			w.rec.errorf("retry: %v", err)
+		} else if diff := sameAnswer(first, r); diff != "" && !w.cfg.Baseline {
+			w.rec.errorf("%v sent again: not a replay of the first answer: %s", req, diff)
+		}
+	}
+	return first, true
+}
+
+// concurrently sends copies of req at once and returns the original answer (the one not
+// replayed), after checking that the others replay it. ok is false if no copy was answered.
+func (w *worker) concurrently(ctx context.Context, req request, copies int, good func(reply) bool) (reply, bool) {
+	replies := make([]reply, copies)
+	errs := make([]error, copies)
+	if copies == 1 {
+		replies[0], errs[0] = w.settle(ctx, req)
+	} else {
+		var wg sync.WaitGroup
+		for i := range copies {
+			wg.Go(func() { replies[i], errs[i] = w.settle(ctx, req) })
+		}
+		wg.Wait()
+	}
+	var answered []reply
+	for i, err := range errs {
+		if err != nil {
+			if !errors.Is(err, context.Canceled) {
+				w.rec.errorf("%v", err)
+			}
+			continue
+		}
+		answered = append(answered, replies[i])
+	}
+	if len(answered) == 0 {
+		return reply{}, false
+	}
+	return w.original(req, answered), true
+}
+
+// original picks the answer of the request that ran among answers to one key, and checks that
+// every other one replays it. Without a crash exactly one ran; after one, the request that ran
+// may have died unanswered, and all answers are replays.
+func (w *worker) original(req request, answers []reply) reply {
+	first := answers[0]
+	originals := 0
+	for _, a := range answers {
+		if !a.replayed() {
+			first = a
+			originals++
+		}
+	}
+	if w.cfg.Baseline {
+		return first
+	}
+	if originals > 1 {
+		w.rec.errorf("%v: %d answers without Idempotent-Replayed; want one", req, originals)
+	}
+	if originals == 0 && w.cfg.Patience == 0 {
+		w.rec.errorf("%v: every answer is a replay, yet no request was lost", req)
+	}
+	for _, a := range answers {
+		if a.replayed() {
+			if diff := sameAnswer(first, a); diff != "" {
+				w.rec.errorf("%v: a replay differs from the first answer: %s", req, diff)
+			}
+		}
+	}
+	return first
+}
+
+// deliver confirms payment as a provider's callbacks do: Deliveries times at once, about half
+// with one key, the others each with its own. Every delivery must answer 200 paid; together
+// they confirm the payment once.
+func (w *worker) deliver(ctx context.Context, o *Order, path, payment string) bool {
+	body := mustJSON(map[string]any{"amount": o.total()})
+	p := path + "/payments/" + payment + "/confirm"
+	n := w.cfg.Deliveries
+	retried := (n + 1) / 2
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = payment + "-confirm"
+		if i >= retried {
+			keys[i] = fmt.Sprintf("%s-confirm-%d", payment, i)
+		}
+	}
+	replies := make([]reply, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, key := range keys {
+		wg.Go(func() {
+			replies[i], errs[i] = w.settle(ctx, request{method: http.MethodPost, path: p, key: key, body: body})
+		})
+	}
+	wg.Wait()
+	byKey := map[string][]reply{}
+	var order []string
+	for i, key := range keys {
+		if errs[i] != nil {
+			if !errors.Is(errs[i], context.Canceled) {
+				w.rec.errorf("%v", errs[i])
+			}
+			continue
+		}
+		if _, ok := byKey[key]; !ok {
+			order = append(order, key)
+		}
+		byKey[key] = append(byKey[key], replies[i])
+	}
+	o.Status, o.Paid = "paid", o.total()
+	all := true
+	for _, key := range keys {
+		if _, ok := byKey[key]; !ok {
+			o.unknown(&Command{Name: "confirm-payment", Method: http.MethodPost, Path: p, Key: key, Body: body, Delivery: true})
+			all = false
+		}
+	}
+	for _, key := range order {
+		c := &Command{Name: "confirm-payment", Method: http.MethodPost, Path: p, Key: key, Body: body, Delivery: true}
+		r := w.original(request{method: c.Method, path: p, key: key, body: body}, byKey[key])
+		w.acknowledge(o, c, r)
+		if r.status != http.StatusOK {
+			w.rec.errorf("%v: %v, want 200", c.request(), r)
+			all = false
+			continue
+		}
+		o.check(w, r)
+	}
+	return all && len(order) > 0
+}
+
+// acknowledge records c's first answer.
+func (w *worker) acknowledge(o *Order, c *Command, r reply) {
+	w.rec.ack()
+	c.Status, c.Response = r.status, r.body
+	c.Header = http.Header{}
+	for _, h := range storedHeaders {
+		if v := r.header.Get(h); v != "" {
+			c.Header.Set(h, v)
+		}
+	}
+	if r.status >= 300 {
+		c.Effects = nil // refused: a stored refusal changed nothing
+	}
+	o.Commands = append(o.Commands, c)
+}
+
+// check compares an order in an answer with what the client expects.
+func (o *Order) check(w *worker, r reply) {
+	if w.cfg.Baseline {
+		return
+	}
+	var got struct {
+		Status string `json:"status"`
+		Total  int64  `json:"total"`
+	}
+	if err := json.Unmarshal(r.body, &got); err != nil {
+		w.rec.errorf("order %s: answer %v: %v", o.ID, r, err)
+		return
+	}
+	if got.Status != o.Status || got.Total != o.total() {
+		w.rec.errorf("order %s: answer %v; want status %s, total %d", o.ID, r, o.Status, o.total())
+	}
+}
