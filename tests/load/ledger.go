@@ -50,8 +50,8 @@ type Order struct {
 	Unknown []*Command
 
 	// The state the acknowledged commands leave the order in.
-	Status                string
-	Lines                 map[string]Line
+	Status         string
+	Lines          map[string]Line
 	Paid, Refunded int64
 	uncertain      bool
 }
