@@ -23,8 +23,9 @@ func main() {
 
 // cli is the command line: flags, their environment variables and defaults.
 type cli struct {
-	Serve serveCmd `cmd:"" default:"withargs" help:"Run the HTTP service (the default)."`
-	Keys  keysCmd  `cmd:"" help:"Manage API keys."`
+	Serve       serveCmd       `cmd:"" default:"withargs" help:"Run the HTTP service (the default)."`
+	Keys        keysCmd        `cmd:"" help:"Manage API keys."`
+	Projections projectionsCmd `cmd:"" help:"Projection status and rebuilds, through a running service."`
 }
 
 // run is main without the process: tests call it directly.

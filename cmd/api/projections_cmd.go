@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+)
+
+// projectionsCmd talks to a running service's admin API: rebuilds happen inside the service,
+// which keeps serving meanwhile; the command starts them and follows their progress.
+type projectionsCmd struct {
+	Status  projectionsStatusCmd  `cmd:"" help:"Show each projection's state, checkpoint, head and lag."`
+	Rebuild projectionsRebuildCmd `cmd:"" help:"Rebuild projections from the start of the log while the service runs."`
+}
+
+type adminClient struct {
+	URL    string `default:"http://127.0.0.1:8080" env:"API_URL" help:"Base URL of the running service."`
+	APIKey string `env:"API_KEY" help:"Bearer API key (not needed in development mode)."`
+}
+
+type projectionStatus struct {
+	Name       string  `json:"name"`
+	State      string  `json:"state"`
+	Error      string  `json:"error"`
+	Generation int     `json:"generation"`
+	Checkpoint uint64  `json:"checkpoint"`
+	Head       uint64  `json:"head"`
+	LagEvents  uint64  `json:"lagEvents"`
+	LagSeconds float64 `json:"lagSeconds"`
+	Rebuild    *struct {
+		Generation int    `json:"generation"`
+		Checkpoint uint64 `json:"checkpoint"`
+		Applied    uint64 `json:"applied"`
+	} `json:"rebuild"`
+}
+
+func (a adminClient) do(ctx context.Context, method, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(a.URL, "/")+path, nil)
+	if err != nil {
+		return err
+	}
+	if a.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+a.APIKey)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return json.Unmarshal(body, out)
+}
+
+func (a adminClient) status(ctx context.Context) ([]projectionStatus, error) {
+	var out struct {
+		Projections []projectionStatus `json:"projections"`
+	}
+	err := a.do(ctx, http.MethodGet, "/admin/projections", &out)
+	return out.Projections, err
+}
+
+type projectionsStatusCmd struct {
+	adminClient
+}
+
+func (c *projectionsStatusCmd) Run(ctx context.Context, e *env) error {
+	st, err := c.status(ctx)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAME\tSTATE\tGENERATION\tCHECKPOINT\tHEAD\tLAG (events)\tLAG (s)\tERROR")
+	for _, p := range st {
+		state := p.State
+		if p.Rebuild != nil {
+			state = fmt.Sprintf("%s (g%d at %d)", state, p.Rebuild.Generation, p.Rebuild.Checkpoint)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%.1f\t%s\n", p.Name, state, p.Generation, p.Checkpoint, p.Head, p.LagEvents, p.LagSeconds, p.Error)
+	}
+	return w.Flush()
+}
+
+type projectionsRebuildCmd struct {
+	adminClient
+	Names []string `arg:"" optional:"" help:"Projections to rebuild; all when none is named."`
+}
+
+func (c *projectionsRebuildCmd) Run(ctx context.Context, e *env) error {
+	names := c.Names
+	if len(names) == 0 {
+		st, err := c.status(ctx)
+		if err != nil {
+			return err
+		}
+		for _, p := range st {
+			names = append(names, p.Name)
+		}
+	}
+	for _, name := range names {
+		if err := c.rebuild(ctx, e, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rebuild starts one rebuild and follows it to the swap: a progress bar with events/s and ETA
+// on a terminal, a plain line every few seconds otherwise.
+func (c *projectionsRebuildCmd) rebuild(ctx context.Context, e *env, name string) error {
+	before, err := c.find(ctx, name)
+	if err != nil {
+		return err
+	}
+	var started map[string]string
+	if err := c.do(ctx, http.MethodPost, "/admin/projections/"+name+"/rebuild", &started); err != nil {
+		return err
+	}
+	f, tty := e.stdout.(*os.File)
+	tty = tty && term.IsTerminal(int(f.Fd()))
+	var bar *progressbar.ProgressBar
+	if tty {
+		bar = progressbar.NewOptions64(int64(max(before.Head, 1)),
+			progressbar.OptionSetWriter(e.stdout), progressbar.OptionSetDescription(name),
+			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("events"),
+			progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionFullWidth())
+	}
+	start, lastLine := time.Now(), time.Now()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+		p, err := c.find(ctx, name)
+		if err != nil {
+			return err
+		}
+		switch {
+		case p.State == "failed":
+			return fmt.Errorf("projection %s failed: %s", name, p.Error)
+		case p.Rebuild == nil && p.Generation > before.Generation:
+			if bar != nil {
+				bar.ChangeMax64(int64(max(p.Checkpoint, 1)))
+				bar.Set64(int64(max(p.Checkpoint, 1)))
+				bar.Finish()
+				fmt.Fprintln(e.stdout)
+			}
+			fmt.Fprintf(e.stdout, "%s: rebuilt as generation %d in %s, at position %d\n", name, p.Generation, time.Since(start).Round(time.Millisecond), p.Checkpoint)
+			return nil
+		case p.Rebuild != nil:
+			if bar != nil {
+				bar.ChangeMax64(int64(max(p.Head, 1)))
+				bar.Set64(int64(p.Rebuild.Checkpoint))
+			} else if time.Since(lastLine) >= 2*time.Second {
+				lastLine = time.Now()
+				rate := float64(p.Rebuild.Applied) / time.Since(start).Seconds()
+				fmt.Fprintf(e.stdout, "%s: rebuilding, at position %d of %d, %d events applied, %.0f events/s\n", name, p.Rebuild.Checkpoint, p.Head, p.Rebuild.Applied, rate)
+			}
+		}
+	}
+}
+
+func (c *projectionsRebuildCmd) find(ctx context.Context, name string) (projectionStatus, error) {
+	st, err := c.status(ctx)
+	if err != nil {
+		return projectionStatus{}, err
+	}
+	for _, p := range st {
+		if p.Name == name {
+			return p, nil
+		}
+	}
+	return projectionStatus{}, errors.New("no projection named " + name)
+}
