@@ -31,12 +31,17 @@ type serveCmd struct {
 	KeyWait  time.Duration `default:"2s" env:"API_KEY_WAIT" help:"How long a duplicate waits for the request that holds its key."`
 	KeyLease time.Duration `default:"10s" env:"API_KEY_LEASE" help:"How long a claim holds its key before another request may take it over."`
 	Shutdown time.Duration `default:"15s" env:"API_SHUTDOWN_TIMEOUT" help:"How long a graceful shutdown waits for in-flight requests."`
+
+	PprofAddr string `env:"API_PPROF_ADDR" help:"Loopback address to serve runtime profiles (net/http/pprof) on; none if empty."`
 }
 
 func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	log := slog.New(slog.NewJSONHandler(e.stderr, nil))
 	keys, err := readKeys(cmd.KeysFile)
 	if err != nil {
+		return err
+	}
+	if err := servePprof(ctx, cmd.PprofAddr, log); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", cmd.Addr)
