@@ -1,0 +1,60 @@
+// Package kurrent is the KurrentDB (EventStoreDB) backend of the event store, a thin
+// translation onto EventStore-Client-Go/v4. It is the only package that imports the client.
+//
+// # Translation
+//
+// Expected revisions map one to one (Any, NoStream, StreamExists, Exact → StreamRevision), a
+// Position is KurrentDB's commit and prepare positions, and a stream read is a gRPC read that
+// streams its events as the caller takes them. ReadAll and SubscribeAll read $all; they never
+// yield events of system streams (names starting with "$", which include the "$$name" metadata
+// streams). SubscribeAll is a catch-up subscription with a server-side regular expression on
+// stream names; ReadAll filters on the client, because the client offers no filter for reads of
+// $all. Head is the position of the last event of $all outside the system streams. DeleteStream
+// is a soft delete. Errors are translated in one function (translate).
+//
+// Subscriptions resume from the position of the last event they yielded, never from a
+// checkpoint (KurrentDB issue #4970: a filtered subscription's checkpoint can point past the
+// last event, and the next event written takes that position), and subscribe again with
+// backoff when the connection drops. A client that gave up rediscovering its node after a drop
+// closes itself for good; the store then replaces it.
+//
+// # Where KurrentDB and the contract differ
+//
+//   - Event ids are not unique in the store: KurrentDB stores an id that another stream (or an
+//     earlier, non-repeated append) holds. Repeats are recognised as the contract says with an
+//     exact expected revision (NoStream included), which is what order appends and key claims
+//     use; with Any or StreamExists only within KurrentDB's idempotency window (a bounded cache
+//     of recent ids, emptied by a restart). The conformance suite runs with
+//     SkipGlobalEventIDUniqueness.
+//   - A soft-deleted stream keeps its last revision for KurrentDB: an append at Exact(last
+//     revision) succeeds and recreates it, where the contract says a deleted stream has no
+//     revision and the append fails. DeleteStream checks first and so keeps the contract; Append
+//     cannot without a read per append, and does not. In this service it would take a request
+//     that holds an idempotency key across the key's whole TTL for Complete to hit an expired,
+//     deleted key stream; the key stream it recreates (a Completed event without its Claimed)
+//     reads as expired and is deleted again. The suite's row for this case is skipped.
+//   - WrongExpectedRevisionError.Actual is read after the failure (the client gives KurrentDB's
+//     current revision only as text, and for a soft-deleted stream KurrentDB reports its last
+//     revision where the contract says NoStream): it is the stream's state just after the
+//     failure, which a concurrent writer may already have moved.
+//   - Deleted streams stay in $all, with their events, until a scavenge; the embedded store
+//     removes them at once. A stream read answers not found either way.
+//   - A stream all of whose events are hidden by its metadata ($maxAge, $maxCount, $tb) reads
+//     as not found, like a deleted one; but KurrentDB still holds its last revision, so an
+//     append with NoStream fails (see key expiry below).
+//
+// # Key-stream expiry and $maxAge
+//
+// SetMaxAge sets a stream's $maxAge. Between expiry and scavenge an expired event is still on
+// disk and in $all, but stream reads no longer return it (this backend then reads the stream as
+// not found); a scavenge removes it from disk. KurrentDB keeps the stream's last revision
+// through both, so a key claimed again with NoStream after its events expired is refused, and
+// package idempotency's Begin, which claims a key it cannot read with NoStream, would retry
+// forever. $maxAge can therefore replace the sweeper only once Begin claims such a key at the
+// stream's exact revision (the claim must learn that revision: the client reports it only in
+// an error's text), so cmd/api keeps the sweeper on this backend: it follows the key streams
+// through SubscribeAll and soft-deletes expired ones at their exact revision, after which a
+// NoStream claim recreates the stream. The sweeper sees the events of deleted key streams again
+// after each restart (they stay in $all until a scavenge); its exact-revision deletes of them
+// fail as wrong-revision and write nothing.
+package kurrent
