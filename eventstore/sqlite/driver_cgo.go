@@ -10,8 +10,8 @@ import (
 
 const driverName = "sqlite3"
 
-// dsn opens path in WAL mode with synchronous=FULL (see the package doc).
-func dsn(path string) string {
+// dsn opens path in WAL mode with the given synchronous setting (see the package doc).
+func dsn(path, synchronous string) string {
 	return "file:" + url.PathEscape(path) +
-		"?_journal_mode=WAL&_synchronous=FULL&_busy_timeout=10000&_txlock=immediate&_cache_size=-16000&_stmt_cache_size=16"
+		"?_journal_mode=WAL&_synchronous=" + synchronous + "&_busy_timeout=10000&_txlock=immediate&_cache_size=-16000&_stmt_cache_size=16"
 }

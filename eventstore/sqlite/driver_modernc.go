@@ -10,9 +10,9 @@ import (
 
 const driverName = "sqlite"
 
-// dsn opens path in WAL mode with synchronous=FULL (see the package doc).
-func dsn(path string) string {
+// dsn opens path in WAL mode with the given synchronous setting (see the package doc).
+func dsn(path, synchronous string) string {
 	return "file:" + url.PathEscape(path) +
-		"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)" +
+		"?_pragma=journal_mode(WAL)&_pragma=synchronous(" + synchronous + ")&_pragma=busy_timeout(10000)" +
 		"&_pragma=cache_size(-16000)&_txlock=immediate"
 }

@@ -66,7 +66,7 @@ func Open(dir string, cfg Config) (*Store, error) {
 	}
 	path := filepath.Join(dir, FileName)
 
-	wdb, err := sql.Open(driverName, dsn(path))
+	wdb, err := sql.Open(driverName, dsn(path, "FULL"))
 	if err != nil {
 		return nil, fmt.Errorf("open event store %s: %w", path, err)
 	}
@@ -78,7 +78,7 @@ func Open(dir string, cfg Config) (*Store, error) {
 		wdb.Close()
 		return nil, fmt.Errorf("open event store %s: %w", path, err)
 	}
-	rdb, err := sql.Open(driverName, dsn(path))
+	rdb, err := sql.Open(driverName, dsn(path, "FULL"))
 	if err != nil {
 		wdb.Close()
 		return nil, fmt.Errorf("open event store %s: %w", path, err)
