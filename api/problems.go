@@ -89,6 +89,8 @@ func problemOf(err error) Problem {
 		return problem("idempotency-key-in-flight", err.Error())
 	case errors.Is(err, idempotency.ErrMalformedBody), errors.Is(err, errMalformed):
 		return problem("malformed-request", err.Error())
+	case errors.Is(err, command.ErrClientRefTaken):
+		return problem("command-rejected", err.Error())
 	case errors.Is(err, command.ErrConflict):
 		return problem("concurrent-modification", "the order kept changing; retry")
 	case errors.Is(err, command.ErrPreconditionFailed):

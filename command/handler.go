@@ -86,6 +86,11 @@ func (h *Handler) handle(ctx context.Context, id string, c order.Command, md Met
 		if len(events) == 0 {
 			return Result{State: o.State, Revision: o.Revision(), Position: o.Position}, decideErr
 		}
+		if cr, ok := c.(order.CreateOrder); ok && cr.ClientRef != "" {
+			if err := h.claimClientRef(ctx, cr, md); err != nil {
+				return Result{}, fmt.Errorf("create order %s: %w", id, err)
+			}
+		}
 		res, err := h.append(ctx, stream, o, events, md)
 		if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
 			if attempt < attempts {

@@ -332,3 +332,29 @@ func TestFindReportsOnlyTakenEffect(t *testing.T) {
 		t.Fatalf("after the command: %+v, %v", rep, err)
 	}
 }
+
+func TestClientReferenceIsUniquePerCustomer(t *testing.T) {
+	h, _ := newHandler(t)
+	ctx := context.Background()
+	withRef := func(id, customer string) order.CreateOrder {
+		c := create(id)
+		c.CustomerID, c.ClientRef = customer, "cart-42"
+		return c
+	}
+	if _, err := h.Handle(ctx, "o1", withRef("o1", "alice"), keyed("k1", "fp1")); err != nil {
+		t.Fatal(err)
+	}
+	// The same create retried (its order id is fixed at claim time): fine.
+	if _, err := h.Handle(ctx, "o1", withRef("o1", "alice"), keyed("k1", "fp1")); err != nil {
+		t.Fatalf("retried create: %v", err)
+	}
+	if _, err := h.Handle(ctx, "o2", withRef("o2", "alice"), keyed("k2", "fp2")); !errors.Is(err, command.ErrClientRefTaken) {
+		t.Fatalf("second order with alice's reference: got %v, want ErrClientRefTaken", err)
+	}
+	if o, _ := h.Load(ctx, "o2", "", ""); o.State.Version != 0 {
+		t.Fatal("the refused order was created")
+	}
+	if _, err := h.Handle(ctx, "o3", withRef("o3", "bob"), keyed("k3", "fp3")); err != nil {
+		t.Fatalf("bob's order with the same reference: %v", err)
+	}
+}
