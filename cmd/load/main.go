@@ -62,6 +62,7 @@ type runCmd struct {
 	Seed        uint64        `default:"1" help:"Seed of the workload's choices."`
 	Baseline    bool          `default:"true" negatable:"" help:"Measure the baseline first."`
 	JSON        string        `help:"Write the figures as JSON to this file ('-' for stdout, instead of the table)."`
+	CPUProfile  string        `name:"cpu-profile" help:"Write a CPU profile of the started server over the measured window of its lifecycles to this file (the server runs with --pprof-addr)."`
 }
 
 type env struct {
@@ -105,8 +106,10 @@ type Figures struct {
 
 // Phase is one target's figures: the lifecycles, then the replay of every acknowledged command.
 type Phase struct {
-	Commands load.Stats `json:"commands"`
-	Replays  load.Stats `json:"replays"`
+	Commands    load.Stats `json:"commands"`
+	CommandsCPU CPU        `json:"commandsCpu"`
+	Replays     load.Stats `json:"replays"`
+	ReplaysCPU  CPU        `json:"replaysCpu"`
 }
 
 // Ratios compare the server with the baseline.
@@ -150,7 +153,7 @@ func (cmd *runCmd) Run(ctx context.Context, e *env) error {
 			return err
 		}
 		say("baseline at %s", b.url)
-		p, _, err := cmd.phase(ctx, b.url, true, say)
+		p, _, err := cmd.phase(ctx, b.url, b.cmd.Process.Pid, true, say)
 		if stopErr := b.stop(); err == nil {
 			err = stopErr
 		}
@@ -162,6 +165,7 @@ func (cmd *runCmd) Run(ctx context.Context, e *env) error {
 
 	url := cmd.URL
 	var srv *child
+	var pprofAddr string
 	if url == "" {
 		bin := cmd.Bin
 		if bin == "" {
@@ -175,13 +179,34 @@ func (cmd *runCmd) Run(ctx context.Context, e *env) error {
 			data = dir + "/data"
 		}
 		args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data", data}, cmd.ServerArg...)
+		if cmd.CPUProfile != "" {
+			if pprofAddr, err = freeAddr(); err != nil {
+				return err
+			}
+			args = append(args, "--pprof-addr", pprofAddr)
+		}
 		if srv, err = startChild(ctx, dir, "server", bin, args...); err != nil {
 			return err
 		}
 		url = srv.url
 		say("server at %s, data in %s", url, data)
 	}
-	p, ledger, err := cmd.phase(ctx, url, false, say)
+	profiled := make(chan error, 1)
+	if pprofAddr != "" {
+		go func() { profiled <- cmd.profile(ctx, pprofAddr) }()
+	} else {
+		profiled <- nil
+	}
+	pid := 0 // unknown for --url: its time counts as the others'
+	if srv != nil {
+		pid = srv.cmd.Process.Pid
+	}
+	p, ledger, err := cmd.phase(ctx, url, pid, false, say)
+	if perr := <-profiled; err == nil && perr != nil {
+		err = perr
+	} else if pprofAddr != "" {
+		say("CPU profile of the server in %s", cmd.CPUProfile)
+	}
 	if err == nil {
 		say("verifying %d orders against the ledger", len(ledger.Orders()))
 		f.Verify, err = load.Verify(ctx, cmd.config(url, false), ledger)
@@ -243,20 +268,41 @@ func (cmd *runCmd) config(url string, baseline bool) load.Config {
 }
 
 // phase runs the lifecycles, then replays every acknowledged command.
-func (cmd *runCmd) phase(ctx context.Context, url string, baseline bool, say func(string, ...any)) (Phase, *load.Ledger, error) {
+// The processor use of the window is sampled at its ends; with --orders the window is the run.
+func (cmd *runCmd) phase(ctx context.Context, url string, pid int, baseline bool, say func(string, ...any)) (Phase, *load.Ledger, error) {
 	cfg := cmd.config(url, baseline)
 	name := map[bool]string{true: "baseline", false: "server"}[baseline]
 	say("%s: %d clients, lifecycles for %v after %v of warm-up", name, cmd.Clients, cmd.Duration, cmd.Warmup)
+	window := make(chan [2]cpuSample, 1)
+	runCtx, cancel := context.WithCancel(ctx)
+	go func() {
+		var w [2]cpuSample
+		if cmd.Orders == 0 {
+			sleepCtx(runCtx, cmd.Warmup)
+			w[0] = sampleCPU(pid)
+			sleepCtx(runCtx, cmd.Duration)
+			w[1] = sampleCPU(pid)
+		} else {
+			w[0] = sampleCPU(pid)
+			<-runCtx.Done()
+			w[1] = sampleCPU(pid)
+		}
+		window <- w
+	}()
 	res, err := load.Run(ctx, cfg)
+	cancel()
+	w := <-window
 	if err != nil {
 		return Phase{}, nil, err
 	}
+	p := Phase{Commands: res.Stats, CommandsCPU: cpuBetween(w[0], w[1], res.Stats.Commands)}
 	say("%s: %.0f commands/s; replaying %d acknowledged commands", name, res.Stats.CommandsPerSecond(), len(res.Ledger.Commands()))
-	rep, err := load.Replay(ctx, cfg, res.Ledger)
-	if err != nil {
+	before := sampleCPU(pid)
+	if p.Replays, err = load.Replay(ctx, cfg, res.Ledger); err != nil {
 		return Phase{}, nil, err
 	}
-	return Phase{Commands: res.Stats, Replays: rep}, res.Ledger, nil
+	p.ReplaysCPU = cpuBetween(before, sampleCPU(pid), p.Replays.Commands)
+	return p, res.Ledger, nil
 }
 
 func report(w io.Writer, f Figures) {
@@ -280,6 +326,20 @@ func report(w io.Writer, f Figures) {
 		row("replays", "baseline", f.Baseline.Replays)
 	}
 	row("replays", "server", f.Server.Replays)
+	tw.Flush()
+	fmt.Fprintln(w)
+	fmt.Fprintln(tw, "processor use (cores)\ttarget\tharness\tother processes\tidle\ttarget time per command\t")
+	cpu := func(phase, target string, c CPU) {
+		fmt.Fprintf(tw, "%s %s\t%.2f\t%.2f\t%.2f\t%.2f\t%v\t\n", phase, target, c.Target, c.Harness, c.Others, c.Idle, c.TargetPerCommand.Round(time.Microsecond))
+	}
+	if f.Baseline != nil {
+		cpu("commands", "baseline", f.Baseline.CommandsCPU)
+	}
+	cpu("commands", "server", f.Server.CommandsCPU)
+	if f.Baseline != nil {
+		cpu("replays", "baseline", f.Baseline.ReplaysCPU)
+	}
+	cpu("replays", "server", f.Server.ReplaysCPU)
 	tw.Flush()
 	fmt.Fprintln(w)
 

@@ -133,3 +133,51 @@ func serveBaseline(ctx context.Context, stdout io.Writer) error {
 	}
 	return nil
 }
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// profile takes a CPU profile of the server at pprofAddr over the measured window of the
+// lifecycles and writes it to --cpu-profile.
+func (cmd *runCmd) profile(ctx context.Context, pprofAddr string) error {
+	seconds := max(1, int(cmd.Duration.Seconds()))
+	sleepCtx(ctx, cmd.Warmup)
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprofAddr, seconds)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("cpu profile: %w", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("cpu profile: %s", res.Status)
+	}
+	f, err := os.Create(cmd.CPUProfile)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, res.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("cpu profile: %w", err)
+	}
+	return f.Close()
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// CPU is where the processor time went during a measured window: the figures of a shared
+// machine mean little without it.
+type CPU struct {
+	Target  float64 `json:"targetCores"`  // the server (or baseline) process
+	Harness float64 `json:"harnessCores"` // this tool: the clients
+	Others  float64 `json:"otherCores"`   // every other process on the machine
+	Idle    float64 `json:"idleCores"`
+	// TargetPerCommand is the target's processor time per acknowledged command.
+	TargetPerCommand time.Duration `json:"targetPerCommandNs"`
+}
+
+// cpuSample is a reading of the processor time spent so far.
+type cpuSample struct {
+	at                      time.Time
+	target, harness         time.Duration
+	machineBusy, machineAll time.Duration
+}
+
+// clockTick is the unit of /proc times (USER_HZ), 100 on Linux for every architecture Go
+// supports.
+const clockTick = 10 * time.Millisecond
+
+// sampleCPU reads the processor time of process pid, of this process and of the machine. On
+// a system without /proc it returns a zero sample.
+func sampleCPU(pid int) cpuSample {
+	s := cpuSample{at: time.Now(), target: procCPU(pid), harness: procCPU(os.Getpid())}
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return s
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	fields := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	for i, f := range fields[1:] {
+		n, _ := strconv.ParseInt(f, 10, 64)
+		if i >= 8 { // guest times are already in user and nice
+			break
+		}
+		s.machineAll += time.Duration(n) * clockTick
+		if i != 3 && i != 4 { // idle, iowait
+			s.machineBusy += time.Duration(n) * clockTick
+		}
+	}
+	return s
+}
+
+// procCPU is the user and system time of process pid so far.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name, in parentheses, may hold spaces: count fields after it.
+	_, rest, ok := strings.Cut(string(b), ") ")
+	if !ok {
+		return 0
+	}
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * clockTick
+}
+
+// cpuBetween is the use of the processors between two samples.
+func cpuBetween(a, b cpuSample, commands int) CPU {
+	wall := b.at.Sub(a.at).Seconds()
+	if wall <= 0 {
+		return CPU{}
+	}
+	cores := func(d time.Duration) float64 { return d.Seconds() / wall }
+	c := CPU{
+		Target:  cores(b.target - a.target),
+		Harness: cores(b.harness - a.harness),
+		Idle:    cores((b.machineAll - a.machineAll) - (b.machineBusy - a.machineBusy)),
+	}
+	c.Others = max(0, cores(b.machineBusy-a.machineBusy)-c.Target-c.Harness)
+	if commands > 0 {
+		c.TargetPerCommand = (b.target - a.target) / time.Duration(commands)
+	}
+	return c
+}
