@@ -2,7 +2,6 @@ package command
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -151,19 +150,23 @@ func (h *Handler) now() time.Time {
 
 // append writes events after the revision o was loaded at.
 func (h *Handler) append(ctx context.Context, stream string, o Order, events []order.Event, md Metadata) (Result, error) {
-	meta, err := json.Marshal(md)
-	if err != nil {
-		return Result{}, err
-	}
 	data := make([]eventstore.EventData, len(events))
 	state := o.State
+	prev := o.Hash
+	if o.State.Version == 0 {
+		prev = Genesis
+	}
 	for i, e := range events {
 		typ, body, err := order.Marshal(e)
 		if err != nil {
 			return Result{}, fmt.Errorf("encode %T: %w", e, err)
 		}
+		meta, hash, err := chained(md, prev, stream, uint64(o.State.Version)+uint64(i), typ, body)
+		if err != nil {
+			return Result{}, err
+		}
 		data[i] = eventstore.EventData{ID: eventID(md, stream, i), Type: typ, Data: body, Metadata: meta}
-		state = order.Evolve(state, e)
+		state, prev = order.Evolve(state, e), hash
 	}
 	written, err := h.Store.Append(ctx, stream, o.expected(), data...)
 	if err != nil {

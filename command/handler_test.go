@@ -71,7 +71,7 @@ func TestHandleAppendsWithMetadata(t *testing.T) {
 	if err := json.Unmarshal(events[0].Metadata, &md); err != nil {
 		t.Fatal(err)
 	}
-	want := command.Metadata{Principal: "shop-1", IdempotencyKey: "k1", Fingerprint: "fp1", CorrelationID: "corr-k1", Command: "create-order", At: t0}
+	want := command.Metadata{Principal: "shop-1", IdempotencyKey: "k1", Fingerprint: "fp1", CorrelationID: "corr-k1", Command: "create-order", At: t0, PrevHash: command.Genesis}
 	if diff := cmp.Diff(want, md); diff != "" {
 		t.Errorf("metadata (-want +got):\n%s", diff)
 	}

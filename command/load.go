@@ -15,6 +15,7 @@ import (
 type Order struct {
 	State    order.State         // zero (StatusNone) when the stream does not exist
 	Position eventstore.Position // of the last event; zero when the stream does not exist
+	Hash     string              // chain hash of the last event; "" if it has none
 	// Key is where the events of the idempotency key asked for are, if the stream has any.
 	Key *KeyEvents
 }
@@ -62,6 +63,7 @@ func (h *Handler) Load(ctx context.Context, id, principal, key string) (Order, e
 		}
 		f.Apply(ev)
 		o.Position = e.Position
+		o.Hash = StoredHash(e.Metadata)
 		if needle == nil || !bytes.Contains(e.Metadata, needle) {
 			continue
 		}

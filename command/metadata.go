@@ -17,6 +17,9 @@ type Metadata struct {
 	CausationID    string    `json:"causationId,omitempty"`
 	Command        string    `json:"command"`
 	At             time.Time `json:"at"`
+	// PrevHash chains the event to the previous one of its stream (see ChainHash). The
+	// event's own hash is stored before these fields, as the metadata's first member.
+	PrevHash string `json:"prevHash,omitempty"`
 }
 
 // eventIDSpace is the UUIDv5 namespace of derived event ids. Changing it would stop retries
