@@ -1,0 +1,291 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/acme/orders/command"
+	"github.com/acme/orders/domain/order"
+	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/projections"
+	"github.com/google/go-cmp/cmp"
+)
+
+// Kinds of finding.
+const (
+	KindTampered   = "tampered"      // an event's bytes no longer match its own hash
+	KindBrokenLink = "broken-link"   // an event does not chain to the event before it
+	KindUnchained  = "unchained"     // an event carries no chain hash
+	KindMissing    = "missing-event" // a revision of the stream is absent
+	KindReordered  = "reordered"     // the log holds a stream's events out of revision order
+	KindInvariant  = "invariant"     // the fold breaks an order invariant
+	KindDrift      = "drift"         // the read model's row differs from the fold
+)
+
+// Finding is one problem, located precisely.
+type Finding struct {
+	Kind     string `json:"kind"`
+	Stream   string `json:"stream"`
+	Revision uint64 `json:"revision"`
+	Expected string `json:"expected,omitempty"`
+	Found    string `json:"found,omitempty"`
+	Detail   string `json:"detail"`
+}
+
+func (f Finding) String() string {
+	s := fmt.Sprintf("%s %s@%d: %s", f.Kind, f.Stream, f.Revision, f.Detail)
+	if f.Expected != "" || f.Found != "" {
+		s += fmt.Sprintf(" (expected %s, found %s)", f.Expected, f.Found)
+	}
+	return s
+}
+
+// Report is the outcome of a verification.
+type Report struct {
+	Streams         int       `json:"streams"`
+	Events          uint64    `json:"events"`
+	RowsChecked     int       `json:"rowsChecked"`
+	Seconds         float64   `json:"seconds"`
+	EventsPerSecond float64   `json:"eventsPerSecond"`
+	Findings        []Finding `json:"findings"`
+}
+
+// Verifier checks a log. Set Feed; Reads adds the drift check.
+type Verifier struct {
+	Feed  eventstore.Feed
+	Reads *projections.Queries
+	// Progress, if set, is called now and then with the position reached and the head.
+	Progress func(at, head eventstore.Position)
+}
+
+// stream is what the verifier knows of one order stream while reading the log.
+type stream struct {
+	next     uint64          // the revision expected next
+	lastHash string          // stored hash of the event at next-1
+	gaps     map[uint64]bool // revisions skipped so far (missing, unless they arrive late)
+	fold     order.Folder
+	paid     int  // payment-confirmed events
+	broken   bool // a chain finding was already made: report only the first
+	invalid  bool // an invariant finding was already made
+}
+
+// Verify reads the whole log and reports every finding. It fails only when the log or the read
+// model cannot be read.
+func (v *Verifier) Verify(ctx context.Context) (Report, error) {
+	start := time.Now()
+	head, err := v.Feed.Head(ctx)
+	if err != nil {
+		return Report{}, err
+	}
+	var rep Report
+	streams := map[string]*stream{}
+	prefix := command.StreamName("")
+	filter := eventstore.Filter{StreamPrefixes: []string{prefix}}
+	for e, err := range v.Feed.ReadAll(ctx, eventstore.ReadAllOptions{Filter: filter}) {
+		if err != nil {
+			return Report{}, fmt.Errorf("read the log: %w", err)
+		}
+		rep.Events++
+		st := streams[e.Stream]
+		if st == nil {
+			st = &stream{lastHash: command.Genesis, gaps: map[uint64]bool{}}
+			streams[e.Stream] = st
+		}
+		rep.Findings = append(rep.Findings, st.check(e)...)
+		if v.Progress != nil && rep.Events%100_000 == 0 {
+			v.Progress(e.Position, head)
+		}
+	}
+	rep.Streams = len(streams)
+	for name, st := range streams {
+		for rev := range st.gaps {
+			rep.Findings = append(rep.Findings, Finding{Kind: KindMissing, Stream: name, Revision: rev,
+				Detail: fmt.Sprintf("revision %d is not in the log", rev)})
+		}
+	}
+	if v.Reads != nil {
+		drift, rows, err := v.drift(ctx, streams)
+		if err != nil {
+			return Report{}, err
+		}
+		rep.Findings, rep.RowsChecked = append(rep.Findings, drift...), rows
+	}
+	sort.SliceStable(rep.Findings, func(i, j int) bool {
+		a, b := rep.Findings[i], rep.Findings[j]
+		if a.Stream != b.Stream {
+			return a.Stream < b.Stream
+		}
+		return a.Revision < b.Revision
+	})
+	if v.Progress != nil {
+		v.Progress(head, head)
+	}
+	rep.Seconds = time.Since(start).Seconds()
+	if rep.Seconds > 0 {
+		rep.EventsPerSecond = float64(rep.Events) / rep.Seconds
+	}
+	if rep.Findings == nil {
+		rep.Findings = []Finding{}
+	}
+	return rep, nil
+}
+
+// check verifies one event of the stream and folds it.
+func (st *stream) check(e eventstore.RecordedEvent) []Finding {
+	var out []Finding
+	found := func(kind, detail, expected, got string) {
+		out = append(out, Finding{Kind: kind, Stream: e.Stream, Revision: e.Revision, Detail: detail, Expected: expected, Found: got})
+	}
+	// Order in the stream.
+	inOrder := e.Revision == st.next
+	switch {
+	case e.Revision > st.next:
+		for r := st.next; r < e.Revision; r++ {
+			st.gaps[r] = true
+		}
+		st.invalid = true // the fold misses events: what it breaks is a consequence
+	case e.Revision < st.next:
+		st.invalid = true
+		if st.gaps[e.Revision] {
+			delete(st.gaps, e.Revision)
+			found(KindReordered, fmt.Sprintf("revision %d comes after revision %d in the log", e.Revision, st.next-1), "", "")
+		} else {
+			found(KindReordered, fmt.Sprintf("revision %d appears twice", e.Revision), "", "")
+		}
+	}
+	// The chain: the event's own bytes, then its link to the previous revision.
+	hash, m, err := command.SplitHash(e.Metadata)
+	switch {
+	case err != nil:
+		if !st.broken {
+			found(KindUnchained, "the event's metadata carries no chain hash", "", "")
+			st.broken = true
+		}
+	default:
+		var md struct {
+			PrevHash string `json:"prevHash"`
+		}
+		json.Unmarshal(m, &md) // a prevHash that does not decode fails the hash check below
+		if want := command.ChainHash(md.PrevHash, e.Stream, e.Revision, e.Type, e.Data, m); want != hash {
+			if !st.broken {
+				found(KindTampered, "the event's bytes do not match its hash", want, hash)
+				st.broken = true
+			}
+		} else if inOrder && md.PrevHash != st.lastHash && !st.gaps[e.Revision-1] && !st.broken {
+			found(KindBrokenLink, fmt.Sprintf("the event does not chain to revision %d", int64(e.Revision)-1), st.lastHash, md.PrevHash)
+			st.broken = true
+		}
+	}
+	if e.Revision >= st.next {
+		st.next, st.lastHash = e.Revision+1, hash
+	}
+	// The fold and its invariants.
+	ev, err := order.Unmarshal(e.Type, e.Data)
+	if err != nil {
+		if !st.invalid {
+			found(KindInvariant, "the event does not decode: "+err.Error(), "", "")
+			st.invalid = true
+		}
+		return out
+	}
+	before := st.fold.State().Status
+	if !allowed(before, e.Type) && !st.invalid {
+		found(KindInvariant, fmt.Sprintf("%s in state %s: the state machine jumped", e.Type, before), "", "")
+		st.invalid = true
+	}
+	st.fold.Apply(ev)
+	if _, ok := ev.(order.PaymentConfirmed); ok {
+		st.paid++
+	}
+	s := st.fold.State()
+	for _, broken := range invariants(s, st.paid) {
+		if !st.invalid {
+			found(KindInvariant, broken, "", "")
+			st.invalid = true
+		}
+	}
+	return out
+}
+
+// allowed lists the events each status can be followed by.
+var transitions = map[order.Status][]string{
+	order.StatusNone:      {"order.created.v1"},
+	order.StatusCreated:   {"order.line-added.v1", "order.line-quantity-changed.v1", "order.line-removed.v1", "order.payment-started.v1", "order.cancelled.v1", "order.duplicate-charge-recorded.v1"},
+	order.StatusPaying:    {"order.payment-confirmed.v1", "order.payment-failed.v1", "order.cancelled.v1", "order.duplicate-charge-recorded.v1"},
+	order.StatusPaid:      {"order.shipped.v1", "order.refund-requested.v1", "order.duplicate-charge-recorded.v1"},
+	order.StatusShipped:   {"order.refund-requested.v1", "order.duplicate-charge-recorded.v1"},
+	order.StatusRefunding: {"order.refund-completed.v1", "order.duplicate-charge-recorded.v1"},
+	order.StatusRefunded:  {"order.duplicate-charge-recorded.v1"},
+	order.StatusCancelled: {"order.duplicate-charge-recorded.v1"},
+}
+
+func allowed(s order.Status, typ string) bool {
+	for _, t := range transitions[s] {
+		if t == typ {
+			return true
+		}
+	}
+	return false
+}
+
+// invariants returns what s breaks.
+func invariants(s order.State, confirmed int) []string {
+	var out []string
+	var sum int64
+	for _, l := range s.Lines {
+		sum += l.Quantity * l.UnitPrice.Amount
+	}
+	if sum != s.Total.Amount {
+		out = append(out, fmt.Sprintf("total %d is not the sum of the lines, %d", s.Total.Amount, sum))
+	}
+	if confirmed > 1 {
+		out = append(out, fmt.Sprintf("%d confirmed payments", confirmed))
+	}
+	if s.Refunded.Amount+s.PendingRefund.Amount > s.Paid.Amount {
+		out = append(out, fmt.Sprintf("refunded %d (+%d pending) exceeds paid %d", s.Refunded.Amount, s.PendingRefund.Amount, s.Paid.Amount))
+	}
+	return out
+}
+
+// drift compares every row of the orders read model with its fold.
+func (v *Verifier) drift(ctx context.Context, streams map[string]*stream) ([]Finding, int, error) {
+	var out []Finding
+	prefix := command.StreamName("")
+	seen := map[string]bool{}
+	rows := 0
+	for cursor := ""; ; {
+		page, next, err := v.Reads.ListOrders(ctx, projections.OrderFilter{After: cursor, Limit: 500})
+		if err != nil {
+			return nil, 0, fmt.Errorf("read the orders read model: %w", err)
+		}
+		for _, row := range page {
+			rows++
+			name := prefix + row.State.ID
+			seen[name] = true
+			st := streams[name]
+			if st == nil {
+				out = append(out, Finding{Kind: KindDrift, Stream: name, Detail: "a read-model row without events"})
+				continue
+			}
+			fold := st.fold.State()
+			if diff := cmp.Diff(fold, row.State); diff != "" {
+				out = append(out, Finding{Kind: KindDrift, Stream: name, Revision: uint64(max(fold.Version-1, 0)),
+					Detail: "the read-model row differs from the fold: " + strings.Join(strings.Fields(diff), " ")})
+			}
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	for name, st := range streams {
+		if !seen[name] && st.fold.State().Version > 0 {
+			out = append(out, Finding{Kind: KindDrift, Stream: name, Revision: uint64(st.fold.State().Version - 1), Detail: "no read-model row for the order"})
+		}
+	}
+	return out, rows, nil
+}

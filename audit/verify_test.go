@@ -1,0 +1,229 @@
+package audit_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/acme/orders/audit"
+	"github.com/acme/orders/command"
+	"github.com/acme/orders/domain/order"
+	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/eventstore/sqlite"
+	"github.com/acme/orders/projections"
+	"github.com/google/uuid"
+)
+
+func eur(n int64) order.Money { return order.Money{Amount: n, Currency: "EUR"} }
+
+// lifecycle runs a random-ish life for order id.
+func lifecycle(ctx context.Context, h *command.Handler, id string, n int) error {
+	md := command.Metadata{Principal: "p", IdempotencyKey: "k-" + id}
+	cmds := []order.Command{order.CreateOrder{OrderID: id, CustomerID: fmt.Sprint("c", n%7), Currency: "EUR",
+		Lines: []order.AddLine{{SKU: "a", Quantity: int64(1 + n%3), UnitPrice: eur(250)}}}}
+	total := eur(int64(1+n%3) * 250)
+	switch n % 4 {
+	case 1:
+		cmds = append(cmds, order.StartPayment{PaymentID: "p" + id, Amount: total}, order.ConfirmPayment{PaymentID: "p" + id, Amount: total})
+	case 2:
+		cmds = append(cmds, order.StartPayment{PaymentID: "p" + id, Amount: total}, order.ConfirmPayment{PaymentID: "p" + id, Amount: total},
+			order.Ship{Carrier: "ups", TrackingNumber: "t" + id}, order.RequestRefund{RefundID: "r" + id, Amount: total}, order.CompleteRefund{RefundID: "r" + id})
+	case 3:
+		cmds = append(cmds, order.Cancel{Reason: "changed mind"})
+	}
+	for i, c := range cmds {
+		md.IdempotencyKey = fmt.Sprintf("k-%s-%d", id, i)
+		if _, err := h.Handle(ctx, id, c, md); err != nil {
+			return fmt.Errorf("%s: %T: %w", id, c, err)
+		}
+	}
+	return nil
+}
+
+type fixture struct {
+	dir   string
+	store *sqlite.Store
+	h     *command.Handler
+}
+
+func newFixture(t *testing.T, orders int) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := sqlite.Open(dir, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	f := &fixture{dir: dir, store: s, h: &command.Handler{Store: s}}
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for w := range 32 {
+		wg.Go(func() {
+			for i := w; i < orders; i += 32 {
+				if err := lifecycle(context.Background(), f.h, fmt.Sprintf("o%05d", i), i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fixture) verify(t *testing.T, reads *projections.Queries) audit.Report {
+	t.Helper()
+	rep, err := (&audit.Verifier{Feed: f.store, Reads: reads}).Verify(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// tamper runs SQL on the event store's file, as someone with access to the disk could.
+func (f *fixture) tamper(t *testing.T, query string, args ...any) {
+	t.Helper()
+	db, err := sqlite.OpenDB(filepath.Join(f.dir, sqlite.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	res, err := db.Exec(query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		t.Fatalf("tampering changed nothing: %s", query)
+	}
+}
+
+func wantOnly(t *testing.T, rep audit.Report, want audit.Finding) {
+	t.Helper()
+	if len(rep.Findings) != 1 {
+		t.Fatalf("%d findings, want exactly one %s at %s@%d: %v", len(rep.Findings), want.Kind, want.Stream, want.Revision, rep.Findings)
+	}
+	got := rep.Findings[0]
+	if got.Kind != want.Kind || got.Stream != want.Stream || got.Revision != want.Revision {
+		t.Fatalf("finding %v, want %s at %s@%d", got, want.Kind, want.Stream, want.Revision)
+	}
+}
+
+func TestCleanStoreVerifiesClean(t *testing.T) {
+	n := 10_000
+	if testing.Short() {
+		n = 1000
+	}
+	f := newFixture(t, n)
+	// The orders read model, built from the same log, must match every fold.
+	db, err := sqlite.OpenDB(filepath.Join(f.dir, "readmodels.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	buildReadModel(t, db, f.store)
+	rep := f.verify(t, &projections.Queries{DB: db})
+	if len(rep.Findings) != 0 {
+		t.Fatalf("%d findings on a clean store, first: %v", len(rep.Findings), rep.Findings[0])
+	}
+	if rep.Streams != n || rep.RowsChecked != n {
+		t.Fatalf("verified %d streams and %d rows, want %d", rep.Streams, rep.RowsChecked, n)
+	}
+}
+
+func buildReadModel(t *testing.T, db *sql.DB, s *sqlite.Store) {
+	t.Helper()
+	r := &projections.Runner{DB: db, Feed: s, Projections: []projections.Projection{projections.Orders{}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	head, _ := s.Head(ctx)
+	wait, stop := context.WithTimeout(ctx, time.Minute)
+	defer stop()
+	if err := r.WaitFor(wait, "orders", head); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFlippedByteIsNamed(t *testing.T) {
+	f := newFixture(t, 20)
+	f.tamper(t, `UPDATE events SET data = CAST(replace(CAST(data AS TEXT), '"ups"', '"upt"') AS BLOB)
+		WHERE stream_id = (SELECT id FROM streams WHERE name = 'order-o00002') AND revision = 4`)
+	wantOnly(t, f.verify(t, nil), audit.Finding{Kind: audit.KindTampered, Stream: "order-o00002", Revision: 4})
+}
+
+func TestDeletedEventIsNamed(t *testing.T) {
+	f := newFixture(t, 20)
+	f.tamper(t, `DELETE FROM events WHERE stream_id = (SELECT id FROM streams WHERE name = 'order-o00006') AND revision = 3`)
+	wantOnly(t, f.verify(t, nil), audit.Finding{Kind: audit.KindMissing, Stream: "order-o00006", Revision: 3})
+}
+
+func TestReorderedEventsAreNamed(t *testing.T) {
+	f := newFixture(t, 20)
+	// Swap the log positions of revisions 2 and 3 of one order.
+	var p2, p3 int64
+	for e, err := range f.store.ReadStream(context.Background(), "order-o00010", eventstore.ReadStreamOptions{From: 2, Limit: 2}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Revision == 2 {
+			p2 = int64(e.Position.Commit)
+		} else {
+			p3 = int64(e.Position.Commit)
+		}
+	}
+	f.tamper(t, `UPDATE events SET position = ? WHERE position = ?`, -1, p2)
+	f.tamper(t, `UPDATE events SET position = ? WHERE position = ?`, p2, p3)
+	f.tamper(t, `UPDATE events SET position = ? WHERE position = ?`, p3, -1)
+	wantOnly(t, f.verify(t, nil), audit.Finding{Kind: audit.KindReordered, Stream: "order-o00010", Revision: 2})
+}
+
+func TestBrokenLinkAndJumpAreNamed(t *testing.T) {
+	f := newFixture(t, 4)
+	ctx := context.Background()
+	// An event appended behind the handler's back, chained from Genesis instead of its
+	// predecessor, that ships a cancelled order.
+	o, err := f.h.Load(ctx, "o00003", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := command.StreamName("o00003")
+	data := []byte(`{"carrier":"x","trackingNumber":"y","at":"2026-11-29T00:00:00Z"}`)
+	m := []byte(`{"command":"ship","at":"2026-11-29T00:00:00Z","prevHash":"` + command.Genesis + `"}`)
+	hash := command.ChainHash(command.Genesis, stream, uint64(o.State.Version), "order.shipped.v1", data, m)
+	md := append([]byte(`{"hash":"`+hash+`",`), m[1:]...)
+	if _, err := f.store.Append(ctx, stream, eventstore.Exact(uint64(o.State.Version-1)),
+		eventstore.EventData{ID: uuid.New(), Type: "order.shipped.v1", Data: data, Metadata: md}); err != nil {
+		t.Fatal(err)
+	}
+	rep := f.verify(t, nil)
+	if len(rep.Findings) != 2 || rep.Findings[0].Kind != audit.KindBrokenLink || rep.Findings[1].Kind != audit.KindInvariant ||
+		rep.Findings[0].Revision != uint64(o.State.Version) || rep.Findings[0].Stream != stream {
+		t.Fatalf("findings %v, want a broken link and a jump at %s@%d", rep.Findings, stream, o.State.Version)
+	}
+}
+
+func TestDriftIsNamed(t *testing.T) {
+	f := newFixture(t, 8)
+	db, err := sqlite.OpenDB(filepath.Join(f.dir, "readmodels.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	buildReadModel(t, db, f.store)
+	if _, err := db.Exec(`UPDATE orders_g1 SET state = CAST(json_set(state, '$.Total.Amount', 1) AS BLOB) WHERE id = 'o00005'`); err != nil {
+		t.Fatal(err)
+	}
+	rep := f.verify(t, &projections.Queries{DB: db})
+	if len(rep.Findings) != 1 || rep.Findings[0].Kind != audit.KindDrift || rep.Findings[0].Stream != "order-o00005" {
+		t.Fatalf("findings %v, want drift of order-o00005", rep.Findings)
+	}
+}
