@@ -45,6 +45,7 @@ func (o Order) expected() eventstore.ExpectedRevision {
 func (h *Handler) Load(ctx context.Context, id, principal, key string) (Order, error) {
 	var o Order
 	var f order.Folder
+	var lastMeta []byte
 	var needle []byte
 	if key != "" {
 		// Most events are not the key's: look for its JSON text before decoding metadata.
@@ -62,8 +63,7 @@ func (h *Handler) Load(ctx context.Context, id, principal, key string) (Order, e
 			return Order{}, fmt.Errorf("load order %s: event %d: %w", id, e.Revision, err)
 		}
 		f.Apply(ev)
-		o.Position = e.Position
-		o.Hash = StoredHash(e.Metadata)
+		o.Position, lastMeta = e.Position, e.Metadata
 		if needle == nil || !bytes.Contains(e.Metadata, needle) {
 			continue
 		}
@@ -80,6 +80,6 @@ func (h *Handler) Load(ctx context.Context, id, principal, key string) (Order, e
 		o.Key.Events = append(o.Key.Events, ev)
 		o.Key.State, o.Key.Revision, o.Key.Position = f.State(), e.Revision, e.Position
 	}
-	o.State = f.State()
+	o.State, o.Hash = f.State(), StoredHash(lastMeta)
 	return o, nil
 }
