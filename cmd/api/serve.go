@@ -18,7 +18,6 @@ import (
 
 	"github.com/acme/orders/api"
 	"github.com/acme/orders/command"
-	"github.com/acme/orders/eventstore/sqlite"
 	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/projections"
 )
@@ -33,6 +32,8 @@ type serveCmd struct {
 	Shutdown time.Duration `default:"15s" env:"API_SHUTDOWN_TIMEOUT" help:"How long a graceful shutdown waits for in-flight requests."`
 
 	PprofAddr string `env:"API_PPROF_ADDR" help:"Loopback address to serve runtime profiles (net/http/pprof) on; none if empty."`
+
+	Backend storeFlags `embed:""`
 }
 
 func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
@@ -53,7 +54,7 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		return fmt.Errorf("development mode (no --keys-file) only listens on a loopback address, not %s", ln.Addr())
 	}
 
-	store, err := sqlite.Open(cmd.Data, sqlite.Config{})
+	store, err := cmd.Backend.open(ctx, cmd.Data, log)
 	if err != nil {
 		return err
 	}

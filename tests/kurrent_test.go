@@ -1,0 +1,173 @@
+package tests
+
+import (
+	"bytes"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The end-to-end cases that matter most for several nodes, on the KurrentDB backend: two API
+// processes share one KurrentDB, each with read models of its own. The KurrentDB is the test
+// server of eventstore/kurrent/kurrenttest, run as a process with a data directory per test:
+// the cases use fixed keys, so they need a store of their own.
+
+var testServerBuild struct {
+	once sync.Once
+	path string
+	err  error
+	out  []byte
+}
+
+// kurrentURL starts a KurrentDB test server process on a fresh data directory, stopped when
+// the test ends, and returns its connection string.
+func kurrentURL(t *testing.T) string {
+	t.Helper()
+	b := &testServerBuild
+	b.once.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.path = filepath.Join(filepath.Dir(binary), "kurrent-testserver")
+		build := exec.Command("go", "build", "-o", b.path, "./eventstore/kurrent/kurrenttest/cmd/testserver")
+		build.Dir = root
+		b.out, b.err = build.CombinedOutput()
+	})
+	if b.err != nil {
+		t.Fatalf("build the KurrentDB test server: %v\n%s", b.err, b.out)
+	}
+	cmd := exec.Command(b.path, "-addr", "127.0.0.1:0", "-data", t.TempDir())
+	stdout := newLineWatcher("listening on ")
+	stderr := new(syncBuffer)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("KurrentDB test server: %v; stderr: %s", err, stderr.String())
+			}
+		case <-time.After(stopTimeout):
+			cmd.Process.Kill()
+			t.Errorf("KurrentDB test server did not stop within %v", stopTimeout)
+		}
+	})
+	select {
+	case line := <-stdout.found:
+		return strings.TrimPrefix(line, "listening on ")
+	case err := <-exited:
+		t.Fatalf("KurrentDB test server exited (%v): %s", err, stderr.String())
+	case <-time.After(startTimeout):
+		t.Fatalf("KurrentDB test server did not start within %v", startTimeout)
+	}
+	panic("unreachable")
+}
+
+func kurrentArgs(url string, more ...string) []string {
+	return append([]string{"--store", "kurrentdb", "--kurrentdb-url", url}, more...)
+}
+
+// Many identical keyed creates, sent at once to two API nodes on one KurrentDB: one order.
+func TestKurrentConcurrentCreatesOnTwoNodes(t *testing.T) {
+	t.Parallel()
+	url := kurrentURL(t)
+	nodes := []*server{startServer(t, "", kurrentArgs(url)...), startServer(t, "", kurrentArgs(url)...)}
+	const key = "one-key-two-nodes"
+	const n = 100
+	outs := make([]outcome, n)
+	start := make(chan struct{})
+	deadline := time.Now().Add(requestTimeout)
+	var wg sync.WaitGroup
+	for i := range n {
+		outs[i].req = request{method: "POST", path: "/v1/orders", key: key, body: orderFor("c-two-nodes")}
+		node := nodes[i%2]
+		wg.Go(func() {
+			<-start
+			outs[i].res, outs[i].inFlight, outs[i].err = node.sendSettled(t, outs[i].req, deadline)
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	var first *response
+	originals := 0
+	for i, o := range outs {
+		if o.err != nil {
+			t.Errorf("request %d (node %d): %v", i, i%2, o.err)
+			continue
+		}
+		if o.res.status != http.StatusCreated {
+			t.Errorf("request %d (node %d): %v; want 201", i, i%2, o.res)
+			continue
+		}
+		if o.res.replayed() == "" {
+			originals++
+		}
+		if first == nil {
+			first = o.res
+		} else if !bytes.Equal(o.res.body, first.body) || o.res.header.Get("Location") != first.header.Get("Location") {
+			t.Errorf("request %d (node %d) got another order:\n%s\nwant\n%s", i, i%2, o.res.body, first.body)
+		}
+	}
+	if originals != 1 {
+		t.Errorf("%d responses without Idempotent-Replayed; want exactly 1 across both nodes", originals)
+	}
+	if first == nil {
+		t.FailNow()
+	}
+	id := createdID(t, first)
+	for i, node := range nodes {
+		evs := node.events(t, id)
+		if count(evs, "order.created.v1", "", "") != 1 || int64(len(evs)) != first.num("version") {
+			t.Errorf("node %d: order %s has events %v; want one set: created and one line added", i, id, types(evs))
+		}
+	}
+}
+
+// One node dies after appending the order's events but before storing the outcome, or right
+// after claiming the key; the retry goes to the other node, which completes the record from the
+// order's events, or takes the claim over, and the command takes effect once.
+func TestKurrentCrashRetriedOnOtherNode(t *testing.T) {
+	t.Parallel()
+	for _, hook := range []string{crashAfterAppend, crashAfterClaim} {
+		for _, tc := range crashCases {
+			t.Run(hook+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				url := kurrentURL(t)
+				flags := kurrentArgs(url, "--key-lease", "500ms", "--key-wait", "300ms")
+				dying := &server{dir: t.TempDir(), args: flags}
+				req := crash(t, dying, hook, tc)
+				other := startServer(t, "", flags...)
+
+				r, inFlight, err := other.sendSettled(t, req, time.Now().Add(20*time.Second))
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantStatus(t, r, tc.status)
+				if hook == crashAfterAppend && r.replayed() != "true" {
+					t.Errorf("retry on the other node: Idempotent-Replayed %q; want \"true\" (the command had run)", r.replayed())
+				}
+				if hook == crashAfterClaim {
+					t.Logf("taken over after %d answers of 409 in-flight", inFlight)
+					checkFirst(t, r)
+				}
+				tc.check(t, other, r)
+				checkReplay(t, r, other.do(t, req.method, req.path, req.key, req.body))
+				dying.restart(t)
+				checkReplay(t, r, dying.do(t, req.method, req.path, req.key, req.body))
+			})
+		}
+	}
+}
