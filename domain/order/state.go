@@ -193,6 +193,9 @@ func (f *Folder) Apply(e Event) {
 	f.stale = f.stale || f.owned
 }
 
+// Status returns the status folded so far, without the copy State makes.
+func (f *Folder) Status() Status { return f.state.Status }
+
 // State returns the State folded so far. The Folder copies the lines before changing them
 // again, so the returned State stays as it is.
 func (f *Folder) State() State {

@@ -3,12 +3,22 @@
 package sqlite
 
 import (
+	"database/sql"
 	"net/url"
 
-	_ "github.com/mattn/go-sqlite3" // cgo SQLite; chosen by measurement, see docs/benchmarks.md
+	"github.com/mattn/go-sqlite3" // cgo SQLite; chosen by measurement, see docs/benchmarks.md
 )
 
-const driverName = "sqlite3"
+const driverName = "sqlite3-orders"
+
+func init() {
+	// Every connection maps the file into memory for reads: a page read is then a memory
+	// access instead of a pread system call, which doubled long scans here.
+	sql.Register(driverName, &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		_, err := c.Exec(`PRAGMA mmap_size = 1073741824`, nil)
+		return err
+	}})
+}
 
 // dsn opens path in WAL mode with the given synchronous setting (see the package doc).
 func dsn(path, synchronous string) string {
