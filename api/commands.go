@@ -68,6 +68,7 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
+		c.Set(commandKey, build(id).CommandName())
 		ifMatch, err := parseIfMatch(req.Header.Get("If-Match"))
 		if err != nil {
 			return err
@@ -138,6 +139,16 @@ func keep(out idempotency.Outcome, err error) bool {
 }
 
 func (s *Server) run(ctx context.Context, orderID string, cmd order.Command, md command.Metadata, ifMatch *uint64) (command.Result, error) {
+	if _, create := cmd.(order.CreateOrder); !create {
+		// Only the principal that created an order commands it; to anyone else it does not exist.
+		owner, found, err := s.orderOwner(ctx, orderID)
+		if err != nil {
+			return command.Result{}, err
+		}
+		if found && owner != md.Principal {
+			return command.Result{}, notYours(orderID, cmd, ifMatch)
+		}
+	}
 	if ifMatch != nil {
 		return s.Orders.HandleAt(ctx, orderID, cmd, md, *ifMatch)
 	}
@@ -173,6 +184,12 @@ func (s *Server) respond(rt route, orderID string, res command.Result, err error
 }
 
 func (s *Server) write(c echo.Context, out idempotency.Outcome, replayed bool) error {
+	if out.Status >= 400 {
+		var p Problem
+		if json.Unmarshal([]byte(out.Body), &p) == nil {
+			c.Set(outcomeKey, strings.TrimPrefix(p.Type, "/problems/"))
+		}
+	}
 	h := c.Response().Header()
 	for k, v := range out.Headers {
 		h.Set(k, v)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -33,6 +34,7 @@ var problemTypes = []problemType{
 	{"malformed-request", "Malformed request", "The request body is not valid JSON for this route (syntax, types, unknown or missing fields), or a path value is invalid.", http.StatusBadRequest},
 	{"invalid-command", "Invalid command", "The order service finds the command invalid on its own (a bad currency, a quantity out of range, ...).", http.StatusBadRequest},
 	{"unauthorized", "Unauthorized", "The request needs a valid bearer API key.", http.StatusUnauthorized},
+	{"forbidden", "Forbidden", "The API key is valid, but none of its roles (client, auditor, admin) may call this route.", http.StatusForbidden},
 	{"not-found", "Not found", "No such route or order.", http.StatusNotFound},
 	{"method-not-allowed", "Method not allowed", "The route does not support this method.", http.StatusMethodNotAllowed},
 	{"idempotency-key-in-flight", "Request in progress", "Another request with this Idempotency-Key is still running; retry after the Retry-After delay.", http.StatusConflict},
@@ -101,8 +103,12 @@ func problemOf(err error) Problem {
 		return problem("unavailable", err.Error())
 	case errors.Is(err, errUnauthorized):
 		return problem("unauthorized", err.Error())
+	case errors.Is(err, errForbidden):
+		return problem("forbidden", err.Error())
 	case errors.Is(err, eventstore.ErrUnavailable):
 		return problem("unavailable", "the event store cannot take writes now")
+	case errors.Is(err, context.DeadlineExceeded):
+		return problem("unavailable", "the request took longer than the server allows; retry")
 	case errors.As(err, &he):
 		switch he.Code {
 		case http.StatusNotFound:

@@ -84,9 +84,13 @@ func (s *Server) listOrders(c echo.Context) error {
 	if err := s.caughtUp(c, "orders"); err != nil {
 		return err
 	}
-	rows, next, err := s.Reads.ListOrders(c.Request().Context(), projections.OrderFilter{
+	filter := projections.OrderFilter{
 		Status: c.QueryParam("status"), CustomerID: c.QueryParam("customerId"), After: c.QueryParam("cursor"), Limit: limit,
-	})
+	}
+	if !roles(c).Has(RoleAuditor | RoleAdmin) {
+		filter.Principal = principal(c) // a client lists its own orders only
+	}
+	rows, next, err := s.Reads.ListOrders(c.Request().Context(), filter)
 	if err != nil {
 		return err
 	}
@@ -136,19 +140,33 @@ func (s *Server) getKey(c echo.Context) error {
 // paymentOrder finds the order of the path's payment id, waiting for the lookup to catch up
 // before it answers that there is none.
 func paymentOrder(s *Server, c echo.Context) (string, error) {
-	ctx := c.Request().Context()
 	paymentID := c.Param("paymentId")
-	id, ok, err := s.Reads.PaymentOrder(ctx, paymentID)
+	id, ok, err := s.callersPaymentOrder(c, paymentID)
 	if err != nil || ok {
 		return id, err
 	}
 	if err := s.caughtUp(c, "lookups"); err != nil {
 		return "", err
 	}
-	if id, ok, err = s.Reads.PaymentOrder(ctx, paymentID); err != nil || ok {
+	if id, ok, err = s.callersPaymentOrder(c, paymentID); err != nil || ok {
 		return id, err
 	}
 	return "", fmt.Errorf("%w: no order has payment %s", errNotFound, paymentID)
+}
+
+// callersPaymentOrder is the order of a payment id if the caller created it: another
+// principal's payment is answered as one that does not exist.
+func (s *Server) callersPaymentOrder(c echo.Context, paymentID string) (string, bool, error) {
+	ctx := c.Request().Context()
+	id, ok, err := s.Reads.PaymentOrder(ctx, paymentID)
+	if err != nil || !ok {
+		return "", false, err
+	}
+	owner, found, err := s.orderOwner(ctx, id)
+	if err != nil || !found || owner != principal(c) {
+		return "", false, err
+	}
+	return id, true, nil
 }
 
 // projectionView is a projection's status as the admin API shows it.

@@ -2,13 +2,10 @@ package api
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/acme/orders/command"
@@ -39,13 +36,17 @@ type Server struct {
 	Keys        *idempotency.Keys
 	IDs         *command.OrderIDs
 	Log         *slog.Logger
-	// APIKeys maps the SHA-256 hex of an API key to its principal. Empty means development
-	// mode: every request is the principal "local".
-	APIKeys map[string]string
+	// APIKeys are the keys accepted, with their principals and roles. Empty means development
+	// mode: every request is the principal "local" with every role.
+	APIKeys APIKeys
 	// Node names this process in key claims.
 	Node string
 	// Ready reports whether the service can take commands, for /readyz; nil means always.
 	Ready func(context.Context) error
+	// Metrics, if set, are recorded and served at /metrics.
+	Metrics *Metrics
+	// RequestTimeout bounds each request's work; 0 means DefaultRequestTimeout.
+	RequestTimeout time.Duration
 	// Hooks are for tests that crash the process at a precise point; nil in production.
 	Hooks Hooks
 }
@@ -63,6 +64,8 @@ func (s *Server) Handler() http.Handler {
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestID())
 	e.Use(s.logRequests)
+	e.Use(s.observeRequests)
+	e.Use(s.limitTime)
 	e.Use(middleware.BodyLimit("1M"))
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
@@ -80,6 +83,9 @@ func (s *Server) Handler() http.Handler {
 	e.POST("/v1/payments/:paymentId/confirm", s.command(confirmPaymentByID), auth)
 	e.GET("/admin/projections", s.projectionStatus, auth)
 	e.POST("/admin/projections/:name/rebuild", s.rebuildProjection, auth)
+	if s.Metrics != nil {
+		e.GET("/metrics", s.serveMetrics, auth)
+	}
 	e.GET("/v1/orders/:id/events", s.getEvents, auth)
 	e.POST("/v1/orders/:id/lines", s.command(addLine), auth)
 	e.PUT("/v1/orders/:id/lines/:sku", s.command(changeLine), auth)
@@ -92,37 +98,6 @@ func (s *Server) Handler() http.Handler {
 	e.POST("/v1/orders/:id/refunds", s.command(requestRefund), auth)
 	e.POST("/v1/orders/:id/refunds/:refundId/complete", s.command(completeRefund), auth)
 	return e
-}
-
-// principalKey is where authenticate leaves the principal.
-const principalKey = "principal"
-
-func principal(c echo.Context) string {
-	p, _ := c.Get(principalKey).(string)
-	return p
-}
-
-// authenticate maps the bearer key to its principal.
-func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if len(s.APIKeys) == 0 {
-			c.Set(principalKey, "local")
-			return next(c)
-		}
-		auth := c.Request().Header.Get("Authorization")
-		key, ok := strings.CutPrefix(auth, "Bearer ")
-		if !ok || key == "" {
-			return errUnauthorized
-		}
-		// Looking the hash up, not the key, keeps the comparison independent of the key.
-		sum := sha256.Sum256([]byte(key))
-		p, ok := s.APIKeys[hex.EncodeToString(sum[:])]
-		if !ok {
-			return errUnauthorized
-		}
-		c.Set(principalKey, p)
-		return next(c)
-	}
 }
 
 // handleError answers every error with its problem; internal errors are logged, not shown.

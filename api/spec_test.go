@@ -20,6 +20,7 @@ var contractProblems = map[string]int{
 	"malformed-request":         400,
 	"invalid-command":           400,
 	"unauthorized":              401,
+	"forbidden":                 403,
 	"not-found":                 404,
 	"method-not-allowed":        405,
 	"idempotency-key-in-flight": 409,
@@ -52,6 +53,7 @@ var contractRoutes = map[string][]string{
 	"/healthz":                                     {"GET"},
 	"/readyz":                                      {"GET"},
 	"/problems/{code}":                             {"GET"},
+	"/metrics":                                     {"GET"},
 }
 
 func load(t *testing.T) *openapi3.T {

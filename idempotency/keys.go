@@ -22,6 +22,9 @@ type Keys struct {
 	Wait time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Observe, if set, hears each step of a key's life (see Event) with the key's hash
+	// (KeyHash), for logs and metrics; ctx is the request's. It must not block.
+	Observe func(ctx context.Context, e Event, keyHash string)
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced when this process completes or releases a key
@@ -77,6 +80,7 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 	// The wait bound is real time spent here, whatever the clock of leases and expiry says.
 	deadline := time.Now().Add(k.wait())
 	looked := false // in the order's stream, for a holder that died after its append
+	waited := false
 	for {
 		changed := k.changes()
 		st, err := k.read(ctx, stream)
@@ -91,6 +95,9 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 			if err != nil && !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
 				return nil, nil, fmt.Errorf("expire key: %w", err)
 			}
+			if err == nil {
+				k.observe(ctx, EventExpired, stream)
+			}
 			continue
 		case !st.exists:
 			orderID := r.OrderID
@@ -101,10 +108,15 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 			if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
 				continue // another request claimed it first
 			}
+			if err == nil {
+				k.observe(ctx, EventClaimed, stream)
+			}
 			return c, nil, err
 		case st.first.Fingerprint != r.Fingerprint:
+			k.observe(ctx, EventMismatched, stream)
 			return nil, nil, ErrKeyReused
 		case st.done != nil:
+			k.observe(ctx, EventReplayed, stream)
 			return nil, &st.done.Outcome, nil
 		case st.released || !st.current.LeaseUntil.After(now):
 			c, err := k.claim(ctx, stream, eventstore.Exact(st.revision), r, st.first.OrderID, now, st.first.ExpiresAt)
@@ -113,6 +125,7 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 			}
 			if c != nil {
 				c.Takeover = true
+				k.observe(ctx, EventTakenOver, stream)
 			}
 			return c, nil, err
 		}
@@ -130,12 +143,20 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 				if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
 					continue
 				}
+				if err == nil {
+					k.observe(ctx, EventRecovered, stream)
+				}
 				return nil, out, err
 			}
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
+			k.observe(ctx, EventInFlight, stream)
 			return nil, nil, ErrInFlight
+		}
+		if !waited {
+			waited = true
+			k.observe(ctx, EventWaited, stream)
 		}
 		t := time.NewTimer(min(left, pollInterval, st.current.LeaseUntil.Sub(now)+time.Millisecond))
 		select {
@@ -171,6 +192,9 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 	rev := c.Revision
 	for range 5 {
 		err := k.complete(ctx, c.Stream, rev, c.OrderID, out)
+		if err == nil {
+			k.observe(ctx, EventCompleted, c.Stream)
+		}
 		if !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
 			return err
 		}
@@ -206,6 +230,9 @@ func (k *Keys) Release(ctx context.Context, c *Claim, reason string) error {
 	_, err = k.Store.Append(ctx, c.Stream, eventstore.Exact(c.Revision), e)
 	if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
 		return nil // taken over: the taker decides
+	}
+	if err == nil {
+		k.observe(ctx, EventReleased, c.Stream)
 	}
 	return err
 }

@@ -68,6 +68,9 @@ func (k *Keys) Sweep(ctx context.Context, feed eventstore.Feed, interval time.Du
 		mu.Unlock()
 		for i, stream := range due {
 			err := k.Store.DeleteStream(ctx, stream, eventstore.Exact(revs[i]))
+			if err == nil {
+				k.observe(ctx, EventExpired, stream)
+			}
 			switch {
 			case err == nil, errors.Is(err, eventstore.ErrWrongExpectedRevision):
 				// Deleted, or changed since: either way the follower has the news.

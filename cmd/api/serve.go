@@ -1,18 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"syscall"
 	"time"
 
@@ -25,13 +20,15 @@ import (
 type serveCmd struct {
 	Addr     string        `default:"127.0.0.1:8080" env:"API_ADDR" help:"Address to listen on."`
 	Data     string        `default:"./data" env:"API_DATA" help:"Data directory of the embedded event store."`
-	KeysFile string        `env:"API_KEYS_FILE" help:"File of API keys, one '<principal> <sha256-hex-of-key>' per line. Without it the service runs in development mode: every request is the principal 'local', and only a loopback address is allowed."`
+	KeysFile string        `env:"API_KEYS_FILE" help:"File of API keys, one '<principal> <sha256-hex-of-key> [role,...]' per line (roles client, auditor, admin; client if none; see 'api keys add'). Without it the service runs in development mode: every request is the principal 'local', and only a loopback address is allowed."`
 	KeyTTL   time.Duration `default:"24h" env:"API_KEY_TTL" help:"How long an Idempotency-Key is kept."`
 	KeyWait  time.Duration `default:"2s" env:"API_KEY_WAIT" help:"How long a duplicate waits for the request that holds its key."`
 	KeyLease time.Duration `default:"10s" env:"API_KEY_LEASE" help:"How long a claim holds its key before another request may take it over."`
 	Shutdown time.Duration `default:"15s" env:"API_SHUTDOWN_TIMEOUT" help:"How long a graceful shutdown waits for in-flight requests."`
 
 	PprofAddr string `env:"API_PPROF_ADDR" help:"Loopback address to serve runtime profiles (net/http/pprof) on; none if empty."`
+
+	Limits limitFlags `embed:""`
 
 	Backend storeFlags `embed:""`
 }
@@ -54,30 +51,38 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		return fmt.Errorf("development mode (no --keys-file) only listens on a loopback address, not %s", ln.Addr())
 	}
 
-	store, err := cmd.Backend.open(ctx, cmd.Data, log)
+	metrics := api.NewMetrics()
+	store, err := cmd.Backend.open(ctx, cmd.Data, log, metrics.ObserveBatch)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	idem := &idempotency.Keys{Store: store, TTL: cmd.KeyTTL, Lease: cmd.KeyLease, Wait: cmd.KeyWait}
+	timed := metrics.TimeAppends(store)
+	idem := &idempotency.Keys{Store: timed, TTL: cmd.KeyTTL, Lease: cmd.KeyLease, Wait: cmd.KeyWait}
 	runner, stopProjections, err := startProjections(ctx, cmd.Data, store, log)
 	if err != nil {
 		return err
 	}
 	defer stopProjections()
+	metrics.WatchProjections(runner)
 	srv := &api.Server{
 		Store:       store,
 		Feed:        store,
 		Projections: runner,
 		Reads:       projections.Queries{DB: runner.DB},
-		Orders:      &command.Handler{Store: store},
+		Orders:      &command.Handler{Store: timed},
 		Keys:        idem,
 		IDs:         command.NewOrderIDs(),
 		Log:         log,
 		APIKeys:     keys,
 		Node:        nodeName(),
 		Hooks:       testHooks(e.getenv),
+
+		Ready:          api.Readiness(store, runner),
+		Metrics:        metrics,
+		RequestTimeout: cmd.Limits.RequestTimeout,
 	}
+	idem.Observe = srv.ObserveKey
 
 	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 	swept := make(chan struct{})
@@ -91,11 +96,11 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 
 	hs := &http.Server{
 		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
+		ReadHeaderTimeout: cmd.Limits.ReadHeaderTimeout,
+		ReadTimeout:       cmd.Limits.ReadTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
 	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
@@ -115,41 +120,6 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
-}
-
-// readKeys reads the keys file: principal and SHA-256 hex per line. No file, no keys.
-func readKeys(path string) (map[string]string, error) {
-	if path == "" {
-		return nil, nil
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	keys := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		fields := strings.Fields(line)
-		if len(fields) != 2 || len(fields[1]) != 64 {
-			return nil, fmt.Errorf("%s:%d: want '<principal> <sha256-hex-of-key>'", path, n)
-		}
-		if _, err := hex.DecodeString(fields[1]); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
-		}
-		keys[strings.ToLower(fields[1])] = fields[0]
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	if len(keys) == 0 {
-		return nil, errors.New(path + ": no keys")
-	}
-	return keys, nil
 }
 
 func loopback(a net.Addr) bool {
@@ -182,18 +152,4 @@ func testHooks(getenv func(string) string) api.Hooks {
 		AfterClaim:  crash(getenv("API_TEST_CRASH_AFTER_CLAIM")),
 		AfterAppend: crash(getenv("API_TEST_CRASH_AFTER_APPEND")),
 	}
-}
-
-type keysCmd struct {
-	Hash keysHashCmd `cmd:"" help:"Print the SHA-256 hex of a key, for a keys file."`
-}
-
-type keysHashCmd struct {
-	Key string `arg:"" help:"The API key."`
-}
-
-func (c *keysHashCmd) Run(e *env) error {
-	sum := sha256.Sum256([]byte(c.Key))
-	_, err := fmt.Fprintln(e.stdout, hex.EncodeToString(sum[:]))
-	return err
 }

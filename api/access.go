@@ -1,0 +1,153 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/acme/orders/command"
+	"github.com/acme/orders/domain/order"
+	"github.com/acme/orders/eventstore"
+	"github.com/labstack/echo/v4"
+)
+
+// errForbidden: none of the caller's roles is one the route allows.
+var errForbidden = errors.New("forbidden")
+
+// rule is who may call a route.
+type rule struct {
+	roles Roles // any one of them suffices
+	// ownOrder: a caller holding no role that reads any order (auditor, admin) reaches only
+	// its own order at the path's :id; another principal's is answered as if it did not exist.
+	ownOrder bool
+}
+
+const (
+	clients = RoleClient
+	readers = RoleClient | RoleAuditor | RoleAdmin
+	audit   = RoleAuditor | RoleAdmin
+	admins  = RoleAdmin
+)
+
+// access is the authorization table: "METHOD /route/:param" → who may call it. Routes without
+// authentication (/healthz, /readyz, /openapi.yaml, /problems/{code}) are not in it.
+//
+// Commands are the clients'; a command on another principal's order is answered as if the
+// order did not exist (see Server.run). A client's listing has only its own orders, and its
+// idempotency keys are its own by construction (they are scoped to the principal).
+var access = map[string]rule{
+	"POST /v1/orders":                                 {roles: clients},
+	"GET /v1/orders":                                  {roles: readers},
+	"GET /v1/orders/:id":                              {roles: readers, ownOrder: true},
+	"GET /v1/orders/:id/events":                       {roles: readers, ownOrder: true},
+	"GET /v1/orders/:id/state":                        {roles: audit},
+	"POST /v1/orders/:id/lines":                       {roles: clients},
+	"PUT /v1/orders/:id/lines/:sku":                   {roles: clients},
+	"DELETE /v1/orders/:id/lines/:sku":                {roles: clients},
+	"POST /v1/orders/:id/payments":                    {roles: clients},
+	"POST /v1/orders/:id/payments/:paymentId/confirm": {roles: clients},
+	"POST /v1/orders/:id/payments/:paymentId/fail":    {roles: clients},
+	"POST /v1/orders/:id/cancel":                      {roles: clients},
+	"POST /v1/orders/:id/shipments":                   {roles: clients},
+	"POST /v1/orders/:id/refunds":                     {roles: clients},
+	"POST /v1/orders/:id/refunds/:refundId/complete":  {roles: clients},
+	"POST /v1/payments/:paymentId/confirm":            {roles: clients},
+	"GET /v1/idempotency-keys/:key":                   {roles: clients},
+	"GET /admin/projections":                          {roles: admins},
+	"POST /admin/projections/:name/rebuild":           {roles: admins},
+	"GET /metrics":                                    {roles: admins},
+}
+
+// accessFamilies cover routes by prefix, for families of routes that grow: anything under
+// /admin/ is the admins', the audit API (/v1/audit/…, and reads of an order other than those
+// in access, such as its state at a past revision) the auditors' and admins'. A route that
+// authenticates but matches neither table is refused to every role.
+var accessFamilies = []struct {
+	prefix string
+	rule
+}{
+	{"GET /admin/", rule{roles: admins}},
+	{"POST /admin/", rule{roles: admins}},
+	{"PUT /admin/", rule{roles: admins}},
+	{"DELETE /admin/", rule{roles: admins}},
+	{"GET /v1/audit/", rule{roles: audit}},
+	{"POST /v1/audit/", rule{roles: audit}},
+	{"GET /v1/orders/:id/", rule{roles: audit}},
+}
+
+// ruleFor returns the rule of the route of method and path (an echo route path).
+func ruleFor(method, path string) (rule, bool) {
+	route := method + " " + path
+	if r, ok := access[route]; ok {
+		return r, true
+	}
+	for _, f := range accessFamilies {
+		if strings.HasPrefix(route, f.prefix) {
+			return f.rule, true
+		}
+	}
+	return rule{}, false
+}
+
+// authorize checks the authenticated caller against the route's rule.
+func (s *Server) authorize(c echo.Context) error {
+	have := roles(c)
+	r, ok := ruleFor(c.Request().Method, c.Path())
+	if !ok || !have.Has(r.roles) {
+		return fmt.Errorf("%w: %s %s needs one of the roles %s; the key has %s",
+			errForbidden, c.Request().Method, c.Path(), r.roles, orNone(have))
+	}
+	if r.ownOrder && !have.Has(RoleAuditor|RoleAdmin) {
+		id := c.Param("id")
+		owner, found, err := s.orderOwner(c.Request().Context(), id)
+		if err != nil {
+			return err
+		}
+		if found && owner != principal(c) {
+			return fmt.Errorf("%w: %s", errOrderNotFound, id)
+		}
+	}
+	return nil
+}
+
+func orNone(rs Roles) string {
+	if rs == 0 {
+		return "none"
+	}
+	return rs.String()
+}
+
+// orderOwner returns the principal that created order id: the one in the metadata of its
+// first event. An order's owner never changes.
+func (s *Server) orderOwner(ctx context.Context, id string) (string, bool, error) {
+	for e, err := range s.Store.ReadStream(ctx, command.StreamName(id), eventstore.ReadStreamOptions{Limit: 1}) {
+		if errors.Is(err, eventstore.ErrStreamNotFound) {
+			return "", false, nil
+		}
+		if err != nil {
+			return "", false, err
+		}
+		var md command.Metadata
+		if err := json.Unmarshal(e.Metadata, &md); err != nil {
+			return "", false, fmt.Errorf("owner of order %s: %w", id, err)
+		}
+		return md.Principal, true, nil
+	}
+	return "", false, nil
+}
+
+// notYours is the error of command c on an order that is not the caller's: exactly the one of
+// the same command on an order that does not exist, so that the answer does not tell them
+// apart. (With If-Match, command.Handler answers a missing order with a failed precondition.)
+func notYours(id string, c order.Command, ifMatch *uint64) error {
+	if ifMatch != nil {
+		return fmt.Errorf("%s on order %s: %w: want %d", c.CommandName(), id, command.ErrPreconditionFailed, *ifMatch)
+	}
+	if _, err := order.Decide(order.State{}, order.InCurrency(c, ""), time.Now()); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %s", errOrderNotFound, id)
+}

@@ -1,0 +1,221 @@
+package api
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+)
+
+// Roles is a set of roles. A principal may hold several.
+type Roles uint8
+
+// The roles. What each may call is the access table (access.go).
+const (
+	// RoleClient issues commands and reads its own orders and idempotency keys.
+	RoleClient Roles = 1 << iota
+	// RoleAuditor reads any order, its history and its state; it never commands.
+	RoleAuditor
+	// RoleAdmin runs projections and reads metrics, and can do all an auditor can.
+	RoleAdmin
+
+	// AllRoles is what the principal of development mode holds.
+	AllRoles = RoleClient | RoleAuditor | RoleAdmin
+)
+
+var roleNames = []struct {
+	role Roles
+	name string
+}{{RoleClient, "client"}, {RoleAuditor, "auditor"}, {RoleAdmin, "admin"}}
+
+// Has reports whether rs holds any of the roles in r.
+func (rs Roles) Has(r Roles) bool { return rs&r != 0 }
+
+// String lists the roles comma-separated, as the keys file does.
+func (rs Roles) String() string {
+	var names []string
+	for _, r := range roleNames {
+		if rs.Has(r.role) {
+			names = append(names, r.name)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// ParseRoles reads a comma-separated list of role names.
+func ParseRoles(s string) (Roles, error) {
+	var rs Roles
+	for name := range strings.SplitSeq(s, ",") {
+		r, ok := roleNamed(strings.TrimSpace(name))
+		if !ok {
+			return 0, fmt.Errorf("unknown role %q (want client, auditor or admin)", name)
+		}
+		rs |= r
+	}
+	return rs, nil
+}
+
+func roleNamed(name string) (Roles, bool) {
+	for _, r := range roleNames {
+		if r.name == name {
+			return r.role, true
+		}
+	}
+	return 0, false
+}
+
+// APIKey is one line of the keys file: a principal, the SHA-256 of one of its keys and the
+// roles that key grants. The key itself is never stored.
+type APIKey struct {
+	Principal string
+	Hash      [sha256.Size]byte
+	Roles     Roles
+}
+
+// HashKey is the SHA-256 of an API key, as the keys file stores it.
+func HashKey(key string) [sha256.Size]byte { return sha256.Sum256([]byte(key)) }
+
+// Line is k as a line of the keys file.
+func (k APIKey) Line() string {
+	return k.Principal + " " + hex.EncodeToString(k.Hash[:]) + " " + k.Roles.String()
+}
+
+// APIKeys are the keys a server accepts. Empty means development mode: every request is the
+// principal DevPrincipal with every role.
+type APIKeys []APIKey
+
+// DevPrincipal is the principal of every request in development mode.
+const DevPrincipal = "local"
+
+// ParseAPIKeys reads a keys file. Each line is
+//
+//	<principal> <sha256-hex-of-key> [<role>[,<role>...]]
+//
+// with roles client, auditor and admin; without roles the key is a client's (the format of
+// keys files written before roles existed). Blank lines and lines starting with # are skipped.
+// A principal may have several keys, each with its own roles; a hash may appear only once.
+func ParseAPIKeys(r io.Reader) (APIKeys, error) {
+	var keys APIKeys
+	seen := map[[sha256.Size]byte]int{}
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, err := parseKeyLine(line)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		if first, dup := seen[k.Hash]; dup {
+			return nil, fmt.Errorf("line %d: the same key hash as line %d", n, first)
+		}
+		seen[k.Hash] = n
+		keys = append(keys, k)
+	}
+	return keys, sc.Err()
+}
+
+func parseKeyLine(line string) (APIKey, error) {
+	fields := strings.Fields(line)
+	if len(fields) < 2 || len(fields) > 3 {
+		return APIKey{}, errors.New("want '<principal> <sha256-hex-of-key> [role,...]'")
+	}
+	k := APIKey{Principal: fields[0], Roles: RoleClient}
+	if err := ValidatePrincipal(k.Principal); err != nil {
+		return APIKey{}, err
+	}
+	sum, err := hex.DecodeString(fields[1])
+	if err != nil || len(sum) != sha256.Size {
+		return APIKey{}, errors.New("the key hash is not 64 hex digits (see 'api keys hash')")
+	}
+	copy(k.Hash[:], sum)
+	if len(fields) == 3 {
+		if k.Roles, err = ParseRoles(fields[2]); err != nil {
+			return APIKey{}, err
+		}
+	}
+	return k, nil
+}
+
+// ValidatePrincipal checks a principal's name: printable ASCII without spaces, not starting
+// with #, at most 128 characters. It is recorded in every event the principal causes.
+func ValidatePrincipal(name string) error {
+	if name == "" || len(name) > 128 || strings.HasPrefix(name, "#") {
+		return fmt.Errorf("invalid principal %q: 1 to 128 characters, not starting with #", name)
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] <= 0x20 || name[i] > 0x7e {
+			return fmt.Errorf("invalid principal %q: printable ASCII without spaces only", name)
+		}
+	}
+	return nil
+}
+
+// lookup finds the entry of key. It compares the key's hash with every entry's in constant
+// time and never stops early, so how long it takes tells nothing of which entry, if any,
+// shares a prefix with the key's hash. (A map lookup by the hash would leak little, since a
+// hash prefix does not lead to a key, but the scan costs nothing at the sizes of a keys file
+// and leaves nothing to argue about.)
+func (ks APIKeys) lookup(key string) (APIKey, bool) {
+	sum := HashKey(key)
+	found := -1
+	for i := range ks {
+		eq := subtle.ConstantTimeCompare(sum[:], ks[i].Hash[:])
+		found = subtle.ConstantTimeSelect(eq, i, found)
+	}
+	if found < 0 {
+		return APIKey{}, false
+	}
+	return ks[found], true
+}
+
+// Where authenticate leaves the caller.
+const (
+	principalKey = "principal"
+	rolesKey     = "roles"
+)
+
+func principal(c echo.Context) string {
+	p, _ := c.Get(principalKey).(string)
+	return p
+}
+
+func roles(c echo.Context) Roles {
+	r, _ := c.Get(rolesKey).(Roles)
+	return r
+}
+
+// authenticate maps the bearer key to its principal and roles (401 if there is none), then
+// lets the request through only if the access table allows the route to one of the roles
+// (403 if not).
+func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if len(s.APIKeys) == 0 {
+			c.Set(principalKey, DevPrincipal)
+			c.Set(rolesKey, AllRoles)
+		} else {
+			bearer, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
+			if !ok || bearer == "" {
+				return errUnauthorized
+			}
+			k, ok := s.APIKeys.lookup(bearer)
+			if !ok {
+				return errUnauthorized
+			}
+			c.Set(principalKey, k.Principal)
+			c.Set(rolesKey, k.Roles)
+		}
+		withRequestInfo(c)
+		if err := s.authorize(c); err != nil {
+			return err
+		}
+		return next(c)
+	}
+}

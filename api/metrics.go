@@ -1,0 +1,209 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/idempotency"
+	"github.com/acme/orders/projections"
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are the service's Prometheus metrics, on a registry of their own, served at
+// /metrics. Make them with NewMetrics; a Server without them serves no /metrics.
+type Metrics struct {
+	Registry *prometheus.Registry
+	handler  http.Handler
+
+	commands *prometheus.CounterVec
+	keys     *prometheus.CounterVec
+	appends  *prometheus.HistogramVec
+	batches  prometheus.Histogram
+	requests *prometheus.HistogramVec
+}
+
+// NewMetrics makes the metrics, with the Go runtime's and the process's.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		commands: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orders_commands_total",
+			Help: "Commands by type and outcome: ok, replayed, or the problem code of the answer (invalid-transition, unauthorized, ...).",
+		}, []string{"command", "outcome"}),
+		keys: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orders_idempotency_keys_total",
+			Help: "Steps in the lives of idempotency keys: claimed (a new request), replayed, mismatched (fingerprint), waited (in flight), in-flight (409), taken-over, recovered, completed, released, expired.",
+		}, []string{"event"}),
+		appends: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "orders_eventstore_append_seconds",
+			Help:    "Latency of event store appends (durable on return), by result: ok, wrong-expected-revision or error.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16), // 0.1 ms to 3.3 s
+		}, []string{"result"}),
+		batches: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "orders_eventstore_batch_size",
+			Help:    "Appends and deletes committed together by one group commit (one disk sync) of the embedded store.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 10), // 1 to 512
+		}),
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "orders_http_request_duration_seconds",
+			Help:    "Latency of HTTP requests by method, route (its pattern, never its values) and status.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14), // 0.5 ms to 4 s
+		}, []string{"method", "route", "status"}),
+	}
+	m.Registry.MustRegister(m.commands, m.keys, m.appends, m.batches, m.requests,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.handler = promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+	for _, e := range idempotency.Events {
+		m.keys.WithLabelValues(string(e)) // every step shows from the start, at 0
+	}
+	return m
+}
+
+// ObserveBatch records the size of a group commit: give it to sqlite.Config.OnBatch.
+func (m *Metrics) ObserveBatch(size int) { m.batches.Observe(float64(size)) }
+
+// TimeAppends returns s with the latency of its appends recorded.
+func (m *Metrics) TimeAppends(s eventstore.Store) eventstore.Store { return timedStore{s, m} }
+
+type timedStore struct {
+	eventstore.Store
+	m *Metrics
+}
+
+func (s timedStore) Append(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) (eventstore.AppendResult, error) {
+	start := time.Now()
+	res, err := s.Store.Append(ctx, stream, expected, events...)
+	result := "ok"
+	switch {
+	case errors.Is(err, eventstore.ErrWrongExpectedRevision):
+		result = "wrong-expected-revision"
+	case err != nil:
+		result = "error"
+	}
+	s.m.appends.WithLabelValues(result).Observe(time.Since(start).Seconds())
+	return res, err
+}
+
+// WatchProjections exports the checkpoint, the head and the lag of r's projections, read from
+// r.Status at each scrape.
+func (m *Metrics) WatchProjections(r *projections.Runner) {
+	m.Registry.MustRegister(projectionCollector{r})
+}
+
+var (
+	projectionCheckpoint = prometheus.NewDesc("orders_projection_checkpoint_position",
+		"Global log position up to which the projection has applied every event.", []string{"projection"}, nil)
+	projectionHead = prometheus.NewDesc("orders_projection_head_position",
+		"Global log position of the last event of the log, as the projection's status saw it.", []string{"projection"}, nil)
+	projectionLagEvents = prometheus.NewDesc("orders_projection_lag_events",
+		"Events (by position) between the projection's checkpoint and the head of the log.", []string{"projection"}, nil)
+	projectionLagSeconds = prometheus.NewDesc("orders_projection_lag_seconds",
+		"How long the projection has been behind the head of the log; 0 when caught up.", []string{"projection"}, nil)
+	projectionUp = prometheus.NewDesc("orders_projection_up",
+		"1 unless the projection has failed or stopped.", []string{"projection", "state"}, nil)
+)
+
+// projectionStatusTimeout bounds the status read of a scrape.
+const projectionStatusTimeout = 2 * time.Second
+
+type projectionCollector struct{ r *projections.Runner }
+
+func (projectionCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{projectionCheckpoint, projectionHead, projectionLagEvents, projectionLagSeconds, projectionUp} {
+		ch <- d
+	}
+}
+
+func (c projectionCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), projectionStatusTimeout)
+	defer cancel()
+	st, err := c.r.Status(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(projectionHead, err)
+		return
+	}
+	for _, p := range st {
+		gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{p.Name}, labels...)...)
+		}
+		gauge(projectionCheckpoint, float64(p.Checkpoint.Commit))
+		gauge(projectionHead, float64(p.Head.Commit))
+		gauge(projectionLagEvents, float64(p.LagEvents))
+		gauge(projectionLagSeconds, p.LagSeconds)
+		up := 1.0
+		if p.State == projections.StateFailed || p.State == projections.StateStopped {
+			up = 0
+		}
+		gauge(projectionUp, up, string(p.State))
+	}
+}
+
+// Where a command handler leaves what the metrics middleware counts.
+const (
+	commandKey = "command" // the command's name, once the request is parsed
+	outcomeKey = "outcome" // the problem code of a stored outcome that is replayed or sent
+)
+
+// observeRequests records every request's latency by route and, for commands, its outcome.
+// It answers the handler's error itself, so that the status is known. With no Metrics it
+// does nothing.
+func (s *Server) observeRequests(next echo.HandlerFunc) echo.HandlerFunc {
+	if s.Metrics == nil {
+		return next
+	}
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		code := ""
+		if err != nil {
+			code = strings.TrimPrefix(problemOf(err).Type, "/problems/")
+			c.Error(err)
+		}
+		status := c.Response().Status
+		route := c.Path()
+		if status == 404 && !routeMatched(c) {
+			route = "unmatched" // never the raw path: it would make a series per URL
+		}
+		s.Metrics.requests.WithLabelValues(c.Request().Method, route, strconv.Itoa(status)).Observe(time.Since(start).Seconds())
+		if name, ok := c.Get(commandKey).(string); ok {
+			if o, ok := c.Get(outcomeKey).(string); ok {
+				code = o
+			}
+			outcome := code
+			switch {
+			case c.Response().Header().Get("Idempotent-Replayed") == "true":
+				outcome = "replayed"
+			case status < 400:
+				outcome = "ok"
+			case outcome == "":
+				outcome = strconv.Itoa(status)
+			}
+			s.Metrics.commands.WithLabelValues(name, outcome).Inc()
+		}
+		return nil
+	}
+}
+
+// routeMatched reports whether the request matched a route of the API.
+func routeMatched(c echo.Context) bool {
+	for _, r := range c.Echo().Routes() {
+		if r.Path == c.Path() && r.Method == c.Request().Method {
+			return true
+		}
+	}
+	return false
+}
+
+// serveMetrics answers /metrics.
+func (s *Server) serveMetrics(c echo.Context) error {
+	s.Metrics.handler.ServeHTTP(c.Response(), c.Request())
+	return nil
+}

@@ -1,0 +1,42 @@
+package idempotency
+
+import (
+	"context"
+	"strings"
+)
+
+// Event is a step in the life of a key, as Keys.Observe hears it.
+type Event string
+
+// The steps of a key's life. A request hears claimed, replayed, mismatched or taken-over from
+// Begin, possibly after waited (a duplicate waiting for the holder), or in-flight when the
+// wait ran out, or recovered when the holder had died after its effect; the holder then hears
+// completed or released.
+const (
+	EventClaimed    Event = "claimed"    // a new request holds the key
+	EventReplayed   Event = "replayed"   // a retry gets the stored outcome
+	EventMismatched Event = "mismatched" // the key was used for another request (ErrKeyReused)
+	EventWaited     Event = "waited"     // a duplicate waits for the request that holds the key
+	EventInFlight   Event = "in-flight"  // ... and gave up (ErrInFlight)
+	EventTakenOver  Event = "taken-over" // a claim abandoned or released was taken over
+	EventRecovered  Event = "recovered"  // the outcome was completed from the order's stream
+	EventCompleted  Event = "completed"  // the holder recorded its outcome
+	EventReleased   Event = "released"   // the holder gave the key up without one (a 5xx)
+	EventExpired    Event = "expired"    // the key's TTL passed and its stream was deleted
+)
+
+// Events lists every Event, for metrics that want each to show up from the start.
+var Events = []Event{EventClaimed, EventReplayed, EventMismatched, EventWaited, EventInFlight,
+	EventTakenOver, EventRecovered, EventCompleted, EventReleased, EventExpired}
+
+func (k *Keys) observe(ctx context.Context, e Event, stream string) {
+	if k.Observe != nil {
+		k.Observe(ctx, e, streamKeyHash(stream))
+	}
+}
+
+// streamKeyHash is KeyHash of the key whose stream is named stream.
+func streamKeyHash(stream string) string {
+	h := strings.TrimPrefix(stream, StreamPrefix)
+	return h[:min(len(h), 16)]
+}
