@@ -41,7 +41,7 @@ func TestConformance(t *testing.T) {
 // TestConformanceKurrentDB runs the suite against the KurrentDB server at KURRENTDB_URL, every
 // data location on that one server.
 func TestConformanceKurrentDB(t *testing.T) {
-	url := os.Getenv("KURRENTDB_URL")
+	url := kurrentdbURL()
 	if url == "" {
 		t.Skip("KURRENTDB_URL is not set: no KurrentDB server to test against (the README shows how to start one); " +
 			"TestConformance covered the backend against the test server")
@@ -51,6 +51,9 @@ func TestConformanceKurrentDB(t *testing.T) {
 		return func(t *testing.T) eventstoretest.Backend { return MustOpen(t, url) }
 	}, options)
 }
+
+// kurrentdbURL is the real KurrentDB to test against, if any.
+func kurrentdbURL() string { return os.Getenv("KURRENTDB_URL") }
 
 // StartServer starts a test server on a free port with a new data directory, and stops it when
 // the test ends.
