@@ -52,7 +52,7 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	}
 
 	metrics := api.NewMetrics()
-	store, err := cmd.Backend.open(ctx, cmd.Data, log, metrics.ObserveBatch)
+	store, err := cmd.Backend.openWith(ctx, cmd.Data, log, metrics.ObserveBatch)
 	if err != nil {
 		return err
 	}

@@ -30,9 +30,14 @@ type backend interface {
 const connectTimeout = 15 * time.Second
 
 // open opens the chosen store. A KurrentDB store is asked for its head once, so that a wrong
-// address or credentials stop the start instead of failing every request. The embedded store
-// reports the size of each group commit to onBatch, for metrics.
-func (f storeFlags) open(ctx context.Context, dataDir string, log *slog.Logger, onBatch func(int)) (backend, error) {
+// address or credentials stop the start instead of failing every request.
+func (f storeFlags) open(ctx context.Context, dataDir string, log *slog.Logger) (backend, error) {
+	return f.openWith(ctx, dataDir, log, nil)
+}
+
+// openWith is open for the service, whose embedded store reports the size of each group commit
+// to onBatch, for metrics.
+func (f storeFlags) openWith(ctx context.Context, dataDir string, log *slog.Logger, onBatch func(int)) (backend, error) {
 	switch f.Store {
 	case "kurrentdb":
 		if f.KurrentDBURL == "" {
