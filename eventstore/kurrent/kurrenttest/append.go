@@ -91,10 +91,12 @@ type streamMeta struct {
 
 func (m streamMeta) softDeleted() bool { return m.tb == deletedStream }
 
-// meta returns the stream's metadata. Metadata streams have none.
+// meta returns the stream's metadata. A metadata stream has none of its own but keeps one
+// event, as in KurrentDB: reading it from the start yields the current metadata.
 func (s *Server) meta(ctx context.Context, stream string) (streamMeta, error) {
 	m := streamMeta{version: -1}
 	if isMetaStream(stream) {
+		m.maxCount = 1
 		return m, nil
 	}
 	e := s.entry(metaStream(stream))

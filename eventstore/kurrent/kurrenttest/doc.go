@@ -19,7 +19,9 @@
 //     "exception: stream-deleted", and NoStream, Any or the last revision recreate the stream,
 //     whose revisions go on and whose $tb moves to the first new revision.
 //   - Stream metadata ($tb, $maxAge, $maxCount) set through "$$name" limits what stream reads
-//     return; $all still holds every event, metadata events included.
+//     return; a metadata stream keeps only its last event ($maxCount 1), so the client's
+//     GetStreamMetadata, which reads it forwards, sees the current metadata; $all still holds
+//     every event, metadata events included.
 //   - $all subscriptions take stream-name or event-type filters by prefix or by .NET-style regular
 //     expression (lookaheads work: the expressions are evaluated with regexp2) and send a
 //     checkpoint every checkpointIntervalMultiplier × window events examined.
