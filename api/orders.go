@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/acme/orders/command"
@@ -82,25 +83,67 @@ type eventView struct {
 	Metadata   json.RawMessage `json:"metadata,omitempty"`
 }
 
-// getEvents answers with the order's stream, oldest first.
+// getEvents answers a page of the order's stream: oldest first, or newest first with
+// direction=backwards; fromRevision and limit page through it, and next is where the next
+// page starts.
 func (s *Server) getEvents(c echo.Context) error {
 	id, err := orderID(c)
 	if err != nil {
 		return err
 	}
-	events := []eventView{}
-	for e, err := range s.Store.ReadStream(c.Request().Context(), command.StreamName(id), eventstore.ReadStreamOptions{}) {
+	opts, limit, err := eventsPage(c)
+	if err != nil {
+		return err
+	}
+	opts.Limit = limit + 1
+	page := struct {
+		Events []eventView `json:"events"`
+		Next   *uint64     `json:"next,omitempty"`
+	}{Events: []eventView{}}
+	for e, err := range s.Store.ReadStream(c.Request().Context(), command.StreamName(id), opts) {
 		if errors.Is(err, eventstore.ErrStreamNotFound) {
 			return fmt.Errorf("%w: %s", errOrderNotFound, id)
 		}
 		if err != nil {
 			return err
 		}
+		if uint64(len(page.Events)) == limit {
+			page.Next = &e.Revision
+			break
+		}
 		var md json.RawMessage
 		if len(e.Metadata) > 0 {
 			md = e.Metadata
 		}
-		events = append(events, eventView{Revision: e.Revision, Position: e.Position.Commit, Type: e.Type, RecordedAt: e.Recorded, Data: e.Data, Metadata: md})
+		page.Events = append(page.Events, eventView{Revision: e.Revision, Position: e.Position.Commit, Type: e.Type, RecordedAt: e.Recorded, Data: e.Data, Metadata: md})
 	}
-	return c.JSON(http.StatusOK, map[string]any{"events": events})
+	return c.JSON(http.StatusOK, page)
+}
+
+// eventsPage reads direction, fromRevision and limit (1 to 1000, default 1000).
+func eventsPage(c echo.Context) (eventstore.ReadStreamOptions, uint64, error) {
+	opts := eventstore.ReadStreamOptions{}
+	switch c.QueryParam("direction") {
+	case "", "forwards":
+	case "backwards":
+		opts.Direction, opts.From = eventstore.Backwards, eventstore.End
+	default:
+		return opts, 0, fmt.Errorf("%w: direction is forwards or backwards", errMalformed)
+	}
+	if v := c.QueryParam("fromRevision"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 63)
+		if err != nil {
+			return opts, 0, fmt.Errorf("%w: fromRevision must be a revision", errMalformed)
+		}
+		opts.From = n
+	}
+	limit := uint64(1000)
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || n < 1 || n > 1000 {
+			return opts, 0, fmt.Errorf("%w: limit must be 1 to 1000", errMalformed)
+		}
+		limit = n
+	}
+	return opts, limit, nil
 }

@@ -87,6 +87,7 @@ func (s *Server) Handler() http.Handler {
 		e.GET("/metrics", s.serveMetrics, auth)
 	}
 	e.GET("/v1/orders/:id/events", s.getEvents, auth)
+	e.GET("/v1/orders/:id/state", s.getState, auth)
 	e.POST("/v1/orders/:id/lines", s.command(addLine), auth)
 	e.PUT("/v1/orders/:id/lines/:sku", s.command(changeLine), auth)
 	e.DELETE("/v1/orders/:id/lines/:sku", s.command(removeLine), auth)

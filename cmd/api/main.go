@@ -26,6 +26,7 @@ type cli struct {
 	Serve       serveCmd       `cmd:"" default:"withargs" help:"Run the HTTP service (the default)."`
 	Keys        keysCmd        `cmd:"" help:"Manage API keys."`
 	Projections projectionsCmd `cmd:"" help:"Projection status and rebuilds, through a running service."`
+	Audit       auditCmd       `cmd:"" help:"Order history, state at any point, export and verification of the log."`
 }
 
 // run is main without the process: tests call it directly.
