@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"github.com/acme/orders/eventstore"
@@ -70,10 +71,26 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	s.cancel()
-	// The client's Close closes a channel that its calls send on: close it once none is left.
-	s.inflight.Wait()
+	// The client's Close closes a channel that its calls send on while they connect: close it
+	// once none is left. A caller still inside the body of a loop over a read or subscription
+	// holds its call open without using the client (its gRPC stream is already cancelled), so
+	// the wait is bounded.
+	waited := make(chan struct{})
+	go func() {
+		s.inflight.Wait()
+		close(waited)
+	}()
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case <-waited:
+	case <-t.C:
+	}
 	return s.client.Close()
 }
+
+// closeWait bounds how long Close waits for the calls under way.
+const closeWait = 5 * time.Second
 
 // acquire hands out the client for one call, or says why the call cannot start. The caller
 // calls release when it no longer uses the client, and uses the returned context, which also
