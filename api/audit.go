@@ -1,15 +1,12 @@
 package api
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/acme/orders/command"
-	"github.com/acme/orders/domain/order"
-	"github.com/acme/orders/eventstore"
 	"github.com/labstack/echo/v4"
 )
 
@@ -26,46 +23,29 @@ func (s *Server) getState(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rev, at := c.QueryParam("revision"), c.QueryParam("at")
-	var until uint64
-	var before time.Time
-	switch {
+	var p command.Point
+	switch rev, at := c.QueryParam("revision"), c.QueryParam("at"); {
 	case rev != "" && at == "":
-		if until, err = strconv.ParseUint(rev, 10, 63); err != nil {
+		n, err := strconv.ParseUint(rev, 10, 63)
+		if err != nil {
 			return fmt.Errorf("%w: revision must be a revision number", errMalformed)
 		}
+		p.Revision = &n
 	case at != "" && rev == "":
-		if before, err = time.Parse(time.RFC3339Nano, at); err != nil {
+		if p.At, err = time.Parse(time.RFC3339Nano, at); err != nil {
 			return fmt.Errorf("%w: at must be an RFC 3339 time", errMalformed)
 		}
 	default:
 		return fmt.Errorf("%w: give either revision or at", errMalformed)
 	}
-	var f order.Folder
-	var last uint64
-	folded := false
-	for e, err := range s.Store.ReadStream(c.Request().Context(), command.StreamName(id), eventstore.ReadStreamOptions{}) {
-		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			return fmt.Errorf("%w: %s", errOrderNotFound, id)
-		}
-		if err != nil {
-			return err
-		}
-		if (at == "" && e.Revision > until) || (at != "" && e.Recorded.After(before)) {
-			break
-		}
-		ev, err := order.Unmarshal(e.Type, e.Data)
-		if err != nil {
-			return fmt.Errorf("order %s@%d: %w", id, e.Revision, err)
-		}
-		f.Apply(ev)
-		last, folded = e.Revision, true
-	}
-	if !folded {
+	state, last, ok, err := s.Orders.LoadAt(c.Request().Context(), id, p)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
 		return fmt.Errorf("%w: order %s did not exist then", errNotFound, id)
+	case p.Revision != nil && last < *p.Revision:
+		return fmt.Errorf("%w: order %s has no revision %d", errNotFound, id, *p.Revision)
 	}
-	if at == "" && last < until {
-		return fmt.Errorf("%w: order %s has no revision %d", errNotFound, id, until)
-	}
-	return c.JSON(http.StatusOK, stateView{Revision: last, Order: viewOrder(f.State())})
+	return c.JSON(http.StatusOK, stateView{Revision: last, Order: viewOrder(state)})
 }

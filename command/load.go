@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
@@ -82,4 +83,42 @@ func (h *Handler) Load(ctx context.Context, id, principal, key string) (Order, e
 	}
 	o.State, o.Hash = f.State(), StoredHash(lastMeta)
 	return o, nil
+}
+
+// Point is how far LoadAt folds an order's history: up to and including a revision, or the
+// events recorded at or before a time.
+type Point struct {
+	Revision *uint64
+	At       time.Time
+}
+
+func (p Point) passed(e eventstore.RecordedEvent) bool {
+	if p.Revision != nil {
+		return e.Revision > *p.Revision
+	}
+	return e.Recorded.After(p.At)
+}
+
+// LoadAt folds the order id's events up to p, for audits: the state the order was in then,
+// and the revision of the last event folded. ok is false if the order did not exist then.
+func (h *Handler) LoadAt(ctx context.Context, id string, p Point) (s order.State, revision uint64, ok bool, err error) {
+	var f order.Folder
+	for e, err := range h.Store.ReadStream(ctx, StreamName(id), eventstore.ReadStreamOptions{}) {
+		if errors.Is(err, eventstore.ErrStreamNotFound) {
+			return order.State{}, 0, false, nil
+		}
+		if err != nil {
+			return order.State{}, 0, false, fmt.Errorf("load order %s: %w", id, err)
+		}
+		if p.passed(e) {
+			break
+		}
+		ev, err := order.Unmarshal(e.Type, e.Data)
+		if err != nil {
+			return order.State{}, 0, false, fmt.Errorf("load order %s: event %d: %w", id, e.Revision, err)
+		}
+		f.Apply(ev)
+		revision, ok = e.Revision, true
+	}
+	return f.State(), revision, ok, nil
 }

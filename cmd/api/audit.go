@@ -118,24 +118,11 @@ func (c *auditStateCmd) Run(ctx context.Context, e *env) error {
 		return err
 	}
 	defer s.Close()
-	var f order.Folder
-	var last *uint64
-	for ev, err := range s.ReadStream(ctx, command.StreamName(c.OrderID), eventstore.ReadStreamOptions{}) {
-		if err != nil {
-			return err
-		}
-		if (c.Revision != nil && ev.Revision > *c.Revision) || (c.Revision == nil && ev.Recorded.After(c.At)) {
-			break
-		}
-		o, err := order.Unmarshal(ev.Type, ev.Data)
-		if err != nil {
-			return fmt.Errorf("%s@%d: %w", ev.Stream, ev.Revision, err)
-		}
-		f.Apply(o)
-		rev := ev.Revision
-		last = &rev
+	state, last, ok, err := (&command.Handler{Store: s}).LoadAt(ctx, c.OrderID, command.Point{Revision: c.Revision, At: c.At})
+	if err != nil {
+		return err
 	}
-	if last == nil {
+	if !ok {
 		return errors.New("the order did not exist then")
 	}
 	enc := json.NewEncoder(e.stdout)
@@ -143,7 +130,7 @@ func (c *auditStateCmd) Run(ctx context.Context, e *env) error {
 	return enc.Encode(struct {
 		Revision uint64      `json:"revision"`
 		State    order.State `json:"state"`
-	}{*last, f.State()})
+	}{last, state})
 }
 
 type auditExportCmd struct {
