@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
 
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
@@ -109,6 +110,9 @@ func problemOf(err error) Problem {
 		return problem("unavailable", "the event store cannot take writes now")
 	case errors.Is(err, context.DeadlineExceeded):
 		return problem("unavailable", "the request took longer than the server allows; retry")
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// The connection's read deadline: the client sent its body too slowly.
+		return problem("malformed-request", "the request body did not arrive in time")
 	case errors.As(err, &he):
 		switch he.Code {
 		case http.StatusNotFound:

@@ -1,0 +1,273 @@
+package tests
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acme/orders/idempotency"
+)
+
+// metrics scrapes /metrics into series ("name{labels}") and their values.
+func (s *server) metrics(t testing.TB, header ...string) map[string]float64 {
+	t.Helper()
+	r := s.do(t, "GET", "/metrics", "", nil, header...)
+	wantStatus(t, r, 200)
+	out := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(string(r.body)))
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("metrics line %q: %v", line, err)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "")
+	created := s.do(t, "POST", "/v1/orders", "metrics-create", orderFor("c-metrics"))
+	id := createdID(t, created)
+	checkReplay(t, created, s.do(t, "POST", "/v1/orders", "metrics-create", orderFor("c-metrics")))
+	checkProblem(t, s.do(t, "POST", "/v1/orders", "metrics-create", orderFor("c-other")), 422, "idempotency-key-reused")
+	s.command(t, id, "/cancel", "metrics-cancel", map[string]any{"reason": "test"})
+	checkProblem(t, s.do(t, "POST", "/v1/orders/"+id+"/payments", "metrics-pay", map[string]any{"paymentId": "p", "amount": orderTotal}),
+		409, "invalid-transition")
+	s.order(t, id)
+
+	m := s.metrics(t)
+	for series, want := range map[string]float64{
+		`orders_commands_total{command="create-order",outcome="ok"}`:                                   1,
+		`orders_commands_total{command="create-order",outcome="replayed"}`:                             1,
+		`orders_commands_total{command="create-order",outcome="idempotency-key-reused"}`:               1,
+		`orders_commands_total{command="cancel",outcome="ok"}`:                                         1,
+		`orders_commands_total{command="start-payment",outcome="invalid-transition"}`:                  1,
+		`orders_idempotency_keys_total{event="claimed"}`:                                               3,
+		`orders_idempotency_keys_total{event="completed"}`:                                             3,
+		`orders_idempotency_keys_total{event="replayed"}`:                                              1,
+		`orders_idempotency_keys_total{event="mismatched"}`:                                            1,
+		`orders_idempotency_keys_total{event="taken-over"}`:                                            0,
+		`orders_idempotency_keys_total{event="expired"}`:                                               0,
+		`orders_http_request_duration_seconds_count{method="POST",route="/v1/orders",status="201"}`:    2,
+		`orders_http_request_duration_seconds_count{method="GET",route="/v1/orders/:id",status="200"}`: 1,
+	} {
+		if got, ok := m[series]; !ok || got != want {
+			t.Errorf("%s = %v (present: %v); want %v", series, got, ok, want)
+		}
+	}
+	for _, series := range []string{
+		`orders_eventstore_append_seconds_count{result="ok"}`,
+		`orders_eventstore_batch_size_count`,
+		`orders_eventstore_batch_size_sum`,
+	} {
+		if m[series] < 1 {
+			t.Errorf("%s = %v; want at least 1", series, m[series])
+		}
+	}
+	for _, p := range []string{"orders", "lookups"} {
+		for _, name := range []string{"checkpoint_position", "head_position", "lag_events", "lag_seconds"} {
+			if _, ok := m[fmt.Sprintf(`orders_projection_%s{projection=%q}`, name, p)]; !ok {
+				t.Errorf("no orders_projection_%s for %s", name, p)
+			}
+		}
+	}
+	if m[`orders_projection_checkpoint_position{projection="orders"}`] < 4 {
+		t.Errorf("orders projection checkpoint %v; want it past the 4 events of the order", m[`orders_projection_checkpoint_position{projection="orders"}`])
+	}
+	for series := range m {
+		if strings.Contains(series, id) || strings.Contains(series, "metrics-create") {
+			t.Errorf("series %s names an order or a key: one series per value would grow without bound", series)
+		}
+	}
+}
+
+// logLine is a JSON line of the server's log, as far as these tests read it.
+type logLine struct {
+	Msg       string  `json:"msg"`
+	Level     string  `json:"level"`
+	Event     string  `json:"event"`
+	KeyHash   string  `json:"key_hash"`
+	RequestID string  `json:"request_id"`
+	Principal *string `json:"principal"`
+	Method    string  `json:"method"`
+	Route     string  `json:"route"`
+	Status    int     `json:"status"`
+	LatencyMS *float64
+}
+
+func (s *server) logLines(t testing.TB) []logLine {
+	t.Helper()
+	var lines []logLine
+	for raw := range strings.SplitSeq(s.current().stderr.String(), "\n") {
+		if raw == "" {
+			continue
+		}
+		var l logLine
+		if err := json.Unmarshal([]byte(raw), &l); err != nil {
+			t.Fatalf("log line %q is not JSON: %v", raw, err)
+		}
+		var latency struct {
+			LatencyMS *float64 `json:"latency_ms"`
+		}
+		json.Unmarshal([]byte(raw), &latency)
+		l.LatencyMS = latency.LatencyMS
+		lines = append(lines, l)
+	}
+	return lines
+}
+
+// The logs follow an idempotency key through its life by its hash, with the request id and
+// principal of each step, and never name the key itself.
+func TestLogsFollowAKeyByItsHash(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "")
+	const key = "logs-follow-this-key"
+	first := s.do(t, "POST", "/v1/orders", key, orderFor("c-logs"), "X-Request-Id", "logs-first")
+	createdID(t, first)
+	s.do(t, "POST", "/v1/orders", key, orderFor("c-logs"), "X-Request-Id", "logs-retry")
+	s.do(t, "POST", "/v1/orders", key, orderFor("c-logs-other"), "X-Request-Id", "logs-other")
+
+	hash := idempotency.KeyHash("local", key)
+	want := []struct{ event, request string }{
+		{"claimed", "logs-first"}, {"completed", "logs-first"}, {"replayed", "logs-retry"}, {"mismatched", "logs-other"},
+	}
+	var steps []logLine
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		steps = steps[:0]
+		for _, l := range s.logLines(t) {
+			if l.Msg == "idempotency key" && l.KeyHash == hash {
+				steps = append(steps, l)
+			}
+		}
+		if len(steps) >= len(want) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // the log is read from the process's stderr
+	}
+	if len(steps) != len(want) {
+		t.Fatalf("log lines of key hash %s: %+v; want %d steps", hash, steps, len(want))
+	}
+	for i, w := range want {
+		l := steps[i]
+		if l.Event != w.event || l.RequestID != w.request || l.Principal == nil || *l.Principal != "local" {
+			t.Errorf("step %d of the key: %+v; want event %s of request %s by local", i, l, w.event, w.request)
+		}
+	}
+
+	var request *logLine
+	for _, l := range s.logLines(t) {
+		if l.Msg == "request" && l.RequestID == "logs-first" {
+			request = &l
+		}
+	}
+	if request == nil || request.Method != "POST" || request.Route != "/v1/orders" || request.Status != 201 ||
+		request.Principal == nil || *request.Principal != "local" || request.LatencyMS == nil {
+		t.Errorf("request log line of logs-first: %+v; want method, route, status 201, principal and latency", request)
+	}
+	if strings.Contains(s.current().stderr.String(), key) {
+		t.Errorf("the logs name the idempotency key %q itself", key)
+	}
+}
+
+// slowConn is a client that sends its request one byte at a time, until the server cuts it.
+type slowConn struct {
+	sent int
+	cut  chan struct{} // closed when the server has closed the connection
+}
+
+// trickle sends head at once, then rest one byte per interval, and reports when the server
+// closes the connection (or answers and closes it).
+func trickle(t *testing.T, addr, head, rest string, interval time.Duration, stop <-chan struct{}) *slowConn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	sc := &slowConn{cut: make(chan struct{})}
+	if _, err := io.WriteString(conn, head); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		io.Copy(io.Discard, conn) // returns when the server closes the connection
+		close(sc.cut)
+	}()
+	go func() {
+		for i := 0; i < len(rest); i++ {
+			select {
+			case <-sc.cut:
+				return
+			case <-stop:
+				return
+			case <-time.After(interval):
+			}
+			if _, err := conn.Write([]byte{rest[i]}); err != nil {
+				return
+			}
+			sc.sent++
+		}
+	}()
+	return sc
+}
+
+// Clients that send headers or a body too slowly are cut at the read timeouts, and meanwhile
+// the others are served as usual: slow clients do not hold the server.
+func TestSlowClientsAreCut(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "", "--read-header-timeout", "1s", "--read-timeout", "2s")
+	u, err := url.Parse(s.url(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	const interval = 100 * time.Millisecond
+	// Both would take a minute at this pace.
+	slowHeaders := strings.Repeat("x", 600)
+	body := `{"customerId":"c-slow","currency":"EUR","clientReference":"` + strings.Repeat("y", 550) + `"}`
+	var conns []*slowConn
+	for range 20 {
+		conns = append(conns, trickle(t, u.Host, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ", slowHeaders, interval, stop))
+	}
+	for i := range 5 {
+		head := fmt.Sprintf("POST /v1/orders HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nIdempotency-Key: slow-body-%d\r\nContent-Length: %d\r\n\r\n", i, len(body))
+		conns = append(conns, trickle(t, u.Host, head, body, interval, stop))
+	}
+
+	// The others are served while the slow clients hold their connections.
+	start := time.Now()
+	for i := range 10 {
+		createdID(t, s.do(t, "POST", "/v1/orders", fmt.Sprintf("slow-bystander-%d", i), orderFor("c-bystander")))
+		wantStatus(t, s.do(t, "GET", "/healthz", "", nil), 200)
+	}
+	t.Logf("20 requests served in %v beside %d slow clients", time.Since(start), len(conns))
+
+	for i, c := range conns {
+		select {
+		case <-c.cut:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("slow client %d still connected after 30 s, having sent %d bytes", i, c.sent)
+		}
+	}
+	// None of the slow POSTs ran: their keys were never claimed.
+	for i := range 5 {
+		r := s.do(t, "POST", "/v1/orders", fmt.Sprintf("slow-body-%d", i), orderFor("c-slow"))
+		createdID(t, r)
+		checkFirst(t, r)
+	}
+}
