@@ -37,6 +37,9 @@
 //     current revision only as text, and for a soft-deleted stream KurrentDB reports its last
 //     revision where the contract says NoStream): it is the stream's state just after the
 //     failure, which a concurrent writer may already have moved.
+//   - KurrentDB refuses an append larger than its --max-append-size (1 MiB by default) as an
+//     invalid argument. The suite appends a 1 MiB event: run it against a server started with
+//     --max-append-size=4194304.
 //   - Deleted streams stay in $all, with their events, until a scavenge; the embedded store
 //     removes them at once. A stream read answers not found either way.
 //   - A stream all of whose events are hidden by its metadata ($maxAge, $maxCount, $tb) reads

@@ -56,10 +56,12 @@ func TestConformanceKurrentDB(t *testing.T) {
 func kurrentdbURL() string { return os.Getenv("KURRENTDB_URL") }
 
 // StartServer starts a test server on a free port with a new data directory, and stops it when
-// the test ends.
+// the test ends. Its maximum append size is 4 MiB, as KurrentDB started with
+// --max-append-size=4194304: the suite appends a 1 MiB event between two others, over
+// KurrentDB's default of 1 MiB.
 func StartServer(tb testing.TB) *kurrenttest.Server {
 	tb.Helper()
-	srv, err := kurrenttest.Start("127.0.0.1:0", tb.TempDir(), kurrenttest.Config{})
+	srv, err := kurrenttest.Start("127.0.0.1:0", tb.TempDir(), kurrenttest.Config{MaxAppendSize: 4 << 20})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -376,6 +376,7 @@ func (ss *streamsService) Append(srv streams.Streams_AppendServer) error {
 		expected = expectAny
 	}
 	var events []proposed
+	size := 0
 	for {
 		req, err := srv.Recv()
 		if err == io.EOF {
@@ -391,6 +392,10 @@ func (ss *streamsService) Append(srv streams.Streams_AppendServer) error {
 		ev, err := fromProposed(msg)
 		if err != nil {
 			return err
+		}
+		if size += len(ev.data) + len(ev.custom) + len(ev.typ); size > ss.s.maxSize {
+			grpc.SetTrailer(ctx, metadata.Pairs("exception", "maximum-append-size-exceeded", "maximum-append-size", strconv.Itoa(ss.s.maxSize)))
+			return status.Errorf(codes.InvalidArgument, "Maximum Append Size of %d Exceeded.", ss.s.maxSize)
 		}
 		events = append(events, ev)
 	}

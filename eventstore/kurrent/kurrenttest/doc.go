@@ -22,6 +22,9 @@
 //     return; a metadata stream keeps only its last event ($maxCount 1), so the client's
 //     GetStreamMetadata, which reads it forwards, sees the current metadata; $all still holds
 //     every event, metadata events included.
+//   - An append larger than Config.MaxAppendSize (KurrentDB's --max-append-size, 1 MiB by
+//     default) is refused with InvalidArgument, its size counted as the events' data, custom
+//     metadata and type names (KurrentDB's count differs by a few bytes per event).
 //   - $all subscriptions take stream-name or event-type filters by prefix or by .NET-style regular
 //     expression (lookaheads work: the expressions are evaluated with regexp2) and send a
 //     checkpoint every checkpointIntervalMultiplier × window events examined.

@@ -1,6 +1,7 @@
 package kurrenttest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,10 @@ type Config struct {
 	// IdempotencyWindow is how many recent event ids are remembered for recognising repeated
 	// appends with Any or StreamExists; 0 means 100,000.
 	IdempotencyWindow int
+	// MaxAppendSize is KurrentDB's --max-append-size: an append whose events' data, metadata
+	// and types add up to more bytes is refused with InvalidArgument; 0 means 1 MiB, KurrentDB's
+	// default.
+	MaxAppendSize int
 }
 
 // Server is a running test server. Start it with Start; Close stops it.
@@ -34,6 +39,7 @@ type Server struct {
 	mu      sync.Mutex
 	streams map[string]*entry // streams touched since the start, by name
 	ids     idCache
+	maxSize int
 
 	closeOnce sync.Once
 	closeErr  error
@@ -61,6 +67,7 @@ func Start(addr, dir string, cfg Config) (*Server, error) {
 		done:    make(chan struct{}),
 		streams: map[string]*entry{},
 		ids:     idCache{max: window, byID: map[[16]byte]eventRef{}},
+		maxSize: cmp.Or(cfg.MaxAppendSize, 1<<20),
 		// Stop waits for the handlers, so that the store closes after the last of them.
 		grpc: grpc.NewServer(grpc.WaitForHandlers(true), grpc.MaxRecvMsgSize(17<<20)),
 	}
