@@ -56,6 +56,8 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Baseline marks a target that stores nothing: answers are not checked against orders.
 	Baseline bool
+	// Stop, when closed, ends the run: each client stops after the command it is on.
+	Stop <-chan struct{}
 }
 
 func (c *Config) defaults() {
@@ -98,6 +100,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	stop := func() bool {
 		if ctx.Err() != nil {
 			return true
+		}
+		select {
+		case <-cfg.Stop:
+			return true
+		default:
 		}
 		if cfg.Orders > 0 {
 			return false
