@@ -42,7 +42,12 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 		req := c.Request()
 		body, err := io.ReadAll(req.Body)
 		if err != nil {
-			return err // the body limit's 413
+			var he *echo.HTTPError
+			if errors.As(err, &he) {
+				return err // the body limit's 413
+			}
+			// Shorter than its Content-Length, badly chunked, too slow: the client's fault.
+			return fmt.Errorf("%w: the body could not be read: %v", errMalformed, err)
 		}
 		if len(bytes.TrimSpace(body)) > 0 && !isJSON(req.Header.Get(echo.HeaderContentType)) {
 			return echo.ErrUnsupportedMediaType

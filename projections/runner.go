@@ -266,9 +266,16 @@ func (rn *run) loop(ctx context.Context) {
 		rn.mu.Unlock()
 		if rebuilding {
 			// Rebuild steps run between live batches: the live model keeps up meanwhile.
-			done, err := rn.rebuildStep(ctx)
+			var done bool
+			err := rn.retry(ctx, func() (err error) {
+				done, err = rn.rebuildStep(ctx)
+				if err != nil {
+					err = fmt.Errorf("rebuild: %w", err)
+				}
+				return err
+			})
 			if err != nil {
-				rn.fail(ctx, fmt.Errorf("rebuild: %w", err))
+				rn.setState(StateStopped, nil)
 				return
 			}
 			if !done {
@@ -309,8 +316,8 @@ func (rn *run) loop(ctx context.Context) {
 		if len(batch) == 0 {
 			continue
 		}
-		if err := rn.applyLive(ctx, batch, len(events) == 0); err != nil {
-			rn.fail(ctx, err)
+		if err := rn.retry(ctx, func() error { return rn.applyLive(ctx, batch, len(events) == 0) }); err != nil {
+			rn.setState(StateStopped, nil)
 			return
 		}
 	}
@@ -399,6 +406,34 @@ func (rn *run) advance(last eventstore.RecordedEvent, caughtUp bool) {
 	rn.advanced = make(chan struct{})
 }
 
+// retry runs step until it succeeds or ctx ends. While it fails the projection is failed, with
+// the error in its status, and applies nothing: it never skips an event. A failure that
+// passes (a full disk, a locked file) heals by itself; one that does not (a handler that
+// cannot apply an event) stays visible until the projection or the event is fixed.
+func (rn *run) retry(ctx context.Context, step func() error) error {
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 30*time.Second) {
+		err := step()
+		if err == nil {
+			rn.mu.Lock()
+			if rn.state == StateFailed {
+				rn.state, rn.err = StateCatchingUp, nil
+				if rn.rebuild != nil {
+					rn.state = StateRebuilding
+				}
+				rn.r.log().Info("projection recovered", "projection", rn.p.Name())
+			}
+			rn.mu.Unlock()
+			return nil
+		}
+		rn.fail(ctx, err)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 func (rn *run) setState(s State, err error) {
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
@@ -420,12 +455,6 @@ func (r *Runner) Rebuild(name string) error {
 	rn, ok := r.runs[name]
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownProjection, name)
-	}
-	rn.mu.Lock()
-	failed := rn.state == StateFailed
-	rn.mu.Unlock()
-	if failed {
-		return fmt.Errorf("projection %s has failed; restart the service after fixing it", name)
 	}
 	select {
 	case rn.rebuildReq <- struct{}{}:
@@ -577,7 +606,7 @@ func (r *Runner) Status(ctx context.Context) ([]Status, error) {
 	return out, nil
 }
 
-// ErrBehind: the projection did not reach the position in time.
+// ErrBehind: the projection did not reach the position in time, or is failing and cannot.
 var ErrBehind = errors.New("read model is behind the requested position")
 
 // WaitFor waits until projection name has applied every event up to pos, or until ctx ends
@@ -598,7 +627,7 @@ func (r *Runner) WaitFor(ctx context.Context, name string, pos eventstore.Positi
 		case reached:
 			return nil
 		case failed:
-			return fmt.Errorf("projection %s failed: %w", name, err)
+			return fmt.Errorf("%w: projection %s is failing: %v", ErrBehind, name, err)
 		}
 		select {
 		case <-advanced:
