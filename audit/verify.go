@@ -70,8 +70,8 @@ type Verifier struct {
 type stream struct {
 	last     eventstore.Position // of the stream's last event read
 	next     uint64              // the revision expected next
-	lastHash string          // stored hash of the event at next-1
-	gaps     map[uint64]bool // revisions skipped so far (missing, unless they arrive late); nil if none
+	lastHash string              // stored hash of the event at next-1
+	gaps     map[uint64]bool     // revisions skipped so far (missing, unless they arrive late); nil if none
 	fold     order.Folder
 	paid     int  // payment-confirmed events
 	broken   bool // a chain finding was already made: report only the first

@@ -32,17 +32,21 @@ type cli struct {
 // run is main without the process: tests call it directly.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var c cli
+	exited := false // --help and the like: kong has printed what was asked, nothing to run
 	parser, err := kong.New(&c,
 		kong.Name("api"),
 		kong.Description("An event-sourced order service that never performs a command twice."),
 		kong.Writers(stdout, stderr),
-		kong.Exit(func(int) {}),
+		kong.Exit(func(int) { exited = true }),
 		kong.Resolvers(envResolver(getenv)),
 	)
 	if err != nil {
 		return err
 	}
 	kctx, err := parser.Parse(args)
+	if exited {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
