@@ -48,6 +48,7 @@ func TestMetrics(t *testing.T) {
 	checkProblem(t, s.do(t, "POST", "/v1/orders/"+id+"/payments", "metrics-pay", map[string]any{"paymentId": "p", "amount": orderTotal}),
 		409, "invalid-transition")
 	s.order(t, id)
+	checkProblem(t, s.doInvalid(t, "GET", "/no/such/route/"+id, "", nil), 404, "not-found")
 
 	m := s.metrics(t)
 	for series, want := range map[string]float64{
@@ -64,6 +65,7 @@ func TestMetrics(t *testing.T) {
 		`orders_idempotency_keys_total{event="expired"}`:                                               0,
 		`orders_http_request_duration_seconds_count{method="POST",route="/v1/orders",status="201"}`:    2,
 		`orders_http_request_duration_seconds_count{method="GET",route="/v1/orders/:id",status="200"}`: 1,
+		`orders_http_request_duration_seconds_count{method="GET",route="unmatched",status="404"}`:      1,
 	} {
 		if got, ok := m[series]; !ok || got != want {
 			t.Errorf("%s = %v (present: %v); want %v", series, got, ok, want)
