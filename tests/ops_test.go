@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -272,4 +273,25 @@ func TestSlowClientsAreCut(t *testing.T) {
 		createdID(t, r)
 		checkFirst(t, r)
 	}
+}
+
+// Headers beyond the limit (64 KiB) are refused before any handler runs. The answer is the
+// HTTP server's own 431, outside the API's document, so the request goes around apitest.
+func TestHeadersTooLargeAreRefused(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "")
+	req, err := http.NewRequest("GET", s.url("/healthz"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Big", strings.Repeat("b", 100<<10))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("a 100 KiB header: %d; want 431", res.StatusCode)
+	}
+	wantStatus(t, s.do(t, "GET", "/healthz", "", nil), 200)
 }
