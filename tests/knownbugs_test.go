@@ -9,9 +9,6 @@ import (
 // log it instead of failing, so that CI stays green; ORDERS_KNOWN_BUGS=1 makes them fail.
 // Remove a bug from this list when it is fixed.
 const (
-	// api's command handler returns io.ReadAll's error as it is: only the body limit's error
-	// is an HTTP error, every other one becomes 500 internal.
-	bugUnreadableBody = "a request body that cannot be read (shorter than its Content-Length, or badly chunked) is answered 500 internal, not 400"
 	// projections.Runner: a failed projection stays failed ("restart the service after fixing
 	// it"), and the reads that wait for it answer 500.
 	bugProjectionStaysFailed = "a projection whose write failed once (disk full) stays failed until the service restarts; reads of orders answer 500 internal meanwhile"
