@@ -42,6 +42,7 @@ func (s *Server) caughtUp(c echo.Context, projection string) error {
 	defer cancel()
 	if err := s.Projections.WaitFor(ctx, projection, pos); err != nil {
 		if errors.Is(err, projections.ErrBehind) {
+			c.Response().Header().Set("Retry-After", "1") // the 503's; handleError keeps it
 			return fmt.Errorf("%w: %s has not reached position %d", errBehind, projection, pos.Commit)
 		}
 		return err

@@ -11,6 +11,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/acme/orders/api"
+	"github.com/acme/orders/projections"
 )
 
 // contractProblems is the table of problem codes and statuses of the HTTP contract.
@@ -37,7 +38,7 @@ var contractProblems = map[string]int{
 
 // contractRoutes are the routes of the HTTP contract, with their methods.
 var contractRoutes = map[string][]string{
-	"/v1/orders":                                   {"POST"},
+	"/v1/orders":                                   {"POST", "GET"},
 	"/v1/orders/{id}":                              {"GET"},
 	"/v1/orders/{id}/events":                       {"GET"},
 	"/v1/orders/{id}/lines":                        {"POST"},
@@ -49,12 +50,24 @@ var contractRoutes = map[string][]string{
 	"/v1/orders/{id}/shipments":                    {"POST"},
 	"/v1/orders/{id}/refunds":                      {"POST"},
 	"/v1/orders/{id}/refunds/{refundId}/complete":  {"POST"},
+	"/v1/payments/{paymentId}/confirm":             {"POST"},
+	"/v1/idempotency-keys/{key}":                   {"GET"},
+	"/admin/projections":                           {"GET"},
+	"/admin/projections/{name}/rebuild":            {"POST"},
 	"/openapi.yaml":                                {"GET"},
 	"/healthz":                                     {"GET"},
 	"/readyz":                                      {"GET"},
 	"/problems/{code}":                             {"GET"},
 	"/metrics":                                     {"GET"},
 }
+
+// readModelRoutes answer from a read model: they take minPosition and may answer 503 with
+// Retry-After when the read model has not caught up.
+var readModelRoutes = []string{"/v1/orders", "/v1/orders/{id}", "/v1/idempotency-keys/{key}"}
+
+// keylessPOSTs are naturally idempotent: repeating one has the effect of one, so they take no
+// Idempotency-Key.
+var keylessPOSTs = map[string]bool{"/admin/projections/{name}/rebuild": true}
 
 func load(t *testing.T) *openapi3.T {
 	t.Helper()
@@ -176,6 +189,9 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 				if h := ref.Value.Headers["X-Request-Id"]; h == nil || !h.Value.Required {
 					t.Errorf("%s: response %s does not require X-Request-Id", name, status)
 				}
+				if status == "503" && ref.Value.Headers["Retry-After"] == nil {
+					t.Errorf("%s: response 503 does not document Retry-After", name)
+				}
 			}
 			if !strings.HasPrefix(path, "/v1/") {
 				continue
@@ -209,10 +225,97 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 			switch {
 			case method == "GET" && key != nil:
 				t.Errorf("%s takes an Idempotency-Key", name)
+			case method == "POST" && keylessPOSTs[path]:
+				if key != nil {
+					t.Errorf("%s takes an Idempotency-Key; it is naturally idempotent", name)
+				}
 			case method == "POST" && (key == nil || !key.Required):
 				t.Errorf("%s: Idempotency-Key is not required", name)
 			case (method == "PUT" || method == "DELETE") && (key == nil || key.Required):
 				t.Errorf("%s: Idempotency-Key is not optional", name)
+			}
+		}
+	}
+}
+
+func TestOpenAPIDocumentsReadModels(t *testing.T) {
+	doc := load(t)
+	for _, path := range readModelRoutes {
+		op := doc.Paths.Value(path).Get
+		name := "GET " + path
+		min := op.Parameters.GetByInAndName("query", "minPosition")
+		if min == nil || min.Required || !min.Schema.Value.Type.Is("integer") {
+			t.Errorf("%s: no optional integer query parameter minPosition", name)
+		}
+		// Past the wait bound the answer is 503 with Retry-After, never stale data.
+		unavailable := op.Responses.Status(http.StatusServiceUnavailable)
+		if unavailable == nil {
+			continue // reported by TestOpenAPIDocumentsEveryRoute
+		}
+		if h := unavailable.Value.Headers["Retry-After"]; h == nil || !h.Value.Required {
+			t.Errorf("%s: the 503 of a read model does not require Retry-After", name)
+		}
+	}
+
+	read := doc.Paths.Value("/v1/orders/{id}").Get.Responses.Status(http.StatusOK).Value
+	for _, h := range []string{"ETag", "Log-Position"} {
+		if read.Headers[h] == nil || !read.Headers[h].Value.Required {
+			t.Errorf("GET /v1/orders/{id}: 200 does not require %s", h)
+		}
+	}
+
+	list := doc.Paths.Value("/v1/orders").Get
+	for _, name := range []string{"status", "customerId", "limit", "cursor"} {
+		if p := list.Parameters.GetByInAndName("query", name); p == nil || p.Required {
+			t.Errorf("GET /v1/orders: no optional query parameter %s", name)
+		}
+	}
+	if p := list.Parameters.GetByInAndName("query", "limit"); p != nil {
+		s := p.Schema.Value
+		if s.Min == nil || *s.Min != 1 || s.Max == nil || *s.Max != 500 || s.Default != any(50) && s.Default != any(50.0) {
+			t.Errorf("GET /v1/orders: limit is not 1 to 500, default 50")
+		}
+	}
+	// The status filter takes exactly the statuses an order can have.
+	if p := list.Parameters.GetByInAndName("query", "status"); p != nil {
+		filter := p.Schema.Value.Enum
+		statuses := doc.Components.Schemas["Order"].Value.Properties["status"].Value.Enum
+		if !slices.Equal(filter, statuses) {
+			t.Errorf("GET /v1/orders: status takes %v, an order's status is one of %v", filter, statuses)
+		}
+	}
+	page := list.Responses.Status(http.StatusOK).Value.Content.Get("application/json").Schema.Value
+	if !slices.Equal(page.Required, []string{"orders"}) || page.Properties["orders"] == nil || page.Properties["next"] == nil {
+		t.Errorf("GET /v1/orders: the page is not {orders, next?}")
+	}
+
+	// The projection states are the runner's.
+	var states []any
+	for _, s := range []projections.State{projections.StateCatchingUp, projections.StateLive,
+		projections.StateRebuilding, projections.StateFailed, projections.StateStopped} {
+		states = append(states, string(s))
+	}
+	status := doc.Components.Schemas["ProjectionStatus"].Value
+	if got := status.Properties["state"].Value.Enum; !slices.Equal(got, states) {
+		t.Errorf("ProjectionStatus.state is one of %v, the runner's states are %v", got, states)
+	}
+
+	for _, c := range []struct {
+		method, path string
+		statuses     []int
+	}{
+		{"GET", "/admin/projections", []int{200, 401, 500}},
+		{"POST", "/admin/projections/{name}/rebuild", []int{202, 401, 404, 500}},
+		{"POST", "/v1/payments/{paymentId}/confirm", []int{200, 404, 503}},
+		{"GET", "/v1/idempotency-keys/{key}", []int{200, 404}},
+	} {
+		op := doc.Paths.Value(c.path).GetOperation(c.method)
+		if op == nil {
+			continue // reported by TestOpenAPIDocumentsEveryRoute
+		}
+		for _, status := range c.statuses {
+			if op.Responses.Status(status) == nil {
+				t.Errorf("%s %s: no %d response", c.method, c.path, status)
 			}
 		}
 	}
