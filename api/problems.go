@@ -47,7 +47,7 @@ var problemTypes = []problemType{
 	{"idempotency-key-reused", "Idempotency-Key reused", "This Idempotency-Key was already used for a different request (another body, route or order).", http.StatusUnprocessableEntity},
 	{"command-rejected", "Command rejected", "The order's facts refuse the command (an amount that is not the total, a second payment, ...).", http.StatusUnprocessableEntity},
 	{"internal", "Internal error", "The server failed; the request id identifies it in the logs.", http.StatusInternalServerError},
-	{"unavailable", "Service unavailable", "The event store cannot take writes now; retry later.", http.StatusServiceUnavailable},
+	{"unavailable", "Service unavailable", "The event store cannot take writes, or a read model cannot answer yet; retry after the Retry-After delay.", http.StatusServiceUnavailable},
 }
 
 func problemFor(code string) problemType {

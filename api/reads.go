@@ -1,9 +1,12 @@
 package api
 
 import (
+	"net/url"
+
 	"context"
 	"errors"
 	"fmt"
+	"github.com/acme/orders/domain/order"
 	"net/http"
 	"strconv"
 	"time"
@@ -82,6 +85,9 @@ func (s *Server) listOrders(c echo.Context) error {
 		}
 		limit = n
 	}
+	if st := c.QueryParam("status"); st != "" && !validStatus(st) {
+		return fmt.Errorf("%w: status %q is not an order status", errMalformed, st)
+	}
 	if err := s.caughtUp(c, "orders"); err != nil {
 		return err
 	}
@@ -117,12 +123,26 @@ type keyView struct {
 	Expired     bool       `json:"expired"`
 }
 
+// validStatus reports whether s names an order status.
+func validStatus(s string) bool {
+	for st := order.StatusCreated; st <= order.StatusRefunded; st++ {
+		if st.String() == s {
+			return true
+		}
+	}
+	return false
+}
+
 // getKey answers the caller's own idempotency key from the lookups read model.
 func (s *Server) getKey(c echo.Context) error {
 	if err := s.caughtUp(c, "lookups"); err != nil {
 		return err
 	}
-	row, ok, err := s.Reads.Key(c.Request().Context(), principal(c), c.Param("key"))
+	key, err := url.PathUnescape(c.Param("key"))
+	if err != nil {
+		return fmt.Errorf("%w: the key is not a valid path segment", errMalformed)
+	}
+	row, ok, err := s.Reads.Key(c.Request().Context(), principal(c), key)
 	if err != nil {
 		return err
 	}

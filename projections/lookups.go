@@ -83,6 +83,9 @@ func (Lookups) Apply(ctx context.Context, tx *sql.Tx, t Tables, events []eventst
 				_, err = tx.ExecContext(ctx, `UPDATE `+t["idempotency_keys"]+` SET status = ?, completed_at = ?
 					WHERE stream = ? AND status IS NULL`, c.Status, stamp(c.CompletedAt), e.Stream)
 			}
+		case idempotency.TypeReleased:
+			// Given up without an outcome (a 5xx): the key holds nothing to show.
+			_, err = tx.ExecContext(ctx, `DELETE FROM `+t["idempotency_keys"]+` WHERE stream = ? AND status IS NULL`, e.Stream)
 		case "order.created.v1", "order.payment-started.v1":
 			err = lookupOrder(ctx, tx, t, e)
 		}

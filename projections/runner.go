@@ -456,6 +456,12 @@ func (r *Runner) Rebuild(name string) error {
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownProjection, name)
 	}
+	rn.mu.Lock()
+	running := rn.rebuild != nil
+	rn.mu.Unlock()
+	if running {
+		return nil // a request during a rebuild joins it
+	}
 	select {
 	case rn.rebuildReq <- struct{}{}:
 	default: // already asked
@@ -501,7 +507,8 @@ func (rn *run) rebuildStep(ctx context.Context) (bool, error) {
 	var last eventstore.RecordedEvent
 	read := 0
 	filter := rn.p.Filter()
-	limit := 10 * rn.r.batchSize()
+	// One live batch's worth per step: live events wait for each step, so steps stay short.
+	limit := rn.r.batchSize()
 	for e, err := range rn.r.Feed.ReadAll(ctx, eventstore.ReadAllOptions{From: rb.Checkpoint, Limit: uint64(limit)}) {
 		if err != nil {
 			return false, err
@@ -587,6 +594,9 @@ func (r *Runner) Status(ctx context.Context) ([]Status, error) {
 		rn := r.runs[p.Name()]
 		rn.mu.Lock()
 		s := Status{Name: p.Name(), State: rn.state, Generation: rn.generation, Checkpoint: rn.checkpoint, Head: head}
+		if s.State == StateCatchingUp && rn.checkpoint.Compare(head) >= 0 {
+			s.State = StateLive // nothing arrived since it caught up at start
+		}
 		if rn.err != nil {
 			s.Error = rn.err.Error()
 		}
