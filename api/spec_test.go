@@ -41,6 +41,7 @@ var contractRoutes = map[string][]string{
 	"/v1/orders":                                   {"POST", "GET"},
 	"/v1/orders/{id}":                              {"GET"},
 	"/v1/orders/{id}/events":                       {"GET"},
+	"/v1/orders/{id}/state":                        {"GET"},
 	"/v1/orders/{id}/lines":                        {"POST"},
 	"/v1/orders/{id}/lines/{sku}":                  {"PUT", "DELETE"},
 	"/v1/orders/{id}/payments":                     {"POST"},
