@@ -69,9 +69,13 @@ func (k *Keys) now() time.Time {
 	return time.Now()
 }
 
-// pollInterval is how often a waiting request rereads the key stream, for holders on other
-// nodes; holders in this process wake it at once.
-const pollInterval = 50 * time.Millisecond
+// A waiting request rereads the key stream first after pollFirst, then twice as long each
+// time up to pollMax, for holders on other nodes; holders in this process wake it at once.
+// Backing off keeps a storm of duplicates from drowning the holder in reads.
+const (
+	pollFirst = 25 * time.Millisecond
+	pollMax   = 400 * time.Millisecond
+)
 
 // Begin claims the key for r, or returns the outcome to replay. Errors: ErrKeyReused,
 // ErrInFlight, and the store's.
@@ -80,6 +84,7 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 	// The wait bound is real time spent here, whatever the clock of leases and expiry says.
 	deadline := time.Now().Add(k.wait())
 	looked := false // in the order's stream, for a holder that died after its append
+	poll := pollFirst
 	waited := false
 	for {
 		changed := k.changes()
@@ -158,7 +163,8 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 			waited = true
 			k.observe(ctx, EventWaited, stream)
 		}
-		t := time.NewTimer(min(left, pollInterval, st.current.LeaseUntil.Sub(now)+time.Millisecond))
+		t := time.NewTimer(min(left, poll, st.current.LeaseUntil.Sub(now)+time.Millisecond))
+		poll = min(2*poll, pollMax)
 		select {
 		case <-changed:
 		case <-t.C:
