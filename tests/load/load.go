@@ -341,7 +341,7 @@ func (w *worker) command(ctx context.Context, o *Order, c *Command, want int) (r
 			copies = 2 + w.rng.IntN(3)
 		}
 	}
-	first, ok := w.concurrently(ctx, req, copies, func(r reply) bool { return r.status == want })
+	first, ok := w.concurrently(ctx, req, copies)
 	if !ok {
 		o.unknown(c)
 		return reply{}, false
@@ -364,7 +364,7 @@ func (w *worker) command(ctx context.Context, o *Order, c *Command, want int) (r
 
 // concurrently sends copies of req at once and returns the original answer (the one not
 // replayed), after checking that the others replay it. ok is false if no copy was answered.
-func (w *worker) concurrently(ctx context.Context, req request, copies int, good func(reply) bool) (reply, bool) {
+func (w *worker) concurrently(ctx context.Context, req request, copies int) (reply, bool) {
 	replies := make([]reply, copies)
 	errs := make([]error, copies)
 	if copies == 1 {
