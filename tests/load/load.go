@@ -44,7 +44,8 @@ type Config struct {
 	// CancelShare, FailShare and RefundShare are the shares of orders cancelled (half before
 	// payment, half while paying), whose first payment fails, and refunded after shipping.
 	CancelShare, FailShare, RefundShare float64
-	// Seed makes the workload's choices repeatable; the key names come from Run.
+	// Seed seeds each client's choices (which lifecycle number a client draws next depends
+	// on timing); the key names come from Run.
 	Seed uint64
 	// Run prefixes every key and customer id, so that runs against one server do not meet.
 	Run string
