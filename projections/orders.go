@@ -1,9 +1,10 @@
 package projections
 
 import (
+	json "github.com/goccy/go-json"
+
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -68,7 +69,12 @@ func (Orders) Apply(ctx context.Context, tx *sql.Tx, t Tables, events []eventsto
 	for _, e := range events {
 		id := strings.TrimPrefix(e.Stream, command.StreamName(""))
 		row, ok := rows[id]
-		if !ok {
+		if !ok && e.Revision == 0 {
+			// A new order: no row to read (a rebuild meets only these).
+			row = &orderRow{}
+			rows[id] = row
+			touched = append(touched, id)
+		} else if !ok {
 			row = &orderRow{}
 			var state []byte
 			err := tx.QueryRowContext(ctx, `SELECT principal, position, state FROM `+table+` WHERE id = ?`, id).Scan(&row.principal, &row.position, &state)
