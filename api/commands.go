@@ -233,12 +233,14 @@ func decode(body []byte, v any) error {
 	if !utf8.Valid(body) {
 		return fmt.Errorf("%w: the body is not valid UTF-8", errMalformed)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
+	r := bytes.NewReader(body)
+	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("%w: %v", errMalformed, err)
 	}
-	if dec.More() {
+	// Decoder.More is false before a stray ] or }: look at what is left instead.
+	if rest, _ := io.ReadAll(io.MultiReader(dec.Buffered(), r)); len(bytes.TrimSpace(rest)) > 0 {
 		return fmt.Errorf("%w: data after the JSON object", errMalformed)
 	}
 	return nil

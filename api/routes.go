@@ -1,6 +1,8 @@
 package api
 
 import (
+	"bytes"
+
 	"github.com/acme/orders/domain/order"
 	"github.com/labstack/echo/v4"
 )
@@ -97,6 +99,9 @@ var changeLine = route{parse: func(c echo.Context, body []byte) (func(string) or
 }}
 
 var removeLine = route{parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+	if err := noBody(body); err != nil {
+		return nil, err
+	}
 	return fixed(order.RemoveLine{SKU: c.Param("sku")}), nil
 }}
 
@@ -170,14 +175,20 @@ var requestRefund = route{parse: func(c echo.Context, body []byte) (func(string)
 }}
 
 var completeRefund = route{parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
-	if len(body) > 0 {
-		var b struct{}
-		if err := decode(body, &b); err != nil {
-			return nil, err
-		}
+	if err := noBody(body); err != nil {
+		return nil, err
 	}
 	return fixed(order.CompleteRefund{RefundID: c.Param("refundId")}), nil
 }}
+
+// noBody accepts an empty body or an empty JSON object, for commands whose path says it all.
+func noBody(body []byte) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	var b struct{}
+	return decode(body, &b)
+}
 
 // fixed is the builder of a command that does not name its order.
 func fixed(c order.Command) func(string) order.Command {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 )
 
 // MaxKeyLen is the longest Idempotency-Key accepted.
@@ -56,13 +57,15 @@ func canonicalJSON(body []byte) ([]byte, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
+	r := bytes.NewReader(body)
+	dec := json.NewDecoder(r)
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformedBody, err)
 	}
-	if dec.More() {
+	// Decoder.More is false before a stray ] or }: look at what is left instead.
+	if rest, _ := io.ReadAll(io.MultiReader(dec.Buffered(), r)); len(bytes.TrimSpace(rest)) > 0 {
 		return nil, fmt.Errorf("%w: data after the JSON value", ErrMalformedBody)
 	}
 	// encoding/json writes map keys sorted and json.Number as written.

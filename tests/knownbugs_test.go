@@ -1,21 +1,15 @@
 package tests
 
 import (
-	"os"
 	"testing"
 )
 
 // Server bugs that the tests found are named by constants beside the tests that found them.
-// Until one is fixed, the checks it fails call knownBug, which logs instead of failing, so
-// that CI stays green; ORDERS_KNOWN_BUGS=1 makes them fail. Remove a bug when it is fixed.
+// All of them are fixed; the checks stay as regression tests and fail like any other. (While
+// a bug was open, knownBug only logged, so that CI stayed green.)
 
-// knownBug reports a failure that bug explains: it fails t with ORDERS_KNOWN_BUGS=1, and
-// only logs it otherwise.
+// knownBug fails t with the failure that bug once explained.
 func knownBug(t testing.TB, bug, format string, args ...any) {
 	t.Helper()
-	if os.Getenv("ORDERS_KNOWN_BUGS") != "" {
-		t.Errorf("known server bug: "+bug+": "+format, args...)
-		return
-	}
-	t.Logf("known server bug, not failing (ORDERS_KNOWN_BUGS=1 fails): "+bug+": "+format, args...)
+	t.Errorf("regression of a fixed server bug: "+bug+": "+format, args...)
 }
