@@ -83,7 +83,8 @@ func Open(dir string, cfg Config) (*Store, error) {
 		wdb.Close()
 		return nil, fmt.Errorf("open event store %s: %w", path, err)
 	}
-	rdb.SetMaxIdleConns(4)
+	// Keep enough idle readers for a busy server: opening one costs more than a read.
+	rdb.SetMaxIdleConns(16)
 
 	s := &Store{
 		cfg:      cfg,
