@@ -11,6 +11,10 @@ import (
 
 const driverName = "sqlite3-orders"
 
+// driverOwnsBlobs: mattn/go-sqlite3 hands out every BLOB as a fresh C.GoBytes copy (its
+// SQLiteRows.Next), so readers keep it without copying it again.
+const driverOwnsBlobs = true
+
 func init() {
 	// Every connection maps the file into memory for reads: a page read is then a memory
 	// access instead of a pread system call, which doubled long scans here.

@@ -10,6 +10,9 @@ import (
 
 const driverName = "sqlite"
 
+// driverOwnsBlobs: not established for modernc.org/sqlite, so readers copy.
+const driverOwnsBlobs = false
+
 // dsn opens path in WAL mode with the given synchronous setting (see the package doc).
 func dsn(path, synchronous string) string {
 	return "file:" + url.PathEscape(path) +

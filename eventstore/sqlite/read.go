@@ -214,8 +214,8 @@ func recorded(row []driver.Value, stream string) (eventstore.RecordedEvent, erro
 		Revision: uint64(rev),
 		Position: position(uint64(pos)),
 		Type:     string(asBytes(row[3])),
-		Data:     bytes.Clone(asBytes(row[4])),
-		Metadata: bytes.Clone(asBytes(row[5])),
+		Data:     ownBytes(row[4]),
+		Metadata: ownBytes(row[5]),
 		Recorded: time.Unix(0, nanos).UTC(),
 	}, nil
 }
@@ -229,4 +229,14 @@ func asBytes(v any) []byte {
 		return []byte(v)
 	}
 	return nil
+}
+
+// ownBytes returns a BLOB column's bytes for the caller to keep, copying them only if the
+// driver may reuse its buffer (see driverOwnsBlobs).
+func ownBytes(v any) []byte {
+	b := asBytes(v)
+	if driverOwnsBlobs {
+		return b
+	}
+	return bytes.Clone(b)
 }
