@@ -2,81 +2,19 @@ package audit_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/acme/orders/audit"
-	"github.com/acme/orders/command"
-	"github.com/acme/orders/domain/order"
-	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/command/commandtest"
 	"github.com/acme/orders/eventstore/sqlite"
-	"github.com/google/uuid"
 )
 
 // benchOrders orders of 10 chained events each make the verifier's million-event log.
 const benchOrders = 100_000
 
-// chainedLog returns the data directory of a log of benchOrders chained order histories,
-// generated on the first run and kept in the temporary directory.
-func chainedLog(b *testing.B) string {
-	b.Helper()
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("orders-bench-chained-%d-v1", benchOrders))
-	if _, err := os.Stat(filepath.Join(dir, "complete")); err == nil {
-		return dir
-	}
-	os.RemoveAll(dir)
-	s, err := sqlite.Open(dir, sqlite.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var wg sync.WaitGroup
-	for w := range 16 {
-		wg.Go(func() {
-			for i := w; i < benchOrders; i += 16 {
-				id := fmt.Sprintf("bench%07d", i)
-				history := []order.Event{order.Created{OrderID: id, CustomerID: fmt.Sprint("c", i%1000), Currency: "EUR", At: at}}
-				for l := range 5 {
-					history = append(history, order.LineAdded{SKU: fmt.Sprint("sku-", l), Quantity: 1, UnitPrice: order.Money{Amount: 100, Currency: "EUR"}, At: at})
-				}
-				pay := order.Money{Amount: 500, Currency: "EUR"}
-				history = append(history, order.PaymentStarted{PaymentID: "p" + id, Amount: pay, At: at},
-					order.PaymentConfirmed{PaymentID: "p" + id, Amount: pay, At: at},
-					order.Shipped{Carrier: "ups", TrackingNumber: "t" + id, At: at},
-					order.RefundRequested{RefundID: "r" + id, Amount: order.Money{Amount: 100, Currency: "EUR"}, At: at})
-				stream := command.StreamName(id)
-				prev := command.Genesis
-				events := make([]eventstore.EventData, len(history))
-				for j, e := range history {
-					typ, data, _ := order.Marshal(e)
-					m, _ := json.Marshal(command.Metadata{Principal: "bench", Command: "bench", At: at, PrevHash: prev})
-					prev = command.ChainHash(prev, stream, uint64(j), typ, data, m)
-					md := append([]byte(`{"hash":"`+prev+`",`), m[1:]...)
-					events[j] = eventstore.EventData{ID: uuid.New(), Type: typ, Data: data, Metadata: md}
-				}
-				if _, err := s.Append(context.Background(), stream, eventstore.NoStream, events...); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	s.Close()
-	if err := os.WriteFile(filepath.Join(dir, "complete"), nil, 0o644); err != nil {
-		b.Fatal(err)
-	}
-	return dir
-}
-
 // BenchmarkVerify verifies a clean log of 1,000,000 chained order events.
 func BenchmarkVerify(b *testing.B) {
-	s, err := sqlite.Open(chainedLog(b), sqlite.Config{})
+	s, err := sqlite.Open(commandtest.Log(b, benchOrders), sqlite.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
