@@ -110,6 +110,9 @@ type Phase struct {
 	CommandsCPU CPU        `json:"commandsCpu"`
 	Replays     load.Stats `json:"replays"`
 	ReplaysCPU  CPU        `json:"replaysCpu"`
+	// CommandsLag is the projection lag over the window of the lifecycles; none for the
+	// baseline, which has no read models.
+	CommandsLag *Lag `json:"commandsLag,omitempty"`
 }
 
 // Ratios compare the server with the baseline.
@@ -123,6 +126,7 @@ type TargetStatus struct {
 	Commands *bool `json:"commands,omitempty"`
 	P99      bool  `json:"p99"`
 	Replays  *bool `json:"replays,omitempty"`
+	Lag      bool  `json:"lag"` // max of the lag samples ≤ targetLag, none failed (issue 5)
 }
 
 // Machine is where the figures were taken.
@@ -222,6 +226,7 @@ func (cmd *runCmd) Run(ctx context.Context, e *env) error {
 	f.Server = p
 
 	f.Targets.P99 = p.Commands.Latency.P99 <= targetP99
+	f.Targets.Lag = p.CommandsLag.met()
 	if f.Baseline != nil {
 		f.Ratios = &Ratios{
 			Commands: p.Commands.CommandsPerSecond() / f.Baseline.Commands.CommandsPerSecond(),
@@ -268,13 +273,33 @@ func (cmd *runCmd) config(url string, baseline bool) load.Config {
 }
 
 // phase runs the lifecycles, then replays every acknowledged command.
-// The processor use of the window is sampled at its ends; with --orders the window is the run.
+// The processor use of the window is sampled at its ends, and the server's projection lag
+// over it; with --orders the window is the run.
 func (cmd *runCmd) phase(ctx context.Context, url string, pid int, baseline bool, say func(string, ...any)) (Phase, *load.Ledger, error) {
 	cfg := cmd.config(url, baseline)
 	name := map[bool]string{true: "baseline", false: "server"}[baseline]
 	say("%s: %d clients, lifecycles for %v after %v of warm-up", name, cmd.Clients, cmd.Duration, cmd.Warmup)
 	window := make(chan [2]cpuSample, 1)
 	runCtx, cancel := context.WithCancel(ctx)
+	runCfg := cfg
+	lagged := make(chan *Lag, 1)
+	if baseline {
+		lagged <- nil
+	} else {
+		watch := &ackWatch{next: load.NewTransport(cmd.Clients)}
+		runCfg.Transport = watch
+		go func() {
+			stop := runCtx
+			if cmd.Orders == 0 {
+				sleepCtx(runCtx, cmd.Warmup)
+				var end context.CancelFunc
+				stop, end = context.WithTimeout(runCtx, cmd.Duration)
+				defer end()
+			}
+			l := probeLag(ctx, stop.Done(), url, cmd.Token, watch)
+			lagged <- &l
+		}()
+	}
 	go func() {
 		var w [2]cpuSample
 		if cmd.Orders == 0 {
@@ -289,13 +314,13 @@ func (cmd *runCmd) phase(ctx context.Context, url string, pid int, baseline bool
 		}
 		window <- w
 	}()
-	res, err := load.Run(ctx, cfg)
+	res, err := load.Run(ctx, runCfg)
 	cancel()
-	w := <-window
+	w, lag := <-window, <-lagged
 	if err != nil {
 		return Phase{}, nil, err
 	}
-	p := Phase{Commands: res.Stats, CommandsCPU: cpuBetween(w[0], w[1], res.Stats.Commands)}
+	p := Phase{Commands: res.Stats, CommandsCPU: cpuBetween(w[0], w[1], res.Stats.Commands), CommandsLag: lag}
 	say("%s: %.0f commands/s; replaying %d acknowledged commands", name, res.Stats.CommandsPerSecond(), len(res.Ledger.Commands()))
 	before := sampleCPU(pid)
 	if p.Replays, err = load.Replay(ctx, cfg, res.Ledger); err != nil {
@@ -342,6 +367,16 @@ func report(w io.Writer, f Figures) {
 	cpu("replays", "server", f.Server.ReplaysCPU)
 	tw.Flush()
 	fmt.Fprintln(w)
+	if l := f.Server.CommandsLag; l != nil {
+		fmt.Fprintf(tw, "projection lag, server commands\tsamples\tfailed\tp50\tp99\tmax\t\n")
+		fmt.Fprintf(tw, "acknowledged → GET ?minPosition= answers 200\t%d\t%d\t%v\t%v\t%v\t\n", l.Samples, l.Failed, round(l.P50), round(l.P99), round(l.Max))
+		fmt.Fprintf(tw, "server's view (%d polls, %d failed)\tmax lagEvents\tmax lagSeconds\t\t\t\t\n", l.StatusPolls, l.StatusErrors)
+		for _, p := range l.Projections {
+			fmt.Fprintf(tw, "%s\t%d\t%.3f\t\t\t\t\n", p.Name, p.MaxLagEvents, p.MaxLagSeconds)
+		}
+		tw.Flush()
+		fmt.Fprintf(w, "(one sample every %v, one request at a time; a sample includes one HTTP round trip)\n\n", lagEvery)
+	}
 
 	met := func(ok bool) string { return map[bool]string{true: "met", false: "MISSED"}[ok] }
 	if f.Ratios != nil {
@@ -349,6 +384,10 @@ func report(w io.Writer, f Figures) {
 		fmt.Fprintf(w, "replays/s vs baseline:  %.3f (target ≥ %.2f: %s)\n", f.Ratios.Replays, targetReplays, met(*f.Targets.Replays))
 	}
 	fmt.Fprintf(w, "command p99:            %v (target ≤ %v: %s)\n", round(f.Server.Commands.Latency.P99), targetP99, met(f.Targets.P99))
+	if l := f.Server.CommandsLag; l != nil {
+		fmt.Fprintf(w, "projection lag p99:     %v, max %v of %d samples, %d failed (target: max ≤ %v, none failed: %s)\n",
+			round(l.P99), round(l.Max), l.Samples, l.Failed, targetLag, met(f.Targets.Lag))
+	}
 	v := f.Verify
 	fmt.Fprintf(w, "ledger: %d orders, %d commands acknowledged (%d unanswered), %d events: %d lost, %d duplicated, %d mismatched, %d phantom\n",
 		v.Orders, v.Commands, v.Unknown, v.Events, v.Lost, v.Duplicated, v.Mismatched, v.Phantoms)
@@ -358,6 +397,14 @@ func report(w io.Writer, f Figures) {
 	}
 	for _, s := range append(f.Server.Commands.Samples, f.Server.Replays.Samples...) {
 		fmt.Fprintln(w, "  error:", s)
+	}
+	if l := f.Server.CommandsLag; l != nil {
+		for _, s := range l.Errors {
+			fmt.Fprintln(w, "  lag probe:", s)
+		}
+		if l.StatusError != "" {
+			fmt.Fprintf(w, "  lag probe: %s (%d of %d polls failed)\n", l.StatusError, l.StatusErrors, l.StatusPolls)
+		}
 	}
 	fmt.Fprintf(w, "verdict: %s\n", map[bool]string{true: "OK: nothing lost, nothing applied twice, every replay identical", false: "FAILED"}[f.OK])
 }
