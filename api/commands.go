@@ -143,21 +143,17 @@ func keep(out idempotency.Outcome, err error) bool {
 	return out.Status < 500 && !errors.Is(err, command.ErrConflict)
 }
 
-func (s *Server) run(ctx context.Context, orderID string, cmd order.Command, md command.Metadata, ifMatch *uint64) (command.Result, error) {
-	if _, create := cmd.(order.CreateOrder); !create {
-		// Only the principal that created an order commands it; to anyone else it does not exist.
-		owner, found, err := s.orderOwner(ctx, orderID)
-		if err != nil {
-			return command.Result{}, err
-		}
-		if found && owner != md.Principal {
-			return command.Result{}, notYours(orderID, cmd, ifMatch)
-		}
-	}
+func (s *Server) run(ctx context.Context, orderID string, cmd order.Command, md command.Metadata, ifMatch *uint64) (res command.Result, err error) {
 	if ifMatch != nil {
-		return s.Orders.HandleAt(ctx, orderID, cmd, md, *ifMatch)
+		res, err = s.Orders.HandleAt(ctx, orderID, cmd, md, *ifMatch)
+	} else {
+		res, err = s.Orders.Handle(ctx, orderID, cmd, md)
 	}
-	return s.Orders.Handle(ctx, orderID, cmd, md)
+	if errors.Is(err, command.ErrNotOwner) {
+		// To anyone but its creator, an order does not exist.
+		return command.Result{}, notYours(orderID, cmd, ifMatch)
+	}
+	return res, err
 }
 
 // respond turns a command's result into the response that is sent, stored and replayed.

@@ -19,6 +19,8 @@ var (
 	ErrKeyReused = errors.New("idempotency key already used for another request on this order")
 	// ErrPreconditionFailed: the order is not at the revision the request required (If-Match).
 	ErrPreconditionFailed = errors.New("order is not at the expected revision")
+	// ErrNotOwner: the order was created by another principal, and only its creator commands it.
+	ErrNotOwner = errors.New("order belongs to another principal")
 )
 
 // StreamName is the event stream of the order with id.
@@ -52,6 +54,9 @@ type Result struct {
 // refused; for a ConfirmPayment the order refuses but must record, it returns both a Result
 // with the recorded events and the *order.Error. Other errors: ErrConflict, ErrKeyReused and
 // the store's.
+//
+// Only the principal that created an order commands it: for any other (md.Principal), Handle
+// returns ErrNotOwner and changes nothing.
 func (h *Handler) Handle(ctx context.Context, id string, c order.Command, md Metadata) (Result, error) {
 	return h.handle(ctx, id, c, md, nil)
 }
@@ -73,6 +78,9 @@ func (h *Handler) handle(ctx context.Context, id string, c order.Command, md Met
 		o, err := h.Load(ctx, id, md.Principal, md.IdempotencyKey)
 		if err != nil {
 			return Result{}, err
+		}
+		if o.State.Version > 0 && o.Owner != md.Principal {
+			return Result{}, fmt.Errorf("%s on order %s: %w", md.Command, id, ErrNotOwner)
 		}
 		if o.Key != nil {
 			return repeated(id, o.Key, md)

@@ -107,12 +107,6 @@ func TestHandleRepeatedKeyIsAnsweredFromTheStream(t *testing.T) {
 	if !errors.Is(err, command.ErrKeyReused) {
 		t.Fatalf("key reused for another request: got %v, want ErrKeyReused", err)
 	}
-	// Same key of another principal: a different key.
-	other := keyed("k1", "fp1")
-	other.Principal = "shop-2"
-	if _, err := h.Handle(ctx, "o1", order.Cancel{Reason: "r"}, other); err != nil {
-		t.Fatalf("another principal's k1: %v", err)
-	}
 }
 
 // lossyStore loses the answer to the first append that succeeds, as a timed-out client would.
@@ -233,7 +227,7 @@ func TestHandleDuplicateChargeIsRecordedAndRefused(t *testing.T) {
 		}
 	}
 	// The provider's callback for the same payment, again, without a key: a no-op.
-	res, err := h.Handle(ctx, "o1", order.ConfirmPayment{PaymentID: "pay-1", Amount: eur(2000)}, command.Metadata{Principal: "psp"})
+	res, err := h.Handle(ctx, "o1", order.ConfirmPayment{PaymentID: "pay-1", Amount: eur(2000)}, command.Metadata{Principal: "shop-1"})
 	if err != nil || len(res.Events) != 0 {
 		t.Fatalf("same payment confirmed again: %+v, %v", res, err)
 	}
@@ -258,6 +252,31 @@ func TestHandleMissingOrder(t *testing.T) {
 	_, err := h.Handle(context.Background(), "nope", order.Cancel{Reason: "r"}, command.Metadata{})
 	if !errors.Is(err, order.KindNotFound) {
 		t.Fatalf("got %v, want not found", err)
+	}
+}
+
+// Only the principal that created an order commands it; another one's command, keyed or not,
+// changes nothing, even with a key the creator used (keys are scoped to their principal).
+func TestHandleRefusesAnotherPrincipal(t *testing.T) {
+	h, s := newHandler(t)
+	ctx := context.Background()
+	created, err := h.Handle(ctx, "o1", create("o1"), keyed("k1", "fp1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := keyed("k1", "fp1")
+	other.Principal = "shop-2"
+	for _, md := range []command.Metadata{other, {Principal: "shop-2"}} {
+		_, err := h.Handle(ctx, "o1", order.Cancel{Reason: "r"}, md)
+		if !errors.Is(err, command.ErrNotOwner) {
+			t.Fatalf("%+v: got %v, want ErrNotOwner", md, err)
+		}
+	}
+	if n := len(streamEvents(t, s, "o1")); n != len(created.Events) {
+		t.Fatalf("%d events, want only the creation's %d", n, len(created.Events))
+	}
+	if _, err := h.Handle(ctx, "o1", order.Cancel{Reason: "r"}, keyed("k2", "fp2")); err != nil {
+		t.Fatalf("the creator's command: %v", err)
 	}
 }
 

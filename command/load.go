@@ -17,6 +17,8 @@ type Order struct {
 	State    order.State         // zero (StatusNone) when the stream does not exist
 	Position eventstore.Position // of the last event; zero when the stream does not exist
 	Hash     string              // chain hash of the last event; "" if it has none
+	// Owner is the principal that created the order (from its first event's metadata).
+	Owner string
 	// Key is where the events of the idempotency key asked for are, if the stream has any.
 	Key *KeyEvents
 }
@@ -65,14 +67,18 @@ func (h *Handler) Load(ctx context.Context, id, principal, key string) (Order, e
 		}
 		f.Apply(ev)
 		o.Position, lastMeta = e.Position, e.Metadata
-		if needle == nil || !bytes.Contains(e.Metadata, needle) {
+		first := e.Revision == 0
+		if !first && (needle == nil || !bytes.Contains(e.Metadata, needle)) {
 			continue
 		}
 		var md Metadata
 		if err := json.Unmarshal(e.Metadata, &md); err != nil {
 			return Order{}, fmt.Errorf("load order %s: event %d metadata: %w", id, e.Revision, err)
 		}
-		if md.IdempotencyKey != key || md.Principal != principal {
+		if first {
+			o.Owner = md.Principal
+		}
+		if needle == nil || md.IdempotencyKey != key || md.Principal != principal {
 			continue
 		}
 		if o.Key == nil {
