@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/acme/orders/eventstore"
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // Keys runs the key protocol on an event store. Set Store; the other fields have defaults.
@@ -25,6 +26,12 @@ type Keys struct {
 	// Observe, if set, hears each step of a key's life (see Event) with the key's hash
 	// (KeyHash), for logs and metrics; ctx is the request's. It must not block.
 	Observe func(ctx context.Context, e Event, keyHash string)
+	// Remember is how many completed keys are kept in memory, so that their replays need no
+	// read of the store; 0 means 65,536, a negative number none.
+	Remember int
+
+	memoryOnce sync.Once
+	done       *lru.Cache[string, remembered] // see memory
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced when this process completes or releases a key
@@ -49,6 +56,8 @@ type Claim struct {
 	// Takeover is set when the key was taken over from a request that died or gave up; the
 	// command may already have taken effect, which the order's stream will tell.
 	Takeover bool
+
+	first Claimed // this claim, standing for the key's first: fingerprint and expiry
 }
 
 func (k *Keys) ttl() time.Duration   { return or(k.TTL, 24*time.Hour) }
@@ -81,17 +90,31 @@ const (
 // ErrInFlight, and the store's.
 func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 	stream := StreamName(r.Principal, r.Key)
+	if done, ok := k.recall(stream, k.now()); ok {
+		if done.fingerprint != r.Fingerprint {
+			k.observe(ctx, EventMismatched, stream)
+			return nil, nil, ErrKeyReused
+		}
+		k.observe(ctx, EventReplayed, stream)
+		return nil, &done.outcome, nil
+	}
 	// The wait bound is real time spent here, whatever the clock of leases and expiry says.
 	deadline := time.Now().Add(k.wait())
 	looked := false // in the order's stream, for a holder that died after its append
 	poll := pollFirst
 	waited := false
+	// Most keys are new: claim first, and read the key's stream only if that fails.
+	fresh := true
 	for {
 		changed := k.changes()
-		st, err := k.read(ctx, stream)
-		if err != nil {
-			return nil, nil, err
+		var st keyState
+		if !fresh {
+			var err error
+			if st, err = k.read(ctx, stream); err != nil {
+				return nil, nil, err
+			}
 		}
+		fresh = false
 		now := k.now()
 		switch {
 		case st.exists && !st.first.ExpiresAt.After(now):
@@ -121,6 +144,7 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 			k.observe(ctx, EventMismatched, stream)
 			return nil, nil, ErrKeyReused
 		case st.done != nil:
+			k.remember(stream, st.first, st.done)
 			k.observe(ctx, EventReplayed, stream)
 			return nil, &st.done.Outcome, nil
 		case st.released || !st.current.LeaseUntil.After(now):
@@ -149,6 +173,7 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 					continue
 				}
 				if err == nil {
+					k.remember(stream, st.first, &Completed{Outcome: *out})
 					k.observe(ctx, EventRecovered, stream)
 				}
 				return nil, out, err
@@ -177,10 +202,11 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 }
 
 func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.ExpectedRevision, r Request, orderID string, now, expires time.Time) (*Claim, error) {
-	e, err := newEvent(TypeClaimed, Claimed{
+	claimed := Claimed{
 		Principal: r.Principal, Key: r.Key, Method: r.Method, Path: r.Path, Fingerprint: r.Fingerprint,
 		OrderID: orderID, Claimant: r.Claimant, ClaimedAt: now, LeaseUntil: now.Add(k.lease()), ExpiresAt: expires,
-	})
+	}
+	e, err := newEvent(TypeClaimed, claimed)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +214,8 @@ func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.Exp
 	if err != nil {
 		return nil, err
 	}
-	return &Claim{Stream: stream, Revision: res.Revision, OrderID: orderID}, nil
+	// A takeover's claim has the original's fingerprint and expiry: it stands for it.
+	return &Claim{Stream: stream, Revision: res.Revision, OrderID: orderID, first: claimed}, nil
 }
 
 // Complete records the outcome of the claim's request. If the claim was taken over meanwhile,
@@ -199,6 +226,7 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 	for range 5 {
 		err := k.complete(ctx, c.Stream, rev, c.OrderID, out)
 		if err == nil {
+			k.remember(c.Stream, c.first, &Completed{Outcome: out})
 			k.observe(ctx, EventCompleted, c.Stream)
 		}
 		if !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
@@ -209,6 +237,7 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 			return err
 		}
 		if st.done != nil || !st.exists {
+			k.remember(c.Stream, st.first, st.done)
 			return nil
 		}
 		rev = st.revision

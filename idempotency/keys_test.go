@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"iter"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -272,4 +273,64 @@ func first(s eventstore.Store, stream string) (eventstore.RecordedEvent, error) 
 		return e, err
 	}
 	return eventstore.RecordedEvent{}, errors.New("empty")
+}
+
+// countingStore counts the key-stream reads and appends that reach the store.
+type countingStore struct {
+	eventstore.Store
+	reads, appends atomic.Int64
+}
+
+func (c *countingStore) ReadStream(ctx context.Context, stream string, opts eventstore.ReadStreamOptions) iter.Seq2[eventstore.RecordedEvent, error] {
+	c.reads.Add(1)
+	return c.Store.ReadStream(ctx, stream, opts)
+}
+
+func (c *countingStore) Append(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) (eventstore.AppendResult, error) {
+	c.appends.Add(1)
+	return c.Store.Append(ctx, stream, expected, events...)
+}
+
+// A new key is claimed without a read, and a completed one is replayed from memory without
+// touching the store, until it expires; a node that does not remember it reads the same
+// outcome from the store.
+func TestCompletedKeysAreRemembered(t *testing.T) {
+	keys, clk, s := newKeys(t)
+	counted := &countingStore{Store: s}
+	keys.Store = counted
+	ctx := context.Background()
+	c, _, err := keys.Begin(ctx, request("fp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := counted.reads.Load(); n != 0 {
+		t.Fatalf("a new key's claim read the store %d times", n)
+	}
+	if err := keys.Complete(ctx, c, created); err != nil {
+		t.Fatal(err)
+	}
+	reads, appends := counted.reads.Load(), counted.appends.Load()
+	for range 3 {
+		_, replay, err := keys.Begin(ctx, request("fp"))
+		if err != nil || replay == nil || replay.Body != created.Body {
+			t.Fatalf("replay: %+v, %v", replay, err)
+		}
+		if _, _, err := keys.Begin(ctx, request("other")); !errors.Is(err, idempotency.ErrKeyReused) {
+			t.Fatalf("other request: got %v, want ErrKeyReused", err)
+		}
+	}
+	if counted.reads.Load() != reads || counted.appends.Load() != appends {
+		t.Fatalf("remembered replays reached the store: %d reads, %d appends",
+			counted.reads.Load()-reads, counted.appends.Load()-appends)
+	}
+
+	node2 := &idempotency.Keys{Store: s, TTL: time.Hour, Now: clk.Now, Remember: -1}
+	if _, replay, err := node2.Begin(ctx, request("fp")); err != nil || replay == nil || replay.Body != created.Body {
+		t.Fatalf("replay on a node that does not remember: %+v, %v", replay, err)
+	}
+
+	clk.Add(time.Hour)
+	if c, replay, err := keys.Begin(ctx, request("other")); err != nil || c == nil || replay != nil {
+		t.Fatalf("remembered key after expiry: %+v, %+v, %v", c, replay, err)
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -18,13 +19,14 @@ import (
 )
 
 type serveCmd struct {
-	Addr     string        `default:"127.0.0.1:8080" env:"API_ADDR" help:"Address to listen on."`
-	Data     string        `default:"./data" env:"API_DATA" help:"Data directory of the embedded event store."`
-	KeysFile string        `env:"API_KEYS_FILE" help:"File of API keys, one '<principal> <sha256-hex-of-key> [role,...]' per line (roles client, auditor, admin; client if none; see 'api keys add'). Without it the service runs in development mode: every request is the principal 'local', and only a loopback address is allowed."`
-	KeyTTL   time.Duration `default:"24h" env:"API_KEY_TTL" help:"How long an Idempotency-Key is kept."`
-	KeyWait  time.Duration `default:"2s" env:"API_KEY_WAIT" help:"How long a duplicate waits for the request that holds its key."`
-	KeyLease time.Duration `default:"10s" env:"API_KEY_LEASE" help:"How long a claim holds its key before another request may take it over."`
-	Shutdown time.Duration `default:"15s" env:"API_SHUTDOWN_TIMEOUT" help:"How long a graceful shutdown waits for in-flight requests."`
+	Addr      string        `default:"127.0.0.1:8080" env:"API_ADDR" help:"Address to listen on."`
+	Data      string        `default:"./data" env:"API_DATA" help:"Data directory of the embedded event store."`
+	KeysFile  string        `env:"API_KEYS_FILE" help:"File of API keys, one '<principal> <sha256-hex-of-key> [role,...]' per line (roles client, auditor, admin; client if none; see 'api keys add'). Without it the service runs in development mode: every request is the principal 'local', and only a loopback address is allowed."`
+	KeyTTL    time.Duration `default:"24h" env:"API_KEY_TTL" help:"How long an Idempotency-Key is kept."`
+	KeyWait   time.Duration `default:"2s" env:"API_KEY_WAIT" help:"How long a duplicate waits for the request that holds its key."`
+	KeyLease  time.Duration `default:"10s" env:"API_KEY_LEASE" help:"How long a claim holds its key before another request may take it over."`
+	KeyMemory int           `default:"65536" env:"API_KEY_MEMORY" help:"How many completed Idempotency-Keys are kept in memory, so that their replays read nothing from the store (about 1 KiB each; 0 for none)."`
+	Shutdown  time.Duration `default:"15s" env:"API_SHUTDOWN_TIMEOUT" help:"How long a graceful shutdown waits for in-flight requests."`
 
 	PprofAddr string `env:"API_PPROF_ADDR" help:"Loopback address to serve runtime profiles (net/http/pprof) on; none if empty."`
 
@@ -58,7 +60,7 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	}
 	defer store.Close()
 	timed := metrics.TimeAppends(store)
-	idem := &idempotency.Keys{Store: timed, TTL: cmd.KeyTTL, Lease: cmd.KeyLease, Wait: cmd.KeyWait}
+	idem := &idempotency.Keys{Store: timed, TTL: cmd.KeyTTL, Lease: cmd.KeyLease, Wait: cmd.KeyWait, Remember: cmp.Or(cmd.KeyMemory, -1)}
 	runner, stopProjections, err := startProjections(ctx, cmd.Data, store, log)
 	if err != nil {
 		return err
