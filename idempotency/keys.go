@@ -34,7 +34,13 @@ type Keys struct {
 	done       *lru.Cache[string, remembered] // see memory
 
 	mu      sync.Mutex
-	changed chan struct{} // closed and replaced when this process completes or releases a key
+	waiting map[string]*waiters // by key stream: requests here waiting for its holder
+}
+
+// waiters are the requests of this process waiting for one key's holder.
+type waiters struct {
+	changed chan struct{} // closed and replaced when this process completes or releases the key
+	n       int
 }
 
 // Request is what Begin needs to know of an HTTP request.
@@ -104,11 +110,18 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 	poll := pollFirst
 	waited := false
 	// Most keys are new: claim first, and read the key's stream only if that fails.
-	fresh := true
+	fresh, watching := true, false
 	for {
-		changed := k.changes()
 		var st keyState
+		var changed <-chan struct{}
 		if !fresh {
+			if !watching {
+				watching = true
+				k.watch(stream)
+				defer k.unwatch(stream)
+			}
+			// Take the channel before reading: a completion after the read closes it.
+			changed = k.changes(stream)
 			var err error
 			if st, err = k.read(ctx, stream); err != nil {
 				return nil, nil, err
@@ -221,7 +234,7 @@ func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.Exp
 // Complete records the outcome of the claim's request. If the claim was taken over meanwhile,
 // the first outcome recorded stands and this one is dropped: both come from the same effect.
 func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
-	defer k.wake()
+	defer k.wake(c.Stream)
 	rev := c.Revision
 	for range 5 {
 		err := k.complete(ctx, c.Stream, rev, c.OrderID, out)
@@ -257,7 +270,7 @@ func (k *Keys) complete(ctx context.Context, stream string, rev uint64, orderID 
 // Release gives the key up without an outcome (the request failed with a 5xx), so that a
 // retry runs the command again at once instead of waiting for the lease.
 func (k *Keys) Release(ctx context.Context, c *Claim, reason string) error {
-	defer k.wake()
+	defer k.wake(c.Stream)
 	e, err := newEvent(TypeReleased, Released{Reason: reason, ReleasedAt: k.now()})
 	if err != nil {
 		return err
@@ -288,22 +301,45 @@ func (k *Keys) read(ctx context.Context, stream string) (keyState, error) {
 	return st, nil
 }
 
-// changes returns a channel closed when this process next completes or releases a key:
-// requests waiting for a holder in this process wake at once and reread their key.
-func (k *Keys) changes() <-chan struct{} {
+// watch notes that a request of this process waits for the key stream's holder, until
+// unwatch; meanwhile changes gives it a channel closed when this process next completes or
+// releases that key. Waiters wake at once for their key, and only for theirs.
+func (k *Keys) watch(stream string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.changed == nil {
-		k.changed = make(chan struct{})
+	if k.waiting == nil {
+		k.waiting = make(map[string]*waiters)
 	}
-	return k.changed
+	w := k.waiting[stream]
+	if w == nil {
+		w = &waiters{changed: make(chan struct{})}
+		k.waiting[stream] = w
+	}
+	w.n++
 }
 
-func (k *Keys) wake() {
+func (k *Keys) unwatch(stream string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.changed != nil {
-		close(k.changed)
-		k.changed = nil
+	if w := k.waiting[stream]; w != nil {
+		if w.n--; w.n == 0 {
+			delete(k.waiting, stream)
+		}
+	}
+}
+
+// changes returns the channel that wake closes next for a watched key stream.
+func (k *Keys) changes(stream string) <-chan struct{} {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.waiting[stream].changed
+}
+
+func (k *Keys) wake(stream string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if w := k.waiting[stream]; w != nil {
+		close(w.changed)
+		w.changed = make(chan struct{})
 	}
 }

@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"sync"
 	"sync/atomic"
@@ -332,5 +333,45 @@ func TestCompletedKeysAreRemembered(t *testing.T) {
 	clk.Add(time.Hour)
 	if c, replay, err := keys.Begin(ctx, request("other")); err != nil || c == nil || replay != nil {
 		t.Fatalf("remembered key after expiry: %+v, %+v, %v", c, replay, err)
+	}
+}
+
+// A request waiting for its key's holder is woken by that key's completion, not by every
+// other key this process completes meanwhile (each wake-up is a read of the store).
+func TestWaitersWakeOnlyForTheirKey(t *testing.T) {
+	keys, _, s := newKeys(t)
+	counted := &countingStore{Store: s}
+	keys.Store, keys.Wait = counted, time.Second
+	ctx := context.Background()
+	held, _, err := keys.Begin(ctx, request("fp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error)
+	go func() {
+		_, _, err := keys.Begin(ctx, request("fp"))
+		waited <- err
+	}()
+	const others = 200
+	for i := range others {
+		r := request("fp")
+		r.Key = fmt.Sprint("other-", i)
+		c, _, err := keys.Begin(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := keys.Complete(ctx, c, created); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := keys.Complete(ctx, held, created); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waited; err != nil {
+		t.Fatalf("the waiter: %v", err)
+	}
+	// Its own backoff rereads a handful of times a second at most.
+	if n := counted.reads.Load(); n > others/4 {
+		t.Fatalf("the waiter read its key %d times while %d other keys completed", n, others)
 	}
 }
