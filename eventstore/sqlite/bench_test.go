@@ -111,6 +111,27 @@ func BenchmarkReadStream1000(b *testing.B) {
 	reportRate(b, b.N*1000)
 }
 
+// BenchmarkReadStream10 reads a 10-event stream, the size of most orders: the cost of a read
+// beyond its rows.
+func BenchmarkReadStream10(b *testing.B) {
+	s := openBench(b)
+	ctx := context.Background()
+	fill(b, s, "order-10", 10, 10)
+	for b.Loop() {
+		n := 0
+		for _, err := range s.ReadStream(ctx, "order-10", eventstore.ReadStreamOptions{}) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+		if n != 10 {
+			b.Fatalf("read %d events, want 10", n)
+		}
+	}
+	reportRate(b, b.N*10)
+}
+
 // BenchmarkReadAll reads a 100,000-event log from the start.
 func BenchmarkReadAll(b *testing.B) {
 	const total = 100_000

@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"io"
+	"strconv"
 )
 
 // writeConn is the writer's driver connection and its prepared statements. It speaks
@@ -115,4 +116,88 @@ func named(args []any) []driver.NamedValue {
 func asInt(v driver.Value) int64 {
 	i, _ := v.(int64)
 	return i
+}
+
+// readConnector opens reader connections with their statements prepared.
+type readConnector struct{ driver.Connector }
+
+func (c readConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	dc, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, err := newReadConn(dc)
+	if err != nil {
+		dc.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// readConn is a reader connection and its prepared statements. The reader pool keeps its
+// connections for the store's life, so a read's statements are parsed and planned once per
+// connection, not once per read.
+type readConn struct {
+	driver.Conn
+
+	// streamForwards and streamBackwards read a page of a live stream's events by the
+	// stream's name: one statement, whose empty result leaves streamExists to tell a missing
+	// stream from a range without events. (A deleted stream's events are gone, see
+	// writeTx.delete.)
+	streamForwards, streamBackwards, streamExists driverStmt
+	// log reads a page of the global log.
+	log driverStmt
+}
+
+// eventColumns are the columns that recorded reads, in its order.
+const eventColumns = `e.position, e.id, e.revision, e.type, e.data, e.metadata, e.recorded`
+
+func newReadConn(dc driver.Conn) (*readConn, error) {
+	r := &readConn{Conn: dc}
+	// SQLite's planner may read a bound parameter's value (a LIMIT ?, or col = ? to estimate
+	// its selectivity) and then marks the statement to be prepared again when that parameter
+	// is bound anew; mattn/go-sqlite3 clears all bindings before every query, so such a
+	// statement was parsed and planned again on every read, which cost more than reading a
+	// short stream. Hence the page size is written into the statements (a read that wants
+	// fewer rows stops stepping, see readConn.events), and an equality on a parameter names
+	// its collation: BINARY is the column's own, so the name index still serves it, but the
+	// planner no longer looks at the value.
+	limit := " LIMIT " + strconv.Itoa(pageSize)
+	// CROSS JOIN keeps streams as the outer loop: one lookup by name, then a range of the
+	// (stream_id, revision) index.
+	for _, p := range []struct {
+		stmt *driverStmt
+		sql  string
+	}{
+		{&r.streamForwards, `SELECT ` + eventColumns + ` FROM streams s CROSS JOIN events e
+			ON e.stream_id = s.id WHERE s.name = ? COLLATE BINARY AND s.deleted = 0 AND e.revision >= ?
+			ORDER BY e.revision` + limit},
+		{&r.streamBackwards, `SELECT ` + eventColumns + ` FROM streams s CROSS JOIN events e
+			ON e.stream_id = s.id WHERE s.name = ? COLLATE BINARY AND s.deleted = 0 AND e.revision <= ?
+			ORDER BY e.revision DESC` + limit},
+		{&r.streamExists, `SELECT 1 FROM streams WHERE name = ? COLLATE BINARY AND deleted = 0`},
+		{&r.log, `SELECT ` + eventColumns + `, s.name FROM events e JOIN streams s ON s.id = e.stream_id
+			WHERE e.position > ? ORDER BY e.position` + limit},
+	} {
+		st, err := dc.Prepare(p.sql)
+		if err != nil {
+			r.closeStmts()
+			return nil, fmt.Errorf("prepare %q: %w", p.sql, err)
+		}
+		p.stmt.stmt = st
+	}
+	return r, nil
+}
+
+func (r *readConn) Close() error {
+	r.closeStmts()
+	return r.Conn.Close()
+}
+
+func (r *readConn) closeStmts() {
+	for _, st := range []driverStmt{r.streamForwards, r.streamBackwards, r.streamExists, r.log} {
+		if st.stmt != nil {
+			st.stmt.Close()
+		}
+	}
 }

@@ -23,6 +23,16 @@
 // cost more than SQLite itself (see docs/benchmarks.md). The WAL is checkpointed every 10,000
 // pages instead of 1,000, so that pages written again between checkpoints are copied once.
 //
+// # Reads
+//
+// Readers share a pool of up to 16 connections that live as long as the store, each with its
+// read statements prepared once. A read takes one connection per page and no transaction
+// across pages, so a slow consumer never pins the WAL. A stream's page is one statement that
+// joins the stream's row (by name) to its events; only an empty first page asks whether the
+// stream exists, to tell a missing or deleted stream from a range without events. A bound
+// LIMIT or equality would make SQLite prepare the statement again on every query with this
+// driver (see newReadConn), so the statements avoid both.
+//
 // Positions are the events table's AUTOINCREMENT key: there is one writer, so they are assigned
 // in commit order and a reader never sees position n+1 committed before n.
 package sqlite

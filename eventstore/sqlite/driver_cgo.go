@@ -3,7 +3,9 @@
 package sqlite
 
 import (
+	"context"
 	"database/sql"
+	"database/sql/driver"
 	"net/url"
 
 	"github.com/mattn/go-sqlite3" // cgo SQLite; chosen by measurement, see docs/benchmarks.md
@@ -15,14 +17,27 @@ const driverName = "sqlite3-orders"
 // SQLiteRows.Next), so readers keep it without copying it again.
 const driverOwnsBlobs = true
 
+// Every connection maps the file into memory for reads: a page read is then a memory access
+// instead of a pread system call, which doubled long scans here.
+var sqliteDriver = &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+	_, err := c.Exec(`PRAGMA mmap_size = 1073741824`, nil)
+	return err
+}}
+
 func init() {
-	// Every connection maps the file into memory for reads: a page read is then a memory
-	// access instead of a pread system call, which doubled long scans here.
-	sql.Register(driverName, &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
-		_, err := c.Exec(`PRAGMA mmap_size = 1073741824`, nil)
-		return err
-	}})
+	sql.Register(driverName, sqliteDriver)
 }
+
+// connector opens connections to dsn, for sql.OpenDB.
+func connector(dsn string) (driver.Connector, error) {
+	return dsnConnector{dsn}, nil
+}
+
+// dsnConnector is a driver.Connector for sqliteDriver, which has none of its own.
+type dsnConnector struct{ dsn string }
+
+func (c dsnConnector) Connect(context.Context) (driver.Conn, error) { return sqliteDriver.Open(c.dsn) }
+func (c dsnConnector) Driver() driver.Driver                        { return sqliteDriver }
 
 // dsn opens path in WAL mode with the given synchronous setting (see the package doc).
 func dsn(path, synchronous string) string {

@@ -3,9 +3,10 @@
 package sqlite
 
 import (
+	"database/sql/driver"
 	"net/url"
 
-	_ "modernc.org/sqlite" // pure-Go SQLite, built with -tags modernc for comparison
+	"modernc.org/sqlite" // pure-Go SQLite, built with -tags modernc for comparison
 )
 
 const driverName = "sqlite"
@@ -18,4 +19,9 @@ func dsn(path, synchronous string) string {
 	return "file:" + url.PathEscape(path) +
 		"?_pragma=journal_mode(WAL)&_pragma=synchronous(" + synchronous + ")&_pragma=busy_timeout(10000)" +
 		"&_pragma=cache_size(-16000)&_pragma=mmap_size(1073741824)&_txlock=immediate"
+}
+
+// connector opens connections to dsn, for sql.OpenDB.
+func connector(dsn string) (driver.Connector, error) {
+	return sqlite.NewConnector(dsn)
 }

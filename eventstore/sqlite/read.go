@@ -3,9 +3,7 @@ package sqlite
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"database/sql/driver"
-	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -31,31 +29,20 @@ func (s *Store) ReadStream(ctx context.Context, stream string, opts eventstore.R
 			fail(err)
 			return
 		}
-		var id int64
-		err := s.rdb.QueryRowContext(ctx, `SELECT id FROM streams WHERE name = ? AND deleted = 0`, stream).Scan(&id)
-		if errors.Is(err, sql.ErrNoRows) {
-			fail(eventstore.ErrStreamNotFound)
-			return
-		}
-		if err != nil {
-			fail(err)
-			return
-		}
-
-		query := `SELECT position, id, revision, type, data, metadata, recorded FROM events
-			WHERE stream_id = ? AND revision >= ? ORDER BY revision LIMIT ?`
-		if opts.Direction == eventstore.Backwards {
-			query = `SELECT position, id, revision, type, data, metadata, recorded FROM events
-				WHERE stream_id = ? AND revision <= ? ORDER BY revision DESC LIMIT ?`
-		}
+		backwards := opts.Direction == eventstore.Backwards
 		next, left := opts.From, opts.Limit
-		for {
+		var page []eventstore.RecordedEvent
+		for first := true; ; first = false {
 			n := uint64(pageSize)
 			if left > 0 {
 				n = min(n, left)
 			}
-			// SQLite integers are signed: End (MaxUint64) becomes the largest int64.
-			page, err := s.page(ctx, query, stream, id, int64(min(next, 1<<63-1)), n)
+			if page == nil {
+				// Most streams are short: grow to a full page only when one is.
+				page = make([]eventstore.RecordedEvent, 0, min(n, 64))
+			}
+			var err error
+			page, err = s.streamPage(ctx, stream, backwards, next, int(n), first, page[:0])
 			if err != nil {
 				fail(err)
 				return
@@ -75,7 +62,7 @@ func (s *Store) ReadStream(ctx context.Context, stream string, opts eventstore.R
 				return
 			}
 			last := page[len(page)-1].Revision
-			if opts.Direction == eventstore.Backwards {
+			if backwards {
 				if last == 0 {
 					return
 				}
@@ -116,11 +103,11 @@ func (s *Store) SubscribeAll(ctx context.Context, opts eventstore.SubscribeOptio
 // log yields the events after position after that filter selects; when follow is set it then
 // waits for commits instead of ending.
 func (s *Store) log(ctx context.Context, after uint64, filter eventstore.Filter, follow bool) iter.Seq2[eventstore.RecordedEvent, error] {
-	const query = `SELECT e.position, e.id, e.revision, e.type, e.data, e.metadata, e.recorded, s.name
-		FROM events e JOIN streams s ON s.id = e.stream_id
-		WHERE e.position > ? ORDER BY e.position LIMIT ?`
 	return func(yield func(eventstore.RecordedEvent, error) bool) {
 		fail := func(err error) { yield(eventstore.RecordedEvent{}, fmt.Errorf("read log after %d: %w", after, err)) }
+		// A subscription that keeps up reads a few events at a time: grow to a full page only
+		// when there is one.
+		page := make([]eventstore.RecordedEvent, 0, 64)
 		for {
 			if err := s.usable(ctx); err != nil {
 				fail(err)
@@ -128,7 +115,11 @@ func (s *Store) log(ctx context.Context, after uint64, filter eventstore.Filter,
 			}
 			// Take the channel before reading: a commit after the read closes it.
 			changed := s.changes()
-			page, err := s.page(ctx, query, "", 0, int64(after), pageSize)
+			err := s.read(ctx, func(c *readConn) error {
+				var err error
+				page, err = c.events(ctx, c.log, "", page[:0], pageSize, int64(after))
+				return err
+			})
 			if err != nil {
 				fail(err)
 				return
@@ -158,41 +149,77 @@ func (s *Store) log(ctx context.Context, after uint64, filter eventstore.Filter,
 	}
 }
 
-// page runs one page query. For stream reads the stream's name and id are given; log reads
-// select the name as the last column. It talks to the driver directly: database/sql's Scan
-// would convert and copy every column through reflection, which was most of a read's cost.
-func (s *Store) page(ctx context.Context, query, stream string, streamID, from int64, n uint64) ([]eventstore.RecordedEvent, error) {
-	args := []driver.NamedValue{{Ordinal: 1, Value: streamID}, {Ordinal: 2, Value: from}, {Ordinal: 3, Value: int64(n)}}
-	if streamID == 0 {
-		args = []driver.NamedValue{{Ordinal: 1, Value: from}, {Ordinal: 2, Value: int64(n)}}
-	}
-	conn, err := s.rdb.Conn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	page := make([]eventstore.RecordedEvent, 0, min(n, pageSize))
-	err = conn.Raw(func(dc any) error {
-		rows, err := dc.(driver.QueryerContext).QueryContext(ctx, query, args)
-		if err != nil {
+// streamPage appends to page up to n events of stream from revision from on. If the first
+// page is empty it asks, on the same connection, whether the stream exists.
+func (s *Store) streamPage(ctx context.Context, stream string, backwards bool, from uint64, n int, first bool, page []eventstore.RecordedEvent) ([]eventstore.RecordedEvent, error) {
+	err := s.read(ctx, func(c *readConn) error {
+		stmt := c.streamForwards
+		if backwards {
+			stmt = c.streamBackwards
+		}
+		var err error
+		// SQLite integers are signed: End (MaxUint64) becomes the largest int64.
+		page, err = c.events(ctx, stmt, stream, page, n, stream, int64(min(from, 1<<63-1)))
+		if err != nil || len(page) > 0 || !first {
 			return err
 		}
-		defer rows.Close()
-		row := make([]driver.Value, len(rows.Columns()))
-		for {
-			if err := rows.Next(row); err == io.EOF {
-				return nil
-			} else if err != nil {
-				return err
-			}
-			e, err := recorded(row, stream)
-			if err != nil {
-				return err
-			}
-			page = append(page, e)
+		exists, err := c.exists(ctx, stream)
+		if err == nil && !exists {
+			err = eventstore.ErrStreamNotFound
 		}
+		return err
 	})
 	return page, err
+}
+
+// read runs f on a reader connection.
+func (s *Store) read(ctx context.Context, f func(*readConn) error) error {
+	conn, err := s.rdb.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error { return f(dc.(*readConn)) })
+}
+
+// events runs a page query and appends up to n of its events to page. For stream reads the
+// stream's name is given; log reads select it as the last column. It talks to the driver
+// directly: database/sql's Scan would convert and copy every column through reflection, which
+// was most of a read's cost.
+func (c *readConn) events(ctx context.Context, stmt driverStmt, stream string, page []eventstore.RecordedEvent, n int, args ...any) ([]eventstore.RecordedEvent, error) {
+	rows, err := stmt.stmt.(driver.StmtQueryContext).QueryContext(ctx, named(args))
+	if err != nil {
+		return page, err
+	}
+	defer rows.Close()
+	row := make([]driver.Value, len(rows.Columns()))
+	for range n {
+		if err := rows.Next(row); err == io.EOF {
+			return page, nil
+		} else if err != nil {
+			return page, err
+		}
+		e, err := recorded(row, stream)
+		if err != nil {
+			return page, err
+		}
+		page = append(page, e)
+	}
+	return page, nil
+}
+
+// exists reports whether stream is live.
+func (c *readConn) exists(ctx context.Context, stream string) (bool, error) {
+	rows, err := c.streamExists.stmt.(driver.StmtQueryContext).QueryContext(ctx, named([]any{stream}))
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	err = rows.Next(make([]driver.Value, 1))
+	if err == io.EOF {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // recorded builds an event from a row of (position, id, revision, type, data, metadata,

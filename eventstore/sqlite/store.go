@@ -19,6 +19,11 @@ import (
 // FileName is the database file's name inside the data directory.
 const FileName = "orders.db"
 
+// readers is how many reader connections a store keeps open; more concurrent reads wait for
+// one. SQLite reads are CPU-bound, so more connections than that would only share the same
+// processors.
+const readers = 16
+
 //go:embed migrations/*.sql
 var migrations embed.FS
 
@@ -78,13 +83,18 @@ func Open(dir string, cfg Config) (*Store, error) {
 		wdb.Close()
 		return nil, fmt.Errorf("open event store %s: %w", path, err)
 	}
-	rdb, err := sql.Open(driverName, dsn(path, "FULL"))
+	base, err := connector(dsn(path, "FULL"))
 	if err != nil {
 		wdb.Close()
 		return nil, fmt.Errorf("open event store %s: %w", path, err)
 	}
-	// Keep enough idle readers for a busy server: opening one costs more than a read.
-	rdb.SetMaxIdleConns(16)
+	// Readers keep their connections, and with them their prepared statements, for the store's
+	// life: opening one and preparing its statements costs more than a read.
+	rdb := sql.OpenDB(readConnector{base})
+	rdb.SetMaxOpenConns(readers)
+	rdb.SetMaxIdleConns(readers)
+	rdb.SetConnMaxLifetime(0)
+	rdb.SetConnMaxIdleTime(0)
 
 	s := &Store{
 		cfg:      cfg,
