@@ -3,6 +3,7 @@ package kurrent_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,43 +100,96 @@ func testSurvivesRestart(t *testing.T, down time.Duration) {
 	}
 }
 
-// $maxAge hides old events from stream reads: the stream then reads as not found, keeps its
-// revision for appends, and its events stay in $all until a scavenge.
-func TestSetMaxAge(t *testing.T) {
+// $maxAge hides old events from stream reads: the stream then reads as not found, an append
+// with NoStream goes on from its last revision (of two racing, one wins), and the old events
+// stay in $all until a scavenge.
+func TestMaxAgeExpiry(t *testing.T) {
 	srv := StartServer(t)
 	s := MustOpen(t, srv.URL())
 	t.Cleanup(func() { s.Close() })
-	const stream = "maxage/key"
-	eventstoretest.MustAppend(t, s, stream, eventstore.NoStream, eventstoretest.NewEvents(2)...)
-	if err := s.SetMaxAge(t.Context(), stream, time.Second); err != nil {
+	streams := []string{"maxage/a", "maxage/b", "maxage/c"}
+	for _, stream := range streams {
+		eventstoretest.MustAppend(t, s, stream, eventstore.NoStream, eventstoretest.NewEvents(2)...)
+		if err := s.SetMaxAge(t.Context(), stream, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if events, err := eventstoretest.Collect(s.ReadStream(t.Context(), stream, eventstore.ReadStreamOptions{})); err != nil || len(events) != 2 {
+			t.Fatalf("%s before expiry: %d events, %v; want 2", stream, len(events), err)
+		}
+	}
+	// Setting it again changes nothing.
+	if err := s.SetMaxAge(t.Context(), streams[0], 900*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	if events, err := eventstoretest.Collect(s.ReadStream(t.Context(), stream, eventstore.ReadStreamOptions{})); err != nil || len(events) != 2 {
-		t.Fatalf("before expiry: %d events, %v; want 2", len(events), err)
-	}
 
+	// When their events are past $maxAge, the streams read as not found,
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err := eventstoretest.Collect(s.ReadStream(t.Context(), stream, eventstore.ReadStreamOptions{}))
-		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			break
+	for _, stream := range streams {
+		for {
+			_, err := eventstoretest.Collect(s.ReadStream(t.Context(), stream, eventstore.ReadStreamOptions{}))
+			if errors.Is(err, eventstore.ErrStreamNotFound) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s after expiry: read ended with %v, want ErrStreamNotFound", stream, err)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after expiry: read ended with %v, want ErrStreamNotFound", err)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 
+	// and of two appends with NoStream, one goes on at the next revision and the other is
+	// refused.
+	for _, stream := range streams {
+		events := eventstoretest.NewEvents(2)
+		var results [2]eventstore.AppendResult
+		var errs [2]error
+		var wg sync.WaitGroup
+		for i := range 2 {
+			wg.Go(func() { results[i], errs[i] = s.Append(t.Context(), stream, eventstore.NoStream, events[i]) })
+		}
+		wg.Wait()
+		winner := -1
+		for i, err := range errs {
+			var wrong *eventstore.WrongExpectedRevisionError
+			switch {
+			case err == nil && results[i].Revision == 2:
+				winner = i
+			case errors.As(err, &wrong) && wrong.Actual == eventstore.Exact(2):
+			default:
+				t.Errorf("%s: append %d with NoStream: %+v, %v; want revision 2 or a wrong expected revision (actual 2)", stream, i, results[i], err)
+			}
+		}
+		if winner < 0 || errs[1-winner] == nil {
+			t.Errorf("%s: appends with NoStream: %v, %v; want exactly one to succeed", stream, errs[0], errs[1])
+			continue
+		}
+		got, err := eventstoretest.Collect(s.ReadStream(t.Context(), stream, eventstore.ReadStreamOptions{}))
+		if err != nil || len(got) != 1 || got[0].ID != events[winner].ID || got[0].Revision != 2 {
+			t.Errorf("%s after the new append: %v, %v; want only the winner's event at revision 2", stream, got, err)
+		}
+	}
+
+	log, err := eventstoretest.Collect(s.ReadAll(t.Context(), eventstore.ReadAllOptions{Filter: eventstore.Filter{StreamPrefixes: []string{"maxage/"}}}))
+	if err != nil || len(log) != 3*3 {
+		t.Errorf("$all: %d events, %v; want all %d", len(log), err, 3*3)
+	}
+}
+
+// An append with NoStream to a stream that merely has no metadata hiding its events is refused
+// as before: hidden does not take a stream's events for expired unless its metadata can hide
+// them.
+func TestNoStreamOnVisibleStream(t *testing.T) {
+	srv := StartServer(t)
+	s := MustOpen(t, srv.URL())
+	t.Cleanup(func() { s.Close() })
+	const stream = "maxage/visible"
+	eventstoretest.MustAppend(t, s, stream, eventstore.NoStream, eventstoretest.NewEvents(1)...)
+	if err := s.SetMaxAge(t.Context(), stream, time.Hour); err != nil {
+		t.Fatal(err)
+	}
 	_, err := s.Append(t.Context(), stream, eventstore.NoStream, eventstoretest.NewEvents(1)...)
 	var wrong *eventstore.WrongExpectedRevisionError
-	if !errors.As(err, &wrong) {
-		t.Errorf("append with NoStream after expiry: %v; want a wrong expected revision (KurrentDB keeps the revision)", err)
-	}
-	if res, err := s.Append(t.Context(), stream, eventstore.Exact(1), eventstoretest.NewEvents(1)...); err != nil || res.Revision != 2 {
-		t.Errorf("append at the last revision after expiry: %+v, %v; want revision 2", res, err)
-	}
-	log, err := eventstoretest.Collect(s.ReadAll(t.Context(), eventstore.ReadAllOptions{Filter: eventstore.Filter{StreamPrefixes: []string{"maxage/"}}}))
-	if err != nil || len(log) != 3 {
-		t.Errorf("$all: %d events, %v; want all 3", len(log), err)
+	if !errors.As(err, &wrong) || wrong.Actual != eventstore.Exact(0) {
+		t.Errorf("append with NoStream to a stream whose event is not expired: %v; want a wrong expected revision (actual 0)", err)
 	}
 }
