@@ -18,7 +18,10 @@
 //   - Claimed, lease expired (or Released after a 5xx): take it over by appending a new Claimed
 //     with the exact revision it read; of several takers one wins.
 //   - Claimed longer ago than the TTL: the key has expired; its stream is deleted and the
-//     request is new. A sweeper also deletes expired key streams in the background.
+//     request is new. A sweeper also deletes expired key streams in the background, unless the
+//     store expires them itself (Keys.Expire, KurrentDB's $maxAge): then an expired key's
+//     events are hidden from reads, and its stream reads as not found, or without its first
+//     claim, which counts as expired too.
 //
 // The lease is not what prevents a second effect: command events carry the key and ids derived
 // from it, so even a takeover racing a slow first request appends the command once (see package

@@ -14,7 +14,8 @@ import (
 // through feed from the start of the log, so it needs no state of its own across restarts;
 // every interval it deletes the expired ones it knows, each with the exact revision it last
 // saw, so that a key claimed anew meanwhile is left alone. Begin expires keys by itself when
-// it meets them: sweeping only reclaims the space of keys nobody retries.
+// it meets them: sweeping only reclaims the space of keys nobody retries. A store that expires
+// key streams itself (see Keys.Expire) needs no sweeper.
 func (k *Keys) Sweep(ctx context.Context, feed eventstore.Feed, interval time.Duration) error {
 	var mu sync.Mutex
 	type live struct {
