@@ -129,6 +129,8 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 				// The effect is in the order's stream with its key: the next retry completes
 				// the record from there. The client still gets its answer.
 				s.Log.Warn("record outcome", "request_id", requestID(c), "key", idempotency.KeyHash(md.Principal, md.IdempotencyKey), "error", err)
+			} else if claim.Kept {
+				s.Orders.Settle(res) // no other run of the key can have appended
 			}
 		} else if err := s.Keys.Release(ctx, claim, http.StatusText(out.Status)); err != nil {
 			s.Log.Warn("release key", "request_id", requestID(c), "key", idempotency.KeyHash(md.Principal, md.IdempotencyKey), "error", err)

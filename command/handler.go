@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 var (
@@ -34,6 +36,14 @@ type Handler struct {
 	// Attempts bounds how often a command is decided again after a concurrent change; 0
 	// means 5.
 	Attempts int
+	// Remember is how many orders are kept in memory as last folded or written, so that a
+	// command on one of them reads nothing before its append (see recent); 0 means 10,000, a
+	// negative number none.
+	Remember int
+
+	memoryOnce sync.Once
+	recent     *lru.Cache[string, recent] // see memory
+	rememberMu sync.Mutex
 }
 
 // Result is the outcome of a command.
@@ -48,6 +58,8 @@ type Result struct {
 	// racing the first run may instead append the same event ids at the same revision, which
 	// the store answers with the first run's result; Repeated is then false.
 	Repeated bool
+
+	settle func() // see Settle
 }
 
 // Handle runs c on the order id. Amounts in c that name no currency are in the order's. It returns the domain's *order.Error when the command is
@@ -75,7 +87,7 @@ func (h *Handler) handle(ctx context.Context, id string, c order.Command, md Met
 		attempts = 5
 	}
 	for attempt := 1; ; attempt++ {
-		o, err := h.Load(ctx, id, md.Principal, md.IdempotencyKey)
+		o, remembered, err := h.current(ctx, id, md)
 		if err != nil {
 			return Result{}, err
 		}
@@ -85,12 +97,36 @@ func (h *Handler) handle(ctx context.Context, id string, c order.Command, md Met
 		if o.Key != nil {
 			return repeated(id, o.Key, md)
 		}
+		// An answer that appends nothing stands only on the order as it is in the store: a
+		// remembered one is checked first, and read again if it moved.
+		settled := func() (bool, error) {
+			if !remembered {
+				return true, nil
+			}
+			ok, err := h.fresh(ctx, stream, o)
+			if err == nil && !ok {
+				h.forget(stream)
+			}
+			return ok, err
+		}
 		if at != nil && (o.State.Version == 0 || o.Revision() != *at) {
+			if ok, err := settled(); err != nil || !ok {
+				if err != nil {
+					return Result{}, err
+				}
+				continue
+			}
 			return Result{}, fmt.Errorf("%s on order %s: %w: want %d", md.Command, id, ErrPreconditionFailed, *at)
 		}
 		md.At = h.now()
 		events, decideErr := order.Decide(o.State, order.InCurrency(c, o.State.Currency), md.At)
 		if len(events) == 0 {
+			if ok, err := settled(); err != nil || !ok {
+				if err != nil {
+					return Result{}, err
+				}
+				continue
+			}
 			return Result{State: o.State, Revision: o.Revision(), Position: o.Position}, decideErr
 		}
 		if cr, ok := c.(order.CreateOrder); ok && cr.ClientRef != "" {
@@ -99,6 +135,9 @@ func (h *Handler) handle(ctx context.Context, id string, c order.Command, md Met
 			}
 		}
 		res, err := h.append(ctx, stream, o, events, md)
+		if err != nil {
+			h.forget(stream)
+		}
 		if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
 			if attempt < attempts {
 				if err := backoff(ctx, attempt); err != nil {
@@ -156,7 +195,9 @@ func (h *Handler) now() time.Time {
 	return time.Now()
 }
 
-// append writes events after the revision o was loaded at.
+// append writes events after the revision o was loaded at. An unkeyed command's order is
+// remembered at once; a keyed one's only when Settle is told that no other run of its key could
+// have appended the same events (see Result.next).
 func (h *Handler) append(ctx context.Context, stream string, o Order, events []order.Event, md Metadata) (Result, error) {
 	data := make([]eventstore.EventData, len(events))
 	state := o.State
@@ -180,7 +221,41 @@ func (h *Handler) append(ctx context.Context, stream string, o Order, events []o
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{State: state, Revision: written.Revision, Position: written.Position, Events: events}, nil
+	res := Result{State: state, Revision: written.Revision, Position: written.Position, Events: events}
+	// The order after the command can be remembered if every key applied to it is known.
+	var keys map[string]struct{}
+	if r, ok := h.recall(stream); ok && r.order.State.Version == o.State.Version {
+		keys = r.keys
+	} else if o.State.Version == 0 {
+		keys = map[string]struct{}{}
+	}
+	if keys == nil {
+		h.forget(stream)
+		return res, nil
+	}
+	owner := o.Owner
+	if o.State.Version == 0 {
+		owner = md.Principal
+	}
+	next := recent{order: Order{State: state, Position: written.Position, Hash: prev, Owner: owner}, keys: keys}.with(md)
+	if md.IdempotencyKey == "" {
+		h.remember(stream, next) // random event ids: this append cannot be another's repeat
+		return res, nil
+	}
+	h.forget(stream)
+	res.settle = func() { h.remember(stream, next) }
+	return res, nil
+}
+
+// Settle lets the handler remember the order after the keyed command that returned res, for
+// the next command on it. Call it only when no other run of the command's key can have
+// appended at the same time (the caller held the key throughout, as a completed idempotency
+// claim proves): the store answers a repeated append of the same event ids with the first
+// append's result, and the order remembered would then not be the one stored.
+func (h *Handler) Settle(res Result) {
+	if res.settle != nil {
+		res.settle()
+	}
 }
 
 // backoff sleeps a jittered, growing while before attempt+1.

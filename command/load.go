@@ -46,6 +46,11 @@ func (o Order) expected() eventstore.ExpectedRevision {
 // Load folds the order id from its stream, noting where the events of the principal's key are
 // (key may be empty). A missing order is the zero Order, not an error.
 func (h *Handler) Load(ctx context.Context, id, principal, key string) (Order, error) {
+	return h.load(ctx, id, principal, key, nil)
+}
+
+// load is Load that also adds the key (keyOf) of every keyed event to keys, if not nil.
+func (h *Handler) load(ctx context.Context, id, principal, key string, keys map[string]struct{}) (Order, error) {
 	var o Order
 	var f order.Folder
 	var lastMeta []byte
@@ -68,7 +73,7 @@ func (h *Handler) Load(ctx context.Context, id, principal, key string) (Order, e
 		f.Apply(ev)
 		o.Position, lastMeta = e.Position, e.Metadata
 		first := e.Revision == 0
-		if !first && (needle == nil || !bytes.Contains(e.Metadata, needle)) {
+		if !first && keys == nil && (needle == nil || !bytes.Contains(e.Metadata, needle)) {
 			continue
 		}
 		var md Metadata
@@ -77,6 +82,9 @@ func (h *Handler) Load(ctx context.Context, id, principal, key string) (Order, e
 		}
 		if first {
 			o.Owner = md.Principal
+		}
+		if keys != nil && md.IdempotencyKey != "" {
+			keys[keyOf(md.Principal, md.IdempotencyKey)] = struct{}{}
 		}
 		if needle == nil || md.IdempotencyKey != key || md.Principal != principal {
 			continue

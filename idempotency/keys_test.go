@@ -67,8 +67,8 @@ func TestClaimCompleteReplay(t *testing.T) {
 	if _, _, err := keys.Begin(ctx, request("other")); !errors.Is(err, idempotency.ErrKeyReused) {
 		t.Fatalf("other request while held: got %v, want ErrKeyReused", err)
 	}
-	if err := keys.Complete(ctx, claim, created); err != nil {
-		t.Fatal(err)
+	if err := keys.Complete(ctx, claim, created); err != nil || !claim.Kept {
+		t.Fatalf("Complete: %v, kept %v", err, claim.Kept)
 	}
 	_, replay, err = keys.Begin(ctx, request("fp"))
 	if err != nil || replay == nil || replay.Body != created.Body || replay.Status != 201 || replay.Headers["Location"] != "/v1/orders/x" {
@@ -160,6 +160,9 @@ func TestTakeoverAfterLeaseOrRelease(t *testing.T) {
 	}
 	if err := keys.Complete(ctx, second, idempotency.Outcome{Status: 201, Body: "later"}); err != nil {
 		t.Fatal(err)
+	}
+	if first.Kept || second.Kept {
+		t.Fatalf("Kept set on a claim taken over (%v) or a takeover (%v): both may have run the command", first.Kept, second.Kept)
 	}
 	_, replay, err := keys.Begin(ctx, request("fp"))
 	if err != nil || replay == nil || replay.Body != created.Body {

@@ -1,0 +1,124 @@
+package command
+
+import (
+	"context"
+	"errors"
+
+	"github.com/acme/orders/eventstore"
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// recent is an order as this handler last folded or wrote it, so that the next command on it
+// needs no read: it is decided on this state and appended at its revision, and the store
+// refuses the append if the order moved meanwhile (another node, another process), after
+// which the command is decided again on the order read afresh. A decision that appends
+// nothing is confirmed against the store's revision before it is answered (see fresh).
+type recent struct {
+	order Order // without Key
+	// keys holds principal + "\x00" + key of every keyed event of the order: a command whose
+	// key is here was already applied and is answered from the stream (see Handler.Load).
+	keys map[string]struct{}
+}
+
+// rememberDefault is how many orders a handler keeps unless told otherwise.
+const rememberDefault = 10000
+
+func keyOf(principal, key string) string { return principal + "\x00" + key }
+
+// memory returns the cache of recent orders, or nil if Remember turned it off.
+func (h *Handler) memory() *lru.Cache[string, recent] {
+	h.memoryOnce.Do(func() {
+		n := h.Remember
+		if n == 0 {
+			n = rememberDefault
+		}
+		if n > 0 {
+			h.recent, _ = lru.New[string, recent](n) // n > 0 cannot fail
+		}
+	})
+	return h.recent
+}
+
+// recall returns the order remembered for stream.
+func (h *Handler) recall(stream string) (recent, bool) {
+	if m := h.memory(); m != nil {
+		return m.Get(stream)
+	}
+	return recent{}, false
+}
+
+// remember keeps r for stream unless a later version of the order is kept already: commands
+// finishing out of order must not bring an older state back.
+func (h *Handler) remember(stream string, r recent) {
+	m := h.memory()
+	if m == nil {
+		return
+	}
+	h.rememberMu.Lock()
+	defer h.rememberMu.Unlock()
+	if old, ok := m.Peek(stream); ok && old.order.State.Version >= r.order.State.Version {
+		return
+	}
+	m.Add(stream, r)
+}
+
+func (h *Handler) forget(stream string) {
+	if m := h.memory(); m != nil {
+		m.Remove(stream)
+	}
+}
+
+// fresh reports whether the remembered order o is still the stream's latest version.
+func (h *Handler) fresh(ctx context.Context, stream string, o Order) (bool, error) {
+	for e, err := range h.Store.ReadStream(ctx, stream, eventstore.ReadStreamOptions{Direction: eventstore.Backwards, From: eventstore.End, Limit: 1}) {
+		if errors.Is(err, eventstore.ErrStreamNotFound) {
+			return o.State.Version == 0, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return o.State.Version > 0 && e.Revision == o.Revision(), nil
+	}
+	return o.State.Version == 0, nil
+}
+
+// with returns r with a command's key added to the keys, leaving r's own set as it is.
+func (r recent) with(md Metadata) recent {
+	if md.IdempotencyKey == "" {
+		return r
+	}
+	keys := make(map[string]struct{}, len(r.keys)+1)
+	for k := range r.keys {
+		keys[k] = struct{}{}
+	}
+	keys[keyOf(md.Principal, md.IdempotencyKey)] = struct{}{}
+	r.keys = keys
+	return r
+}
+
+// current returns the order id for a command with md: the remembered one (remembered true)
+// unless md's key is among its keys, else the one read from the store, which is then
+// remembered.
+func (h *Handler) current(ctx context.Context, id string, md Metadata) (o Order, remembered bool, err error) {
+	stream := StreamName(id)
+	r, ok := h.recall(stream)
+	if ok {
+		if _, applied := r.keys[keyOf(md.Principal, md.IdempotencyKey)]; md.IdempotencyKey == "" || !applied {
+			return r.order, true, nil
+		}
+	}
+	if h.memory() == nil {
+		o, err := h.Load(ctx, id, md.Principal, md.IdempotencyKey)
+		return o, false, err
+	}
+	keys := map[string]struct{}{}
+	if o, err = h.load(ctx, id, md.Principal, md.IdempotencyKey, keys); err != nil {
+		return Order{}, false, err
+	}
+	if o.State.Version > 0 {
+		kept := o
+		kept.Key = nil
+		h.remember(stream, recent{order: kept, keys: keys})
+	}
+	return o, false, nil
+}

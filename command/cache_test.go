@@ -1,0 +1,139 @@
+package command_test
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"sync/atomic"
+	"testing"
+
+	"github.com/acme/orders/command"
+	"github.com/acme/orders/domain/order"
+	"github.com/acme/orders/eventstore"
+)
+
+// countingReads counts the stream reads that reach a store.
+type countingReads struct {
+	eventstore.Store
+	n atomic.Int64
+}
+
+func (c *countingReads) ReadStream(ctx context.Context, stream string, opts eventstore.ReadStreamOptions) iter.Seq2[eventstore.RecordedEvent, error] {
+	c.n.Add(1)
+	return c.Store.ReadStream(ctx, stream, opts)
+}
+
+// requireChain fails unless the order's events chain from Genesis over their stored bytes.
+func requireChain(t *testing.T, s eventstore.Store, id string) {
+	t.Helper()
+	prev := command.Genesis
+	for _, e := range streamEvents(t, s, id) {
+		hash, m, err := command.SplitHash(e.Metadata)
+		if err != nil {
+			t.Fatalf("event %d: %v", e.Revision, err)
+		}
+		if want := command.ChainHash(prev, e.Stream, e.Revision, e.Type, e.Data, m); hash != want {
+			t.Fatalf("event %d: stored hash %s, recomputed from its predecessor %s", e.Revision, hash, want)
+		}
+		prev = hash
+	}
+}
+
+// Commands on an order the handler remembers read nothing before their append; a keyed one is
+// remembered only once settled, since until then another run of its key may have appended.
+func TestRememberedOrderIsCommandedWithoutReads(t *testing.T) {
+	h, s := newHandler(t)
+	counted := &countingReads{Store: s}
+	h.Store = counted
+	ctx := context.Background()
+	res, err := h.Handle(ctx, "o1", create("o1"), keyed("k1", "fp1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Settle(res)
+	before := counted.n.Load()
+	commands := []order.Command{
+		order.AddLine{SKU: "sku-2", Quantity: 1, UnitPrice: eur(500)},
+		order.StartPayment{PaymentID: "pay-1", Amount: eur(2500)},
+		order.ConfirmPayment{PaymentID: "pay-1", Amount: eur(2500)},
+	}
+	for i, c := range commands {
+		res, err := h.Handle(ctx, "o1", c, keyed(fmt.Sprint("k", i+2), "fp"))
+		if err != nil {
+			t.Fatalf("%s: %v", c.CommandName(), err)
+		}
+		h.Settle(res)
+	}
+	if _, err := h.Handle(ctx, "o1", order.Ship{Carrier: "dhl", TrackingNumber: "t-1"}, command.Metadata{Principal: "shop-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := counted.n.Load() - before; n != 0 {
+		t.Fatalf("commands on a remembered order read its stream %d times", n)
+	}
+
+	// Unsettled, a keyed command's order is read again by the next command.
+	if _, err := h.Handle(ctx, "o1", order.Ship{Carrier: "dhl", TrackingNumber: "t-1"}, keyed("k9", "fp9")); err != nil {
+		t.Fatal(err)
+	}
+	res, err = h.Handle(ctx, "o1", order.RequestRefund{RefundID: "r-1", Amount: eur(100)}, keyed("k10", "fp10"))
+	if err != nil || len(res.Events) != 1 {
+		t.Fatalf("refund: %+v, %v", res, err)
+	}
+	if n := counted.n.Load() - before; n == 0 {
+		t.Fatal("the command after an unsettled keyed one read nothing")
+	}
+	o, err := h.Load(ctx, "o1", "", "")
+	if err != nil || o.State.Version != res.State.Version || o.State.Refunded != res.State.Refunded || o.State.PendingRefund != res.State.PendingRefund {
+		t.Fatalf("stored order %+v, %v; the handler answered %+v", o.State, err, res.State)
+	}
+	requireChain(t, s, "o1")
+}
+
+// An order remembered by one handler and moved by another (another node): an append at the old
+// revision is refused and decided again on the order read afresh, and an answer that appends
+// nothing is checked against the store before it is given.
+func TestStaleRememberedOrderIsReadAgain(t *testing.T) {
+	h, s := newHandler(t)
+	other := &command.Handler{Store: s, Now: h.Now}
+	ctx := context.Background()
+	res, err := h.Handle(ctx, "o1", create("o1"), keyed("k1", "fp1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Settle(res)
+
+	if _, err := other.Handle(ctx, "o1", order.AddLine{SKU: "sku-2", Quantity: 1, UnitPrice: eur(500)}, keyed("k2", "fp2")); err != nil {
+		t.Fatal(err)
+	}
+	res, err = h.Handle(ctx, "o1", order.AddLine{SKU: "sku-3", Quantity: 1, UnitPrice: eur(300)}, keyed("k3", "fp3"))
+	if err != nil || len(res.State.Lines) != 3 || res.State.Total != eur(2800) {
+		t.Fatalf("line added on a moved order: %+v, %v", res.State, err)
+	}
+	h.Settle(res)
+
+	// On the remembered order no payment was started, so a confirmation would be refused.
+	if _, err := other.Handle(ctx, "o1", order.StartPayment{PaymentID: "pay-1", Amount: eur(2800)}, keyed("k4", "fp4")); err != nil {
+		t.Fatal(err)
+	}
+	res, err = h.Handle(ctx, "o1", order.ConfirmPayment{PaymentID: "pay-1", Amount: eur(2800)}, keyed("k5", "fp5"))
+	if err != nil || res.State.Status != order.StatusPaid {
+		t.Fatalf("confirmation on a moved order: %+v, %v", res.State, err)
+	}
+	h.Settle(res)
+
+	// The other node's command with a key this handler does not know of is not run again:
+	// found in the stream, or appended with the same event ids at the same revision, which
+	// the store answers with the first append's result.
+	shipped, err := other.Handle(ctx, "o1", order.Ship{Carrier: "dhl", TrackingNumber: "t-1"}, keyed("k6", "fp6"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = h.Handle(ctx, "o1", order.Ship{Carrier: "dhl", TrackingNumber: "t-1"}, keyed("k6", "fp6"))
+	if err != nil || res.Revision != shipped.Revision || res.Position != shipped.Position || res.State.Status != order.StatusShipped {
+		t.Fatalf("the other node's shipment, again here: %+v, %v; first %+v", res, err, shipped)
+	}
+	if n := len(streamEvents(t, s, "o1")); uint64(n) != shipped.Revision+1 {
+		t.Fatalf("%d events after the shipment at revision %d", n, shipped.Revision)
+	}
+	requireChain(t, s, "o1")
+}
