@@ -29,6 +29,14 @@ type Keys struct {
 	// Remember is how many completed keys are kept in memory, so that their replays need no
 	// read of the store; 0 means 65,536, a negative number none.
 	Remember int
+	// Expire, if set, has the store itself drop the events of a key stream once they are older
+	// than ttl (KurrentDB's $maxAge), in place of a sweeper; a stream whose events are all gone
+	// must read as not found and take a claim with NoStream. Begin calls it with the TTL before
+	// its first claim of a key, so that no key stream is ever without its expiry, whatever
+	// crash follows; it costs a write for a new key, and a refused write and a read when the key
+	// turns out to exist (see eventstore/kurrent's SetMaxAge). An error fails the Begin with
+	// nothing claimed. Takeovers and outcomes need no call: the expiry is the stream's.
+	Expire func(ctx context.Context, stream string, ttl time.Duration) error
 
 	memoryOnce sync.Once
 	done       *lru.Cache[string, remembered] // see memory
@@ -114,6 +122,7 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 	waited := false
 	// Most keys are new: claim first, and read the key's stream only if that fails.
 	fresh, watching := true, false
+	expiring := k.Expire == nil // the store is told the key's expiry once, before a claim
 	for {
 		var st keyState
 		var changed <-chan struct{}
@@ -144,6 +153,12 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 			}
 			continue
 		case !st.exists:
+			if !expiring {
+				if err := k.Expire(ctx, stream, k.ttl()); err != nil {
+					return nil, nil, fmt.Errorf("set key expiry: %w", err)
+				}
+				expiring = true
+			}
 			orderID := r.OrderID
 			if orderID == "" && r.NewOrderID != nil {
 				orderID = r.NewOrderID()
