@@ -171,3 +171,38 @@ func TestKurrentCrashRetriedOnOtherNode(t *testing.T) {
 		}
 	}
 }
+
+// On KurrentDB a key expires through its stream's $maxAge, with no sweeper: once the key's
+// events are hidden, a request with the key and another body is a new request, on any node,
+// and the other node replays that one rather than its memory of the first.
+func TestKurrentKeyExpiresByMaxAge(t *testing.T) {
+	t.Parallel()
+	url := kurrentURL(t)
+	const ttl = time.Second
+	nodes := []*server{startServer(t, "", kurrentArgs(url, "--key-ttl", ttl.String())...), startServer(t, "", kurrentArgs(url, "--key-ttl", ttl.String())...)}
+	const key = "maxage-key"
+	first := nodes[0].do(t, "POST", "/v1/orders", key, orderFor("c-maxage-1"))
+	wantStatus(t, first, http.StatusCreated)
+	checkProblem(t, nodes[1].do(t, "POST", "/v1/orders", key, orderFor("c-maxage-2")), http.StatusUnprocessableEntity, "idempotency-key-reused")
+
+	// Past the key's TTL and its $maxAge (whole seconds from each event), its events are
+	// hidden: Begin meets a stream that reads as not found, not an expired claim to delete.
+	time.Sleep(2 * ttl)
+	var second *response
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		second = nodes[1].do(t, "POST", "/v1/orders", key, orderFor("c-maxage-2"))
+		if second.status == http.StatusCreated {
+			break
+		}
+		checkProblem(t, second, http.StatusUnprocessableEntity, "idempotency-key-reused")
+		if t.Failed() || time.Now().After(deadline) {
+			t.Fatalf("key %s still bound to its first request 20s after its TTL of %v", key, ttl)
+		}
+		time.Sleep(100 * time.Millisecond) // the TTL is about time: poll it
+	}
+	checkFirst(t, second)
+	if createdID(t, second) == createdID(t, first) {
+		t.Fatalf("the new request with the expired key got the first order %s", createdID(t, first))
+	}
+	checkReplay(t, second, nodes[0].do(t, "POST", "/v1/orders", key, orderFor("c-maxage-2")))
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/acme/orders/api"
 	"github.com/acme/orders/command"
+	"github.com/acme/orders/eventstore/kurrent"
 	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/projections"
 )
@@ -86,15 +87,21 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	}
 	idem.Observe = srv.ObserveKey
 
-	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
-	swept := make(chan struct{})
-	go func() {
-		defer close(swept)
-		if err := idem.Sweep(sweepCtx, store, min(cmd.KeyTTL/10, time.Minute)); err != nil {
-			log.Error("key sweeper stopped", "error", err)
-		}
-	}()
-	defer func() { stopSweep(); <-swept }()
+	if ks, ok := store.(*kurrent.Store); ok {
+		// KurrentDB hides a key's events once they are past their stream's $maxAge, and a
+		// scavenge removes them: no sweeper (see eventstore/kurrent's package doc).
+		idem.Expire = ks.SetMaxAge
+	} else {
+		sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
+		swept := make(chan struct{})
+		go func() {
+			defer close(swept)
+			if err := idem.Sweep(sweepCtx, store, min(cmd.KeyTTL/10, time.Minute)); err != nil {
+				log.Error("key sweeper stopped", "error", err)
+			}
+		}()
+		defer func() { stopSweep(); <-swept }()
+	}
 
 	hs := &http.Server{
 		Handler:           srv.Handler(),

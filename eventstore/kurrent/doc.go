@@ -43,21 +43,31 @@
 //   - Deleted streams stay in $all, with their events, until a scavenge; the embedded store
 //     removes them at once. A stream read answers not found either way.
 //   - A stream all of whose events are hidden by its metadata ($maxAge, $maxCount, $tb) reads
-//     as not found, like a deleted one; but KurrentDB still holds its last revision, so an
-//     append with NoStream fails (see key expiry below).
+//     as not found, like a deleted one, but KurrentDB still holds its last revision and refuses
+//     an append with NoStream. Append then appends at that revision, which the client reports
+//     only in the error's text: the contract's NoStream holds, and the stream's revisions go
+//     on (see key-stream expiry below). Append with an exact revision still takes the last
+//     revision of such a stream, as for a deleted one.
 //
 // # Key-stream expiry and $maxAge
 //
-// SetMaxAge sets a stream's $maxAge. Between expiry and scavenge an expired event is still on
-// disk and in $all, but stream reads no longer return it (this backend then reads the stream as
-// not found); a scavenge removes it from disk. KurrentDB keeps the stream's last revision
-// through both, so a key claimed again with NoStream after its events expired is refused, and
-// package idempotency's Begin, which claims a key it cannot read with NoStream, would retry
-// forever. $maxAge can therefore replace the sweeper only once Begin claims such a key at the
-// stream's exact revision (the claim must learn that revision: the client reports it only in
-// an error's text), so cmd/api keeps the sweeper on this backend: it follows the key streams
-// through SubscribeAll and soft-deletes expired ones at their exact revision, after which a
-// NoStream claim recreates the stream. The sweeper sees the events of deleted key streams again
-// after each restart (they stay in $all until a scavenge); its exact-revision deletes of them
-// fail as wrong-revision and write nothing.
+// Package idempotency sets $maxAge (SetMaxAge) on each key stream before it first claims the
+// key, to the key's TTL rounded up to whole seconds; the age counts from each event's creation,
+// so an event is hidden only after its key expired. There is no sweeper on this backend.
+//
+// Between expiry and scavenge an expired key's events are still on disk and in $all, but stream
+// reads no longer return them: the key stream reads as not found, and a request with the key is
+// a new request. Its claim, an append with NoStream, is refused by KurrentDB, which keeps the
+// stream's last revision through expiry and scavenges; Append then claims at that revision (see
+// hidden for why it first writes the stream's metadata again), so of two racing claims one
+// wins, as for a new key. If only some of the key's events are hidden (its Claimed expired, a
+// later Completed not yet), the key reads without its claim, which package idempotency takes
+// for expired: it soft-deletes the stream at its exact revision and claims it anew.
+//
+// A scavenge removes the expired events from disk and from $all; until then readers of $all
+// (the read models, and the $all subscriptions of every node) see them as they saw them when
+// they were written, and a rebuild replays them: the lookups read model keeps a key's row, with
+// its expiry, whether the key's events are hidden, deleted or scavenged. A key stream's metadata
+// stream ("$$" + the stream) keeps its last event through scavenges, as for any stream whose
+// metadata was set or which was deleted: a few dozen bytes per key ever claimed stay.
 package kurrent
