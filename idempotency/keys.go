@@ -107,14 +107,6 @@ const (
 // ErrInFlight, and the store's.
 func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 	stream := StreamName(r.Principal, r.Key)
-	if done, ok := k.recall(stream, k.now()); ok {
-		if done.fingerprint != r.Fingerprint {
-			k.observe(ctx, EventMismatched, stream)
-			return nil, nil, ErrKeyReused
-		}
-		k.observe(ctx, EventReplayed, stream)
-		return nil, &done.outcome, nil
-	}
 	// The wait bound is real time spent here, whatever the clock of leases and expiry says.
 	deadline := time.Now().Add(k.wait())
 	looked := false // in the order's stream, for a holder that died after its append
@@ -134,6 +126,17 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 			}
 			// Take the channel before reading: a completion after the read closes it.
 			changed = k.changes(stream)
+		}
+		if done, ok := k.recall(stream, k.now()); ok {
+			// Completed here, maybe by the holder this request waited for.
+			if done.fingerprint != r.Fingerprint {
+				k.observe(ctx, EventMismatched, stream)
+				return nil, nil, ErrKeyReused
+			}
+			k.observe(ctx, EventReplayed, stream)
+			return nil, &done.outcome, nil
+		}
+		if !fresh {
 			var err error
 			if st, err = k.read(ctx, stream); err != nil {
 				return nil, nil, err
@@ -191,8 +194,10 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 		}
 
 		// Another request holds the key. If it died after appending to the order, the
-		// effect is there: complete the record from it rather than wait for the lease.
-		if !looked && r.FindInOrderStream != nil && st.first.OrderID != "" {
+		// effect is there: complete the record from it rather than wait for the lease. A
+		// live holder in this process usually wakes its waiters before the first poll ends,
+		// so the order's stream is looked at only after that.
+		if !looked && waited && r.FindInOrderStream != nil && st.first.OrderID != "" {
 			looked = true
 			out, err := r.FindInOrderStream(ctx, st.first.OrderID)
 			if err != nil {

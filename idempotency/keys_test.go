@@ -344,7 +344,7 @@ func TestCompletedKeysAreRemembered(t *testing.T) {
 func TestWaitersWakeOnlyForTheirKey(t *testing.T) {
 	keys, _, s := newKeys(t)
 	counted := &countingStore{Store: s}
-	keys.Store, keys.Wait = counted, time.Second
+	keys.Store, keys.Wait = counted, time.Minute
 	ctx := context.Background()
 	held, _, err := keys.Begin(ctx, request("fp"))
 	if err != nil {
