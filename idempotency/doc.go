@@ -23,6 +23,12 @@
 //     events are hidden from reads, and its stream reads as not found, or without its first
 //     claim, which counts as expired too.
 //
+// Three shortcuts spare the store without changing these answers. A new key is claimed first and
+// its stream read only if the claim is refused. Completed keys are kept in memory with their
+// expiry (Keys.Remember): a completed key never changes until it expires, so its replays read
+// nothing. And a duplicate of a request that this process is running waits for it without
+// reading, woken when its outcome is recorded (only its own key's waiters are woken).
+//
 // The lease is not what prevents a second effect: command events carry the key and ids derived
 // from it, so even a takeover racing a slow first request appends the command once (see package
 // command). The lease only bounds how long a retry waits for a request that died.

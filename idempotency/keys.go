@@ -43,6 +43,13 @@ type Keys struct {
 
 	mu      sync.Mutex
 	waiting map[string]*waiters // by key stream: requests here waiting for its holder
+	holding map[string]held     // by key stream: claims of this process not yet let go
+}
+
+// held is a claim of this process that has not been completed or released yet.
+type held struct {
+	claimed  Claimed
+	revision uint64
 }
 
 // waiters are the requests of this process waiting for one key's holder.
@@ -116,16 +123,19 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 	fresh, watching := true, false
 	expiring := k.Expire == nil // the store is told the key's expiry once, before a claim
 	for {
+		now := k.now()
+		held, here := k.heldHere(stream, now)
 		var st keyState
 		var changed <-chan struct{}
-		if !fresh {
+		if !fresh || here {
 			if !watching {
 				watching = true
 				k.watch(stream)
 				defer k.unwatch(stream)
 			}
-			// Take the channel before reading: a completion after the read closes it.
+			// Take the channel before looking: a completion after that closes it.
 			changed = k.changes(stream)
+			held, here = k.heldHere(stream, now)
 		}
 		if done, ok := k.recall(stream, k.now()); ok {
 			// Completed here, maybe by the holder this request waited for.
@@ -136,14 +146,17 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 			k.observe(ctx, EventReplayed, stream)
 			return nil, &done.outcome, nil
 		}
-		if !fresh {
+		switch {
+		case here:
+			// A live request of this process holds the key: what a read would say is known.
+			st = keyState{exists: true, revision: held.revision, first: held.claimed, current: held.claimed}
+		case !fresh:
 			var err error
 			if st, err = k.read(ctx, stream); err != nil {
 				return nil, nil, err
 			}
 		}
 		fresh = false
-		now := k.now()
 		switch {
 		case st.exists && !st.first.ExpiresAt.After(now):
 			// Expired: forget it and start again as a new request.
@@ -197,7 +210,7 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 		// effect is there: complete the record from it rather than wait for the lease. A
 		// live holder in this process usually wakes its waiters before the first poll ends,
 		// so the order's stream is looked at only after that.
-		if !looked && waited && r.FindInOrderStream != nil && st.first.OrderID != "" {
+		if !looked && waited && !here && r.FindInOrderStream != nil && st.first.OrderID != "" {
 			looked = true
 			out, err := r.FindInOrderStream(ctx, st.first.OrderID)
 			if err != nil {
@@ -250,6 +263,7 @@ func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.Exp
 	if err != nil {
 		return nil, err
 	}
+	k.hold(stream, held{claimed: claimed, revision: res.Revision})
 	// A takeover's claim has the original's fingerprint and expiry: it stands for it.
 	return &Claim{Stream: stream, Revision: res.Revision, OrderID: orderID, first: claimed}, nil
 }
@@ -257,7 +271,7 @@ func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.Exp
 // Complete records the outcome of the claim's request. If the claim was taken over meanwhile,
 // the first outcome recorded stands and this one is dropped: both come from the same effect.
 func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
-	defer k.wake(c.Stream)
+	defer k.letGo(c)
 	rev := c.Revision
 	for range 5 {
 		err := k.complete(ctx, c.Stream, rev, c.OrderID, out)
@@ -294,7 +308,7 @@ func (k *Keys) complete(ctx context.Context, stream string, rev uint64, orderID 
 // Release gives the key up without an outcome (the request failed with a 5xx), so that a
 // retry runs the command again at once instead of waiting for the lease.
 func (k *Keys) Release(ctx context.Context, c *Claim, reason string) error {
-	defer k.wake(c.Stream)
+	defer k.letGo(c)
 	e, err := newEvent(TypeReleased, Released{Reason: reason, ReleasedAt: k.now()})
 	if err != nil {
 		return err
@@ -323,6 +337,42 @@ func (k *Keys) read(ctx context.Context, stream string) (keyState, error) {
 		}
 	}
 	return st, nil
+}
+
+// hold notes a claim of this process, so that its duplicates here wait for it without reading
+// the key stream; letGo ends that when the claim completes or is released.
+func (k *Keys) hold(stream string, h held) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.holding == nil {
+		k.holding = make(map[string]held)
+	}
+	k.holding[stream] = h
+}
+
+// heldHere returns the claim of this process on the key stream, if one holds it still: within
+// its lease and before the key expires. A claim whose holder never let go (it panicked) is
+// forgotten once its lease ends, and the key stream is read again.
+func (k *Keys) heldHere(stream string, now time.Time) (held, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	h, ok := k.holding[stream]
+	if ok && (!h.claimed.LeaseUntil.After(now) || !h.claimed.ExpiresAt.After(now)) {
+		delete(k.holding, stream)
+		return held{}, false
+	}
+	return h, ok
+}
+
+// letGo ends the hold of claim c, if it is still this process's latest claim of its key, and
+// wakes the requests here waiting for the key.
+func (k *Keys) letGo(c *Claim) {
+	k.mu.Lock()
+	if h, ok := k.holding[c.Stream]; ok && h.revision == c.Revision {
+		delete(k.holding, c.Stream)
+	}
+	k.mu.Unlock()
+	k.wake(c.Stream)
 }
 
 // watch notes that a request of this process waits for the key stream's holder, until

@@ -84,9 +84,12 @@ func TestClaimCompleteReplay(t *testing.T) {
 	}
 }
 
+// Duplicates of a request this process is running wait for it without touching the store, and
+// replay its outcome as soon as it is recorded.
 func TestDuplicatesWaitForTheHolder(t *testing.T) {
-	keys, _, _ := newKeys(t)
-	keys.Wait = 5 * time.Second
+	keys, _, s := newKeys(t)
+	counted := &countingStore{Store: s}
+	keys.Store, keys.Wait = counted, 5*time.Second
 	ctx := context.Background()
 	claim, _, err := keys.Begin(ctx, request("fp"))
 	if err != nil {
@@ -116,6 +119,9 @@ func TestDuplicatesWaitForTheHolder(t *testing.T) {
 	wg.Wait()
 	if replays.Load() != n {
 		t.Fatalf("%d of %d duplicates replayed", replays.Load(), n)
+	}
+	if r, a := counted.reads.Load(), counted.appends.Load(); r != 0 || a != 2 {
+		t.Fatalf("%d reads and %d appends for one claim, its outcome and %d duplicates; want 0 and 2", r, a, n)
 	}
 }
 
@@ -186,12 +192,14 @@ func TestTakeoverAfterLeaseOrRelease(t *testing.T) {
 }
 
 func TestEffectInTheOrderStreamCompletesTheRecord(t *testing.T) {
-	keys, _, _ := newKeys(t)
+	died, clk, s := newKeys(t)
 	ctx := context.Background()
-	if _, _, err := keys.Begin(ctx, request("fp")); err != nil {
+	if _, _, err := died.Begin(ctx, request("fp")); err != nil {
 		t.Fatal(err)
 	}
-	// The holder died after its order append: the effect is there.
+	// The holder's process died after its order append: the effect is there. Another process
+	// recovers it.
+	keys := &idempotency.Keys{Store: s, TTL: died.TTL, Lease: died.Lease, Wait: died.Wait, Now: clk.Now}
 	r := request("fp")
 	looked := ""
 	r.FindInOrderStream = func(_ context.Context, orderID string) (*idempotency.Outcome, error) {
