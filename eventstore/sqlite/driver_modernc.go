@@ -14,6 +14,9 @@ const driverName = "sqlite"
 // driverOwnsBlobs: not established for modernc.org/sqlite, so readers copy.
 const driverOwnsBlobs = false
 
+// storeOptions are DSN options for the store's own connections: none here.
+const storeOptions = ""
+
 // dsn opens path in WAL mode with the given synchronous setting (see the package doc).
 func dsn(path, synchronous string) string {
 	return "file:" + url.PathEscape(path) +

@@ -233,14 +233,14 @@ func recorded(row []driver.Value, stream string) (eventstore.RecordedEvent, erro
 	rev, _ := row[2].(int64)
 	nanos, _ := row[6].(int64)
 	if len(row) > 7 {
-		stream = string(asBytes(row[7]))
+		stream = asString(row[7])
 	}
 	return eventstore.RecordedEvent{
 		ID:       id,
 		Stream:   stream,
 		Revision: uint64(rev),
 		Position: position(uint64(pos)),
-		Type:     string(asBytes(row[3])),
+		Type:     asString(row[3]),
 		Data:     ownBytes(row[4]),
 		Metadata: ownBytes(row[5]),
 		Recorded: time.Unix(0, nanos).UTC(),
@@ -256,6 +256,17 @@ func asBytes(v any) []byte {
 		return []byte(v)
 	}
 	return nil
+}
+
+// asString returns a TEXT column's value; drivers hand out either string or []byte.
+func asString(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case []byte:
+		return string(v)
+	}
+	return ""
 }
 
 // ownBytes returns a BLOB column's bytes for the caller to keep, copying them only if the

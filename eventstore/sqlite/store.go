@@ -71,7 +71,7 @@ func Open(dir string, cfg Config) (*Store, error) {
 	}
 	path := filepath.Join(dir, FileName)
 
-	wdb, err := sql.Open(driverName, dsn(path, "FULL"))
+	wdb, err := sql.Open(driverName, dsn(path, "FULL")+storeOptions)
 	if err != nil {
 		return nil, fmt.Errorf("open event store %s: %w", path, err)
 	}
@@ -83,7 +83,7 @@ func Open(dir string, cfg Config) (*Store, error) {
 		wdb.Close()
 		return nil, fmt.Errorf("open event store %s: %w", path, err)
 	}
-	base, err := connector(dsn(path, "FULL"))
+	base, err := connector(dsn(path, "FULL") + storeOptions)
 	if err != nil {
 		wdb.Close()
 		return nil, fmt.Errorf("open event store %s: %w", path, err)
