@@ -147,13 +147,22 @@ type readConn struct {
 	streamForwards, streamBackwards, streamExists driverStmt
 	// log reads a page of the global log.
 	log driverStmt
+
+	// types holds the event types read so far, so that reading an event's type does not
+	// allocate it again.
+	types map[string]string
 }
 
-// eventColumns are the columns that recorded reads, in its order.
-const eventColumns = `e.position, e.id, e.revision, e.type, e.data, e.metadata, e.recorded`
+// eventColumns are the columns that readConn.recorded reads, in its order. The id, type, data
+// and metadata come as one BLOB that recorded cuts at the lengths of the type and data
+// (metadata is NULL or not empty, see writeTx.write): the driver allocates every TEXT or BLOB
+// value twice, its bytes and its interface, so one column instead of four took a read from
+// 10.5 to 4.5 allocations per event.
+const eventColumns = `e.position, e.revision, e.recorded, octet_length(e.type), octet_length(e.data),
+	CAST(e.id || e.type || e.data || ifnull(e.metadata, x'') AS BLOB)`
 
 func newReadConn(dc driver.Conn) (*readConn, error) {
-	r := &readConn{Conn: dc}
+	r := &readConn{Conn: dc, types: map[string]string{}}
 	// SQLite's planner may read a bound parameter's value (a LIMIT ?, or col = ? to estimate
 	// its selectivity) and then marks the statement to be prepared again when that parameter
 	// is bound anew; mattn/go-sqlite3 clears all bindings before every query, so such a

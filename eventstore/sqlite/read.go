@@ -199,7 +199,7 @@ func (c *readConn) events(ctx context.Context, stmt driverStmt, stream string, p
 		} else if err != nil {
 			return page, err
 		}
-		e, err := recorded(row, stream)
+		e, err := c.recorded(row, stream)
 		if err != nil {
 			return page, err
 		}
@@ -222,29 +222,52 @@ func (c *readConn) exists(ctx context.Context, stream string) (bool, error) {
 	return err == nil, err
 }
 
-// recorded builds an event from a row of (position, id, revision, type, data, metadata,
-// recorded[, stream name]).
-func recorded(row []driver.Value, stream string) (eventstore.RecordedEvent, error) {
+// maxTypes bounds a reader's table of event types.
+const maxTypes = 1000
+
+// recorded builds an event from a row of eventColumns[, stream name].
+func (c *readConn) recorded(row []driver.Value, stream string) (eventstore.RecordedEvent, error) {
 	pos, _ := row[0].(int64)
-	id, err := uuid.FromBytes(asBytes(row[1]))
-	if err != nil {
-		return eventstore.RecordedEvent{}, fmt.Errorf("event at %d: id: %w", pos, err)
+	rev, _ := row[1].(int64)
+	nanos, _ := row[2].(int64)
+	typeLen, _ := row[3].(int64)
+	dataLen, _ := row[4].(int64)
+	b := ownBytes(row[5])
+	if len(b) < 16+int(typeLen+dataLen) {
+		return eventstore.RecordedEvent{}, fmt.Errorf("event at %d: %d bytes, want at least %d", pos, len(b), 16+typeLen+dataLen)
 	}
-	rev, _ := row[2].(int64)
-	nanos, _ := row[6].(int64)
-	if len(row) > 7 {
-		stream = asString(row[7])
+	id, b := b[:16], b[16:]
+	typ, b := b[:typeLen], b[typeLen:]
+	// Capped, so that appending to one cannot write over the next.
+	data, metadata := b[:dataLen:dataLen], b[dataLen:len(b):len(b)]
+	if len(metadata) == 0 {
+		metadata = nil
+	}
+	if len(row) > 6 {
+		stream = asString(row[6])
 	}
 	return eventstore.RecordedEvent{
-		ID:       id,
+		ID:       uuid.UUID(id),
 		Stream:   stream,
 		Revision: uint64(rev),
 		Position: position(uint64(pos)),
-		Type:     asString(row[3]),
-		Data:     ownBytes(row[4]),
-		Metadata: ownBytes(row[5]),
+		Type:     c.eventType(typ),
+		Data:     data,
+		Metadata: metadata,
 		Recorded: time.Unix(0, nanos).UTC(),
 	}, nil
+}
+
+// eventType returns b as a string, without allocating it for a type it has seen.
+func (c *readConn) eventType(b []byte) string {
+	if t, ok := c.types[string(b)]; ok {
+		return t
+	}
+	t := string(b)
+	if len(c.types) < maxTypes {
+		c.types[t] = t
+	}
+	return t
 }
 
 // asBytes returns a TEXT or BLOB column's bytes; drivers hand out either []byte or string.
