@@ -37,7 +37,9 @@ type serveCmd struct {
 }
 
 func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
-	log := slog.New(slog.NewJSONHandler(e.stderr, nil))
+	logs := newLogBuffer(e.stderr, 100*time.Millisecond)
+	defer logs.Close()
+	log := slog.New(slog.NewJSONHandler(logs, nil))
 	keys, err := readKeys(cmd.KeysFile)
 	if err != nil {
 		return err
