@@ -23,8 +23,9 @@ func (c *countingReads) ReadStream(ctx context.Context, stream string, opts even
 	return c.Store.ReadStream(ctx, stream, opts)
 }
 
-// requireChain fails unless the order's events chain from Genesis over their stored bytes.
-func requireChain(t *testing.T, s eventstore.Store, id string) {
+// requireChain fails unless the order's events chain from Genesis over their stored bytes; it
+// returns the hash the chain ends at.
+func requireChain(t *testing.T, s eventstore.Store, id string) string {
 	t.Helper()
 	prev := command.Genesis
 	for _, e := range streamEvents(t, s, id) {
@@ -37,6 +38,7 @@ func requireChain(t *testing.T, s eventstore.Store, id string) {
 		}
 		prev = hash
 	}
+	return prev
 }
 
 // Commands on an order the handler remembers read nothing before their append; a keyed one is
