@@ -96,7 +96,7 @@ func (r recent) with(md Metadata) recent {
 	return r
 }
 
-// current returns the order id for a command with md: the remembered one (remembered true)
+// current returns order id as a command with md is decided on: the remembered one (remembered true)
 // unless md's key is among its keys, else the one read from the store, which is then
 // remembered.
 func (h *Handler) current(ctx context.Context, id string, md Metadata) (o Order, remembered bool, err error) {

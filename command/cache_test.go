@@ -2,24 +2,29 @@ package command_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
 )
 
-// countingReads counts the stream reads that reach a store.
+// countingReads counts the stream reads that reach a store, and those of more than one event.
 type countingReads struct {
 	eventstore.Store
-	n atomic.Int64
+	n, long atomic.Int64
 }
 
 func (c *countingReads) ReadStream(ctx context.Context, stream string, opts eventstore.ReadStreamOptions) iter.Seq2[eventstore.RecordedEvent, error] {
 	c.n.Add(1)
+	if opts.Limit != 1 {
+		c.long.Add(1)
+	}
 	return c.Store.ReadStream(ctx, stream, opts)
 }
 
@@ -41,7 +46,8 @@ func requireChain(t *testing.T, s eventstore.Store, id string) string {
 	return prev
 }
 
-// Commands on an order the handler remembers read nothing before their append; a keyed one is
+// Commands on an order the handler remembers are decided without reading it: an unkeyed one
+// reads nothing, a keyed one only the event it appended, to check it is its own. A keyed one is
 // remembered only once settled, since until then another run of its key may have appended.
 func TestRememberedOrderIsCommandedWithoutReads(t *testing.T) {
 	h, s := newHandler(t)
@@ -53,7 +59,7 @@ func TestRememberedOrderIsCommandedWithoutReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Settle(res)
-	before := counted.n.Load()
+	before, longBefore := counted.n.Load(), counted.long.Load()
 	commands := []order.Command{
 		order.AddLine{SKU: "sku-2", Quantity: 1, UnitPrice: eur(500)},
 		order.StartPayment{PaymentID: "pay-1", Amount: eur(2500)},
@@ -69,20 +75,21 @@ func TestRememberedOrderIsCommandedWithoutReads(t *testing.T) {
 	if _, err := h.Handle(ctx, "o1", order.Ship{Carrier: "dhl", TrackingNumber: "t-1"}, command.Metadata{Principal: "shop-1"}); err != nil {
 		t.Fatal(err)
 	}
-	if n := counted.n.Load() - before; n != 0 {
-		t.Fatalf("commands on a remembered order read its stream %d times", n)
+	if n, long := counted.n.Load()-before, counted.long.Load()-longBefore; n != int64(len(commands)) || long != 0 {
+		t.Fatalf("%d keyed commands and an unkeyed one on a remembered order: %d reads, %d of more than their own event", len(commands), n, long)
 	}
+	longBefore = counted.long.Load()
 
 	// Unsettled, a keyed command's order is read again by the next command.
-	if _, err := h.Handle(ctx, "o1", order.Ship{Carrier: "dhl", TrackingNumber: "t-1"}, keyed("k9", "fp9")); err != nil {
+	if _, err := h.Handle(ctx, "o1", order.RequestRefund{RefundID: "r-1", Amount: eur(100)}, keyed("k9", "fp9")); err != nil {
 		t.Fatal(err)
 	}
-	res, err = h.Handle(ctx, "o1", order.RequestRefund{RefundID: "r-1", Amount: eur(100)}, keyed("k10", "fp10"))
+	res, err = h.Handle(ctx, "o1", order.CompleteRefund{RefundID: "r-1"}, keyed("k10", "fp10"))
 	if err != nil || len(res.Events) != 1 {
-		t.Fatalf("refund: %+v, %v", res, err)
+		t.Fatalf("refund completed: %+v, %v", res, err)
 	}
-	if n := counted.n.Load() - before; n == 0 {
-		t.Fatal("the command after an unsettled keyed one read nothing")
+	if counted.long.Load() == longBefore {
+		t.Fatal("the command after an unsettled keyed one did not read the order")
 	}
 	o, err := h.Load(ctx, "o1", "", "")
 	if err != nil || o.State.Version != res.State.Version || o.State.Refunded != res.State.Refunded || o.State.PendingRefund != res.State.PendingRefund {
@@ -96,7 +103,8 @@ func TestRememberedOrderIsCommandedWithoutReads(t *testing.T) {
 // nothing is checked against the store before it is given.
 func TestStaleRememberedOrderIsReadAgain(t *testing.T) {
 	h, s := newHandler(t)
-	other := &command.Handler{Store: s, Now: h.Now}
+	// Another clock, so that the same command run there is stored with other bytes.
+	other := &command.Handler{Store: s, Now: func() time.Time { return t0.Add(time.Minute) }}
 	ctx := context.Background()
 	res, err := h.Handle(ctx, "o1", create("o1"), keyed("k1", "fp1"))
 	if err != nil {
@@ -136,6 +144,40 @@ func TestStaleRememberedOrderIsReadAgain(t *testing.T) {
 	}
 	if n := len(streamEvents(t, s, "o1")); uint64(n) != shipped.Revision+1 {
 		t.Fatalf("%d events after the shipment at revision %d", n, shipped.Revision)
+	}
+	h.Settle(res)
+	if _, err := h.Handle(ctx, "o1", order.RequestRefund{RefundID: "r-1", Amount: eur(100)}, keyed("k7", "fp7")); err != nil {
+		t.Fatal(err)
+	}
+	requireChain(t, s, "o1")
+}
+
+// A key the other node used on the order, reused here with another request once the key
+// expired, is refused as the store holds it, not run on the order as this handler remembers it.
+func TestKeyReusedOnAMovedOrderIsRefused(t *testing.T) {
+	h, s := newHandler(t)
+	other := &command.Handler{Store: s, Now: h.Now}
+	ctx := context.Background()
+	res, err := h.Handle(ctx, "o1", create("o1"), keyed("k1", "fp1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Settle(res)
+	cancelled, err := other.Handle(ctx, "o1", order.Cancel{Reason: "r"}, keyed("k2", "fp2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.Handle(ctx, "o1", order.StartPayment{PaymentID: "pay-1", Amount: eur(2000)}, keyed("k2", "fp-other"))
+	if !errors.Is(err, command.ErrKeyReused) {
+		t.Fatalf("the other node's key with another request: got %v, want ErrKeyReused", err)
+	}
+	again, err := h.Handle(ctx, "o1", order.Cancel{Reason: "r"}, keyed("k2", "fp2"))
+	if err != nil || !again.Repeated || again.Revision != cancelled.Revision || again.State.Status != order.StatusCancelled {
+		t.Fatalf("the other node's key with its request: %+v, %v; first %+v", again, err, cancelled)
+	}
+	o, err := h.Load(ctx, "o1", "", "")
+	if err != nil || o.State.Status != order.StatusCancelled || o.State.Version != cancelled.State.Version {
+		t.Fatalf("the store holds %+v, %v", o.State, err)
 	}
 	requireChain(t, s, "o1")
 }

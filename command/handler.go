@@ -60,6 +60,7 @@ type Result struct {
 	Repeated bool
 
 	settle func() // see Settle
+	hash   string // the chain hash computed for the last event appended
 }
 
 // Handle runs c on the order id. Amounts in c that name no currency are in the order's. It returns the domain's *order.Error when the command is
@@ -150,8 +151,41 @@ func (h *Handler) handle(ctx context.Context, id string, c order.Command, md Met
 		if err != nil {
 			return Result{}, err
 		}
+		if remembered && md.IdempotencyKey != "" {
+			// The store answers an append of event ids it already holds at that revision
+			// with the first append's result: decided on a remembered order that missed
+			// them (another node, a key reused after it expired), this append may not be
+			// ours. The stored events say; if they are another run's, answer from them.
+			mine, err := h.stored(ctx, stream, res)
+			if err != nil {
+				return Result{}, err
+			}
+			if !mine {
+				h.forget(stream)
+				o, err := h.Load(ctx, id, md.Principal, md.IdempotencyKey)
+				if err != nil {
+					return Result{}, err
+				}
+				if o.Key != nil {
+					return repeated(id, o.Key, md)
+				}
+				continue
+			}
+		}
 		return res, decideErr
 	}
+}
+
+// stored reports whether the last event of the append that returned res is the one it wrote:
+// the chain hash stored at its revision is the one computed for it.
+func (h *Handler) stored(ctx context.Context, stream string, res Result) (bool, error) {
+	for e, err := range h.Store.ReadStream(ctx, stream, eventstore.ReadStreamOptions{From: res.Revision, Limit: 1}) {
+		if err != nil {
+			return false, fmt.Errorf("check append to %s: %w", stream, err)
+		}
+		return e.Revision == res.Revision && StoredHash(e.Metadata) == res.hash, nil
+	}
+	return false, nil
 }
 
 // Repeat is the answer to a command whose key's events are already in its order.
@@ -197,7 +231,7 @@ func (h *Handler) now() time.Time {
 
 // append writes events after the revision o was loaded at. An unkeyed command's order is
 // remembered at once; a keyed one's only when Settle is told that no other run of its key could
-// have appended the same events (see Result.next).
+// have appended the same events.
 func (h *Handler) append(ctx context.Context, stream string, o Order, events []order.Event, md Metadata) (Result, error) {
 	data := make([]eventstore.EventData, len(events))
 	state := o.State
@@ -221,7 +255,7 @@ func (h *Handler) append(ctx context.Context, stream string, o Order, events []o
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{State: state, Revision: written.Revision, Position: written.Position, Events: events}
+	res := Result{State: state, Revision: written.Revision, Position: written.Position, Events: events, hash: prev}
 	// The order after the command can be remembered if every key applied to it is known.
 	var keys map[string]struct{}
 	if r, ok := h.recall(stream); ok && r.order.State.Version == o.State.Version {

@@ -278,6 +278,11 @@ func TestHandleRefusesAnotherPrincipal(t *testing.T) {
 	if _, err := h.Handle(ctx, "o1", order.Cancel{Reason: "r"}, keyed("k2", "fp2")); err != nil {
 		t.Fatalf("the creator's command: %v", err)
 	}
+	// The same key on another principal's own order is another key.
+	c := create("o2")
+	if res, err := h.Handle(ctx, "o2", c, other); err != nil || res.Repeated || len(res.Events) == 0 {
+		t.Fatalf("another principal's k1 on its own order: %+v, %v", res, err)
+	}
 }
 
 // Identical keyed commands racing on one order take effect once: the losers either find the
