@@ -116,6 +116,14 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 		case replay != nil:
 			return s.write(c, *replay, true)
 		}
+		ran := false
+		defer func() {
+			if !ran {
+				// A panic between the claim and its outcome: give the key up so that a retry
+				// runs at once; the order's stream tells it whether the command took effect.
+				s.Keys.Release(context.WithoutCancel(ctx), claim, "panic")
+			}
+		}()
 		if s.Hooks.AfterClaim != nil {
 			s.Hooks.AfterClaim(md.IdempotencyKey)
 		}
@@ -123,6 +131,7 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 		if s.Hooks.AfterAppend != nil && len(res.Events) > 0 {
 			s.Hooks.AfterAppend(md.IdempotencyKey)
 		}
+		ran = true
 		out := s.respond(rt, claim.OrderID, res, err)
 		if keep(out, err) {
 			if err := s.Keys.Complete(ctx, claim, out); err != nil {

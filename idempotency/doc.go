@@ -26,7 +26,7 @@
 // Three shortcuts spare the store without changing these answers. A new key is claimed first and
 // its stream read only if the claim is refused. Completed keys are kept in memory with their
 // expiry (Keys.Remember): a completed key never changes until it expires, so its replays read
-// nothing. And a duplicate of a request that this process is running waits for it without
+// nothing (a node whose clock runs behind keeps replaying a key that much past its expiry). And a duplicate of a request that this process is running waits for it without
 // reading, woken when its outcome is recorded (only its own key's waiters are woken).
 //
 // The lease is not what prevents a second effect: command events carry the key and ids derived

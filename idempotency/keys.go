@@ -167,6 +167,9 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 			if err == nil {
 				k.observe(ctx, EventExpired, stream)
 			}
+			// The store is told the expiry again before the next claim: whether a delete
+			// keeps a stream's metadata is the store's business.
+			expiring = k.Expire == nil
 			continue
 		case !st.exists:
 			if !expiring {
