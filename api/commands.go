@@ -79,6 +79,19 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 			return err
 		}
 		md := command.Metadata{Principal: principal(c), CorrelationID: requestID(c)}
+		if keyed {
+			md.IdempotencyKey = key[0]
+			if md.Fingerprint, err = idempotency.Fingerprint(req.Method, req.URL.Path, body); err != nil {
+				return err
+			}
+			// Most retries are of keys completed here: answer them before any setup.
+			if replay, ok, err := s.Keys.Recall(req.Context(), md.Principal, md.IdempotencyKey, md.Fingerprint); ok {
+				if err != nil {
+					return err
+				}
+				return s.write(c, *replay, true)
+			}
+		}
 		// The command runs to its end even if the client goes away: a dropped connection
 		// must not leave an effect without its recorded outcome.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), commandTimeout)
@@ -86,11 +99,6 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 		if !keyed {
 			res, err := s.run(ctx, id, build(id), md, ifMatch)
 			return s.write(c, s.respond(rt, id, res, err), res.Repeated)
-		}
-
-		md.IdempotencyKey = key[0]
-		if md.Fingerprint, err = idempotency.Fingerprint(req.Method, req.URL.Path, body); err != nil {
-			return err
 		}
 		claim, replay, err := s.Keys.Begin(ctx, idempotency.Request{
 			Principal: md.Principal, Key: md.IdempotencyKey,

@@ -110,6 +110,26 @@ const (
 	pollMax   = 400 * time.Millisecond
 )
 
+// Recall answers a request whose key this process remembers completed, without touching the
+// store: the outcome to replay, or ErrKeyReused. ok is false if the key is not remembered; Begin
+// then gives the answer. It spares a replay the setup a Begin needs.
+func (k *Keys) Recall(ctx context.Context, principal, key, fingerprint string) (out *Outcome, ok bool, err error) {
+	return k.replay(ctx, StreamName(principal, key), fingerprint)
+}
+
+func (k *Keys) replay(ctx context.Context, stream, fingerprint string) (*Outcome, bool, error) {
+	done, ok := k.recall(stream, k.now())
+	switch {
+	case !ok:
+		return nil, false, nil
+	case done.fingerprint != fingerprint:
+		k.observe(ctx, EventMismatched, stream)
+		return nil, true, ErrKeyReused
+	}
+	k.observe(ctx, EventReplayed, stream)
+	return &done.outcome, true, nil
+}
+
 // Begin claims the key for r, or returns the outcome to replay. Errors: ErrKeyReused,
 // ErrInFlight, and the store's.
 func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
@@ -137,14 +157,9 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 			changed = k.changes(stream)
 			held, here = k.heldHere(stream, now)
 		}
-		if done, ok := k.recall(stream, k.now()); ok {
-			// Completed here, maybe by the holder this request waited for.
-			if done.fingerprint != r.Fingerprint {
-				k.observe(ctx, EventMismatched, stream)
-				return nil, nil, ErrKeyReused
-			}
-			k.observe(ctx, EventReplayed, stream)
-			return nil, &done.outcome, nil
+		// Completed here, maybe by the holder this request waited for?
+		if out, ok, err := k.replay(ctx, stream, r.Fingerprint); ok {
+			return nil, out, err
 		}
 		switch {
 		case here:
