@@ -2,12 +2,14 @@ package tests
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -294,4 +296,21 @@ func TestHeadersTooLargeAreRefused(t *testing.T) {
 		t.Errorf("a 100 KiB header: %d; want 431", res.StatusCode)
 	}
 	wantStatus(t, s.do(t, "GET", "/healthz", "", nil), 200)
+}
+
+// A second server on the data directory a server is using refuses to start and says why; a
+// killed server leaves nothing that stops the next one.
+func TestSecondServerOnADataDirectoryRefuses(t *testing.T) {
+	s := startServer(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stderr strings.Builder
+	second := exec.CommandContext(ctx, binary, "serve", "--addr", "127.0.0.1:0", "--data", s.dir)
+	second.Env, second.Stderr = hermeticEnv(), &stderr
+	err := second.Run()
+	if ctx.Err() != nil || err == nil || !strings.Contains(stderr.String(), "in use by another api serve") {
+		t.Fatalf("second server: %v (timed out: %v); stderr: %s", err, ctx.Err() != nil, stderr.String())
+	}
+	s.kill(t)
+	s.restart(t)
 }

@@ -56,6 +56,11 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		return fmt.Errorf("development mode (no --keys-file) only listens on a loopback address, not %s", ln.Addr())
 	}
 
+	release, err := lockData(cmd.Data)
+	if err != nil {
+		return err
+	}
+	defer release()
 	metrics := api.NewMetrics()
 	store, err := cmd.Backend.openWith(ctx, cmd.Data, log, metrics.ObserveBatch)
 	if err != nil {
