@@ -124,12 +124,41 @@ func (r *Runner) Run(ctx context.Context) error {
 		return err
 	}
 	close(r.started)
+	// One follower of the log feeds every projection: each skips what it has applied.
+	var from eventstore.Position
+	feeds := make([]*feed, 0, len(r.runs))
 	var wg sync.WaitGroup
-	for _, rn := range r.runs {
-		wg.Go(func() { rn.loop(ctx) })
+	for i, p := range r.Projections {
+		rn := r.runs[p.Name()]
+		rn.mu.Lock()
+		if i == 0 || rn.checkpoint.Compare(from) < 0 {
+			from = rn.checkpoint
+		}
+		rn.mu.Unlock()
+		f := &feed{events: make(chan eventstore.RecordedEvent, 10*r.batchSize()), failed: make(chan error, 1), gone: make(chan struct{})}
+		feeds = append(feeds, f)
+		wg.Go(func() {
+			defer close(f.gone)
+			rn.loop(ctx, f)
+		})
 	}
+	followCtx, stopFollow := context.WithCancel(ctx)
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		r.follow(followCtx, from, feeds)
+	}()
 	wg.Wait()
+	stopFollow()
+	<-followed
 	return nil
+}
+
+// feed is one projection's share of the log follower.
+type feed struct {
+	events chan eventstore.RecordedEvent
+	failed chan error    // the follower gave up
+	gone   chan struct{} // closed when the projection's loop has returned: nothing more is sent
 }
 
 // Started is closed once Run has prepared the database.
@@ -248,15 +277,8 @@ func (rn *run) tx(ctx context.Context, f func(*sql.Tx) error) error {
 }
 
 // loop follows the log and, when asked, rebuilds, until ctx ends or a handler fails.
-func (rn *run) loop(ctx context.Context) {
-	events := make(chan eventstore.RecordedEvent, 10*rn.r.batchSize())
-	followErr := make(chan error, 1)
-	followCtx, stopFollow := context.WithCancel(ctx)
-	defer stopFollow()
-	rn.mu.Lock()
-	from := rn.checkpoint
-	rn.mu.Unlock()
-	go rn.follow(followCtx, from, events, followErr)
+func (rn *run) loop(ctx context.Context, f *feed) {
+	events, followErr := f.events, f.failed
 
 	batch := make([]eventstore.RecordedEvent, 0, 10*rn.r.batchSize())
 	for {
@@ -323,28 +345,34 @@ func (rn *run) loop(ctx context.Context) {
 	}
 }
 
-// follow feeds the live loop from the log, resubscribing after transient failures.
-func (rn *run) follow(ctx context.Context, after eventstore.Position, out chan<- eventstore.RecordedEvent, failed chan<- error) {
+// follow feeds every projection's live loop from the log, resubscribing after transient
+// failures; a projection whose loop has returned is skipped.
+func (r *Runner) follow(ctx context.Context, after eventstore.Position, feeds []*feed) {
 	for attempt := 0; ; attempt++ {
-		for e, err := range rn.r.Feed.SubscribeAll(ctx, eventstore.SubscribeOptions{After: after}) {
+		for e, err := range r.Feed.SubscribeAll(ctx, eventstore.SubscribeOptions{After: after}) {
 			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}
 				if errors.Is(err, eventstore.ErrClosed) || attempt >= 10 {
-					failed <- err
+					for _, f := range feeds {
+						f.failed <- err
+					}
 					return
 				}
-				rn.r.log().Warn("projection subscription dropped; resubscribing", "projection", rn.p.Name(), "error", err)
+				r.log().Warn("projection subscription dropped; resubscribing", "error", err)
 				break
 			}
 			attempt = 0
-			select {
-			case out <- e:
-				after = e.Position
-			case <-ctx.Done():
-				return
+			for _, f := range feeds {
+				select {
+				case f.events <- e:
+				case <-f.gone:
+				case <-ctx.Done():
+					return
+				}
 			}
+			after = e.Position
 		}
 		select {
 		case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
