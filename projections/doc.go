@@ -1,8 +1,9 @@
 // Package projections keeps read models current from the global log, and rebuilds them from
 // the log while the service runs.
 //
-// A Projection owns a few tables in the read-model database. The Runner follows the log from
-// the projection's checkpoint and applies events in batches; each batch's changes and the new
+// A Projection owns a few tables in the read-model database. The Runner follows the log once,
+// from the lowest checkpoint, for all its projections; each skips what it has applied and
+// applies the rest in batches; each batch's changes and the new
 // checkpoint commit in one transaction, so after any crash every event has been applied exactly
 // once. A projection whose handler fails stops with the error visible in its Status; it never
 // skips the event.
