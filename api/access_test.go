@@ -196,3 +196,27 @@ func TestRoles(t *testing.T) {
 		t.Error("ParseRoles(\"\") accepted no role")
 	}
 }
+
+// Keys rotate while the server runs, but never to none, and a server in development mode stays
+// in it.
+func TestReplaceAPIKeys(t *testing.T) {
+	one := APIKeys{{Principal: "shop-1", Hash: HashKey("one"), Roles: RoleClient}}
+	two := APIKeys{{Principal: "shop-2", Hash: HashKey("two"), Roles: RoleClient}}
+	s := &Server{APIKeys: one}
+	if err := s.ReplaceAPIKeys(nil); err == nil {
+		t.Error("replaced the keys by none")
+	}
+	if err := s.ReplaceAPIKeys(two); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.apiKeys().lookup("one"); ok {
+		t.Error("the replaced key is still accepted")
+	}
+	if k, ok := s.apiKeys().lookup("two"); !ok || k.Principal != "shop-2" {
+		t.Errorf("the new key: %+v, %v", k, ok)
+	}
+	dev := &Server{}
+	if err := dev.ReplaceAPIKeys(two); err == nil || len(dev.apiKeys()) != 0 {
+		t.Error("a server in development mode took keys")
+	}
+}

@@ -192,12 +192,35 @@ func roles(c echo.Context) Roles {
 	return r
 }
 
+// ReplaceAPIKeys makes ks the keys accepted from the next request on, to rotate keys without a
+// restart. It refuses an empty ks, and any ks on a server in development mode: neither
+// authentication nor its absence may be switched while the server runs.
+func (s *Server) ReplaceAPIKeys(ks APIKeys) error {
+	switch {
+	case len(s.APIKeys) == 0:
+		return errors.New("a server in development mode has no keys to replace")
+	case len(ks) == 0:
+		return errors.New("no keys")
+	}
+	s.replaced.Store(&ks)
+	return nil
+}
+
+// apiKeys returns the keys in use.
+func (s *Server) apiKeys() APIKeys {
+	if ks := s.replaced.Load(); ks != nil {
+		return *ks
+	}
+	return s.APIKeys
+}
+
 // authenticate maps the bearer key to its principal and roles (401 if there is none), then
 // lets the request through only if the access table allows the route to one of the roles
 // (403 if not).
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if len(s.APIKeys) == 0 {
+		keys := s.apiKeys()
+		if len(keys) == 0 {
 			c.Set(principalKey, DevPrincipal)
 			c.Set(rolesKey, AllRoles)
 		} else {
@@ -205,7 +228,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			if !ok || bearer == "" {
 				return errUnauthorized
 			}
-			k, ok := s.APIKeys.lookup(bearer)
+			k, ok := keys.lookup(bearer)
 			if !ok {
 				return errUnauthorized
 			}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/acme/orders/command"
@@ -37,8 +38,10 @@ type Server struct {
 	IDs         *command.OrderIDs
 	Log         *slog.Logger
 	// APIKeys are the keys accepted, with their principals and roles. Empty means development
-	// mode: every request is the principal "local" with every role.
-	APIKeys APIKeys
+	// mode: every request is the principal "local" with every role. ReplaceAPIKeys rotates
+	// them while the server runs.
+	APIKeys  APIKeys
+	replaced atomic.Pointer[APIKeys] // see ReplaceAPIKeys
 	// Node names this process in key claims.
 	Node string
 	// Ready reports whether the service can take commands, for /readyz; nil means always.

@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // The principals of the access tests, their bearer keys and the roles in the keys file.
@@ -374,4 +376,39 @@ func runBinary(args ...string) (string, error) {
 		return string(out), fmt.Errorf("%w: %s", err, stderr.String())
 	}
 	return string(out), nil
+}
+
+// Keys rotate without a restart: on SIGHUP the server takes the keys file as it is then; a file
+// it cannot use leaves the keys in use, and says so in the log.
+func TestKeysReloadOnHangup(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "keys")
+	first := keysAdd(t, file, "shop-1")
+	s := startServer(t, "", "--keys-file", file)
+	bearer := func(k string) []string { return []string{"Authorization", "Bearer " + k} }
+	second := keysAdd(t, file, "shop-2")
+	checkProblem(t, s.as(t, bearer(second), "GET", "/v1/orders", "", nil), 401, "unauthorized")
+
+	s.signal(t, syscall.SIGHUP)
+	deadline := time.Now().Add(10 * time.Second)
+	for s.as(t, bearer(second), "GET", "/v1/orders", "", nil).status != 200 {
+		if time.Now().After(deadline) {
+			t.Fatal("the key added before SIGHUP is still refused")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.ok(t, bearer(first), 200, "GET", "/v1/orders", "", nil)
+
+	if err := os.WriteFile(file, []byte("not a keys line\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.signal(t, syscall.SIGHUP)
+	for !strings.Contains(s.current().stderr.String(), "keys file not reloaded") {
+		if time.Now().After(deadline.Add(10 * time.Second)) {
+			t.Fatal("no log line for a keys file that could not be used")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.ok(t, bearer(second), 200, "GET", "/v1/orders", "", nil)
+	s.ok(t, bearer(first), 200, "GET", "/v1/orders", "", nil)
 }

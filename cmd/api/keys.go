@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/acme/orders/api"
 )
@@ -107,4 +111,38 @@ func readKeys(path string) (api.APIKeys, error) {
 		return nil, errors.New(path + ": no keys")
 	}
 	return keys, nil
+}
+
+// reloadKeysOnHangup reads the keys file again on every SIGHUP and makes its keys the ones the
+// server accepts, until stop: keys are rotated without a restart. A file that cannot be read
+// or holds no key leaves the keys in use, with an error in the log.
+func reloadKeysOnHangup(ctx context.Context, path string, srv *api.Server, log *slog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-hup:
+				keys, err := readKeys(path)
+				if err == nil {
+					err = srv.ReplaceAPIKeys(keys)
+				}
+				if err != nil {
+					log.Error("keys file not reloaded; the keys in use stay", "file", path, "error", err)
+					continue
+				}
+				log.Info("keys file reloaded", "file", path, "keys", len(keys))
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		cancel()
+		<-done
+	}
 }

@@ -93,6 +93,10 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		RequestTimeout: cmd.Limits.RequestTimeout,
 	}
 	idem.Observe = srv.ObserveKey
+	if cmd.KeysFile != "" {
+		stopReload := reloadKeysOnHangup(ctx, cmd.KeysFile, srv, log)
+		defer stopReload()
+	}
 
 	if ks, ok := store.(*kurrent.Store); ok {
 		// KurrentDB hides a key's events once they are past their stream's $maxAge, and a
