@@ -98,35 +98,28 @@ func (h *Handler) handle(ctx context.Context, id string, c order.Command, md Met
 		if o.Key != nil {
 			return repeated(id, o.Key, md)
 		}
-		// An answer that appends nothing stands only on the order as it is in the store: a
-		// remembered one is checked first, and read again if it moved.
-		settled := func() (bool, error) {
-			if !remembered {
-				return true, nil
-			}
-			ok, err := h.fresh(ctx, stream, o)
-			if err == nil && !ok {
-				h.forget(stream)
-			}
-			return ok, err
+		unmet := at != nil && (o.State.Version == 0 || o.Revision() != *at)
+		var events []order.Event
+		var decideErr error
+		if !unmet {
+			md.At = h.now()
+			events, decideErr = order.Decide(o.State, order.InCurrency(c, o.State.Currency), md.At)
 		}
-		if at != nil && (o.State.Version == 0 || o.Revision() != *at) {
-			if ok, err := settled(); err != nil || !ok {
-				if err != nil {
-					return Result{}, err
-				}
-				continue
-			}
-			return Result{}, fmt.Errorf("%s on order %s: %w: want %d", md.Command, id, ErrPreconditionFailed, *at)
-		}
-		md.At = h.now()
-		events, decideErr := order.Decide(o.State, order.InCurrency(c, o.State.Currency), md.At)
 		if len(events) == 0 {
-			if ok, err := settled(); err != nil || !ok {
+			// An answer that appends nothing stands only on the order as it is in the store:
+			// a remembered one is checked first, and read again if it moved.
+			if remembered {
+				fresh, err := h.fresh(ctx, stream, o)
 				if err != nil {
 					return Result{}, err
 				}
-				continue
+				if !fresh {
+					h.forget(stream)
+					continue
+				}
+			}
+			if unmet {
+				return Result{}, fmt.Errorf("%s on order %s: %w: want %d", md.Command, id, ErrPreconditionFailed, *at)
 			}
 			return Result{State: o.State, Revision: o.Revision(), Position: o.Position}, decideErr
 		}
