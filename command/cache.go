@@ -13,8 +13,8 @@ import (
 // refuses the append if the order moved meanwhile (another node, another process), after
 // which the command is decided again on the order read afresh. A decision that appends
 // nothing is confirmed against the store's revision before it is answered (see fresh), and a
-// keyed append reads back its last event, since the store takes an append of event ids it
-// already holds for a repeat (see Handler.stored).
+// keyed append asks whether it was written, since the store takes an append of event ids it
+// already holds for a repeat (see Handler.mine).
 type recent struct {
 	order Order // without Key
 	// keys holds principal + "\x00" + key of every keyed event of the order: a command whose

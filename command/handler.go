@@ -59,8 +59,9 @@ type Result struct {
 	// the store answers with the first run's result; Repeated is then false.
 	Repeated bool
 
-	settle func() // see Settle
-	hash   string // the chain hash computed for the last event appended
+	settle func()          // see Settle
+	hash   string          // the chain hash computed for the last event appended
+	fate   eventstore.Fate // what the store did with them
 }
 
 // Handle runs c on the order id. Amounts in c that name no currency are in the order's. It returns the domain's *order.Error when the command is
@@ -148,8 +149,9 @@ func (h *Handler) handle(ctx context.Context, id string, c order.Command, md Met
 			// The store answers an append of event ids it already holds at that revision
 			// with the first append's result: decided on a remembered order that missed
 			// them (another node, a key reused after it expired), this append may not be
-			// ours. The stored events say; if they are another run's, answer from them.
-			mine, err := h.stored(ctx, stream, res)
+			// ours. The store says so if it can, else the stored events do; if they are
+			// another run's, answer from them.
+			mine, err := h.mine(ctx, stream, res)
 			if err != nil {
 				return Result{}, err
 			}
@@ -169,9 +171,16 @@ func (h *Handler) handle(ctx context.Context, id string, c order.Command, md Met
 	}
 }
 
-// stored reports whether the last event of the append that returned res is the one it wrote:
-// the chain hash stored at its revision is the one computed for it.
-func (h *Handler) stored(ctx context.Context, stream string, res Result) (bool, error) {
+// mine reports whether the append that returned res wrote its events, rather than met those
+// of an earlier append of the same ids: as the store says, or, if it cannot tell, as the
+// last event stored says: its chain hash is the one computed for it.
+func (h *Handler) mine(ctx context.Context, stream string, res Result) (bool, error) {
+	switch res.fate {
+	case eventstore.FateWritten:
+		return true, nil
+	case eventstore.FateRepeated:
+		return false, nil
+	}
 	for e, err := range h.Store.ReadStream(ctx, stream, eventstore.ReadStreamOptions{From: res.Revision, Limit: 1}) {
 		if err != nil {
 			return false, fmt.Errorf("check append to %s: %w", stream, err)
@@ -248,7 +257,7 @@ func (h *Handler) append(ctx context.Context, stream string, o Order, events []o
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{State: state, Revision: written.Revision, Position: written.Position, Events: events, hash: prev}
+	res := Result{State: state, Revision: written.Revision, Position: written.Position, Events: events, hash: prev, fate: written.Fate}
 	// The order after the command can be remembered if every key applied to it is known.
 	var keys map[string]struct{}
 	if r, ok := h.recall(stream); ok && r.order.State.Version == o.State.Version {

@@ -34,6 +34,30 @@ type RecordedEvent struct {
 type AppendResult struct {
 	Revision uint64 // the stream's revision after the append: pass it as Exact next time
 	Position Position
+	// Fate says whether this append wrote its events or found them stored by an earlier one,
+	// if the store can tell.
+	Fate Fate
+}
+
+// Fate is what an append did with its events. A store answers a repeat of an append (the
+// same event ids after the same revision) with the first append's result; a caller that
+// decided its events on a state it could not be sure of needs to know which happened.
+type Fate uint8
+
+const (
+	// FateUnknown: the store answers a repeat exactly as it answers a write (KurrentDB); read
+	// the events back to know whose they are.
+	FateUnknown Fate = iota
+	// FateWritten: this append wrote the events.
+	FateWritten
+	// FateRepeated: the events were already stored, by an earlier append of the same ids;
+	// this one wrote nothing, and the stored events may differ from its own in all but id.
+	FateRepeated
+)
+
+// Same reports whether r and o locate the same events, whatever their fates.
+func (r AppendResult) Same(o AppendResult) bool {
+	return r.Revision == o.Revision && r.Position == o.Position
 }
 
 // ValidateAppend checks an append's arguments; backends call it before touching storage.

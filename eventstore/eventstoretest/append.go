@@ -370,9 +370,10 @@ func testIdempotentRepeat(t *testing.T, s *suite) {
 		if err != nil {
 			t.Fatalf("repeat %d events at %v: %v", len(events), expected, err)
 		}
-		if res != want {
+		if !res.Same(want) {
 			t.Errorf("repeat at %v: AppendResult = %+v, want the original %+v", expected, res, want)
 		}
+		wantFate(t, "a repeat", res, eventstore.FateRepeated)
 		if diff := cmp.Diff(stream0, f.read(t, stream, eventstore.ReadStreamOptions{}), equalRecorded); diff != "" {
 			t.Errorf("repeat at %v changed the stream (-before +after):\n%s", expected, diff)
 		}
@@ -510,7 +511,7 @@ func testEventIDsUniqueInStore(t *testing.T, s *suite) {
 			res, err := f.b.Append(t.Context(), a, expected, stored...)
 			if err != nil {
 				wantDuplicate(t, err)
-			} else if res != r {
+			} else if !res.Same(r) {
 				t.Errorf("a repeat that succeeds: AppendResult = %+v, want the original %+v", res, r)
 			}
 			f.wantStream(t, a, 0, stored...)

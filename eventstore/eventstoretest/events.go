@@ -77,7 +77,18 @@ func collect(t *testing.T, seq iter.Seq2[eventstore.RecordedEvent, error]) ([]ev
 
 func (f *fixture) append(t *testing.T, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) eventstore.AppendResult {
 	t.Helper()
-	return MustAppend(t, f.b, stream, expected, events...)
+	res := MustAppend(t, f.b, stream, expected, events...)
+	wantFate(t, "a new append", res, eventstore.FateWritten)
+	return res
+}
+
+// wantFate fails the test if res reports a fate other than want: a store need not tell
+// (FateUnknown), but one that does must be right.
+func wantFate(t *testing.T, what string, res eventstore.AppendResult, want eventstore.Fate) {
+	t.Helper()
+	if res.Fate != want && res.Fate != eventstore.FateUnknown {
+		t.Errorf("%s: AppendResult.Fate = %d, want %d or unknown (%d)", what, res.Fate, want, eventstore.FateUnknown)
+	}
 }
 
 // read reads a stream and fails the test on error.

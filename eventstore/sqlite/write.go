@@ -358,7 +358,7 @@ func (w *writeTx) repeated(streamID int64, from uint64, events []eventstore.Even
 		}
 	}
 	last := rows[len(rows)-1]
-	return eventstore.AppendResult{Revision: uint64(asInt(last[1])), Position: position(uint64(asInt(last[2])))}, true, nil
+	return eventstore.AppendResult{Revision: uint64(asInt(last[1])), Position: position(uint64(asInt(last[2]))), Fate: eventstore.FateRepeated}, true, nil
 }
 
 // write appends events after the stream's last revision, creating or reviving its row.
@@ -402,7 +402,7 @@ func (w *writeTx) write(name string, sr streamRow, events []eventstore.EventData
 		if err != nil {
 			return eventstore.AppendResult{}, errAbort{err}
 		}
-		res = eventstore.AppendResult{Revision: first + uint64(i), Position: position(uint64(pos))}
+		res = eventstore.AppendResult{Revision: first + uint64(i), Position: position(uint64(pos)), Fate: eventstore.FateWritten}
 	}
 	return res, nil
 }
