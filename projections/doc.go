@@ -5,8 +5,9 @@
 // from the lowest checkpoint, for all its projections; each skips what it has applied and
 // applies the rest in batches; each batch's changes and the new
 // checkpoint commit in one transaction, so after any crash every event has been applied exactly
-// once. A projection whose handler fails stops with the error visible in its Status; it never
-// skips the event.
+// once. A live projection lingers a moment after an event arrives to gather more into its batch,
+// for fewer commits, but not while a reader waits on it (Runner.WaitFor). A projection whose
+// handler fails stops with the error visible in its Status; it never skips the event.
 //
 // Tables live in generations: a projection's table "orders" is stored as "orders_g3" and read
 // through a view named "orders". A rebuild creates the next generation's tables, fills them from

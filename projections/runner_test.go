@@ -5,15 +5,18 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
+	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/eventstore/sqlite"
 	"github.com/acme/orders/projections"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
 	"pgregory.net/rapid"
 )
 
@@ -297,4 +300,137 @@ func TestRestartResumesExactlyOnce(t *testing.T) {
 	}
 	f.caughtUp(t)
 	f.checkRows(t, []string{"o0", "o1", "o2", "o3", "o4"})
+}
+
+// counted is a projection that records how many events each of its transactions applied.
+type counted struct {
+	mu      sync.Mutex
+	batches []int
+}
+
+func (*counted) Name() string              { return "counted" }
+func (*counted) Filter() eventstore.Filter { return eventstore.Filter{} }
+func (*counted) Tables() []string          { return []string{"counted"} }
+func (*counted) Create(ctx context.Context, tx *sql.Tx, t projections.Tables) error {
+	_, err := tx.ExecContext(ctx, `CREATE TABLE `+t["counted"]+` (n INTEGER)`)
+	return err
+}
+
+func (c *counted) Apply(_ context.Context, _ *sql.Tx, _ projections.Tables, events []eventstore.RecordedEvent) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.batches = append(c.batches, len(events))
+	return nil
+}
+
+func (c *counted) sizes() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.batches)
+}
+
+// runCounted runs r, with a counted projection, over a new store; it returns the store.
+func runCounted(t *testing.T, r *projections.Runner, p *counted) *sqlite.Store {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := sqlite.Open(dir, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqlite.OpenDB(filepath.Join(dir, "readmodels.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.DB, r.Feed, r.Projections = db, s, []projections.Projection{p}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		db.Close()
+		s.Close()
+	})
+	<-r.Started()
+	return s
+}
+
+// appendEvent appends an event to a stream of its own, in a commit of its own.
+func appendEvent(t *testing.T, s *sqlite.Store) eventstore.Position {
+	t.Helper()
+	res, err := s.Append(context.Background(), "s-"+uuid.NewString(), eventstore.Any, eventstore.EventData{ID: uuid.New(), Type: "test", Data: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Position
+}
+
+// appliedUpTo waits until the counted projection has applied pos. It polls Status rather than
+// calling WaitFor, which would cut a linger short.
+func appliedUpTo(t *testing.T, r *projections.Runner, pos eventstore.Position) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, err := r.Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st[0].Checkpoint.Compare(pos) >= 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not applied up to %v: %+v", pos, st[0])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A lingering projection applies events that arrive one commit at a time in one transaction:
+// once it holds BatchSize events, or once the linger has passed.
+func TestLingerAppliesEventsTogether(t *testing.T) {
+	p := &counted{}
+	r := &projections.Runner{BatchSize: 3, Linger: 2 * time.Second}
+	s := runCounted(t, r, p)
+	var pos eventstore.Position
+	for range 3 {
+		pos = appendEvent(t, s)
+		time.Sleep(20 * time.Millisecond) // without a linger, each is applied alone
+	}
+	appliedUpTo(t, r, pos)
+	if diff := cmp.Diff([]int{3}, p.sizes()); diff != "" {
+		t.Fatalf("events per transaction, a full batch (-want +got):\n%s", diff)
+	}
+	appliedUpTo(t, r, appendEvent(t, s))
+	if diff := cmp.Diff([]int{3, 1}, p.sizes()); diff != "" {
+		t.Fatalf("events per transaction, after the linger (-want +got):\n%s", diff)
+	}
+}
+
+// A reader waiting for a position never waits for a linger: one that starts waiting during a
+// linger cuts it short, and while one waits no linger starts. The linger is a minute; WaitFor
+// gets 10 s.
+func TestWaitForDoesNotWaitForALinger(t *testing.T) {
+	r := &projections.Runner{Linger: time.Minute}
+	s := runCounted(t, r, &counted{})
+	waitFor := func(pos eventstore.Position) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return r.WaitFor(ctx, "counted", pos)
+	}
+
+	pos := appendEvent(t, s)
+	time.Sleep(100 * time.Millisecond) // for the projection to take the event and linger with it
+	if err := waitFor(pos); err != nil {
+		t.Fatalf("a reader arriving during a linger: %v", err)
+	}
+
+	// The next event is after pos: at pos+1 or later.
+	next := eventstore.Position{Commit: pos.Commit + 1, Prepare: pos.Prepare + 1}
+	waited := make(chan error, 1)
+	go func() { waited <- waitFor(next) }()
+	time.Sleep(100 * time.Millisecond) // for the reader to be waiting before the event arrives
+	appendEvent(t, s)
+	if err := <-waited; err != nil {
+		t.Fatalf("a reader waiting before the event arrived: %v", err)
+	}
 }
