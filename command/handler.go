@@ -231,9 +231,10 @@ func (h *Handler) now() time.Time {
 	return time.Now()
 }
 
-// append writes events after the revision o was loaded at. An unkeyed command's order is
-// remembered at once; a keyed one's only when Settle is told that no other run of its key could
-// have appended the same events.
+// append writes events after the revision o was loaded at. The order after it is remembered at
+// once if the append cannot have been another's: the command is unkeyed, or the store says it
+// wrote the events. Otherwise only when Settle is told that no other run of its key could have
+// appended the same events.
 func (h *Handler) append(ctx context.Context, stream string, o Order, events []order.Event, md Metadata) (Result, error) {
 	data := make([]eventstore.EventData, len(events))
 	state := o.State
@@ -274,8 +275,10 @@ func (h *Handler) append(ctx context.Context, stream string, o Order, events []o
 		owner = md.Principal
 	}
 	next := recent{order: Order{State: state, Position: written.Position, Hash: prev, Owner: owner}, keys: keys}.with(md)
-	if md.IdempotencyKey == "" {
-		h.remember(stream, next) // random event ids: this append cannot be another's repeat
+	if md.IdempotencyKey == "" || written.Fate == eventstore.FateWritten {
+		// Random event ids, or the store's word: this append is no other's repeat, so the
+		// order remembered is the one stored.
+		h.remember(stream, next)
 		return res, nil
 	}
 	h.forget(stream)
@@ -284,7 +287,7 @@ func (h *Handler) append(ctx context.Context, stream string, o Order, events []o
 }
 
 // Settle lets the handler remember the order after the keyed command that returned res, for
-// the next command on it. Call it only when no other run of the command's key can have
+// the next command on it, if it was not remembered already (see append). Call it only when no other run of the command's key can have
 // appended at the same time (the caller held the key throughout, as a completed idempotency
 // claim proves): the store answers a repeated append of the same event ids with the first
 // append's result, and the order remembered would then not be the one stored.
