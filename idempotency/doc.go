@@ -18,10 +18,11 @@
 //   - Claimed, lease expired (or Released after a 5xx): take it over by appending a new Claimed
 //     with the exact revision it read; of several takers one wins.
 //   - Claimed longer ago than the TTL: the key has expired; its stream is deleted and the
-//     request is new. A sweeper also deletes expired key streams in the background, unless the
-//     store expires them itself (Keys.Expire, KurrentDB's $maxAge): then an expired key's
-//     events are hidden from reads, and its stream reads as not found, or without its first
-//     claim, which counts as expired too.
+//     request is new. A sweeper also deletes expired key streams in the background (Keys.Sweep,
+//     which learns the keys from one pass over the log, then from this process's own claims),
+//     unless the store expires them itself (Keys.Expire, KurrentDB's $maxAge): then an expired
+//     key's events are hidden from reads, and its stream reads as not found, or without its
+//     first claim, which counts as expired too.
 //
 // Three shortcuts spare the store without changing these answers. A new key is claimed first and
 // its stream read only if the claim is refused. Completed keys are kept in memory with their

@@ -44,6 +44,11 @@ type Keys struct {
 	mu      sync.Mutex
 	waiting map[string]*waiters // by key stream: requests here waiting for its holder
 	holding map[string]held     // by key stream: claims of this process not yet let go
+
+	// The sweeper's index has a mutex of its own: its rounds must not hold up the waiters and
+	// holders that mu serves.
+	sweepMu  sync.Mutex
+	expiries map[string]time.Time // by key stream: its latest expiry noted; nil without a sweeper
 }
 
 // held is a claim of this process that has not been completed or released yet.
@@ -278,6 +283,10 @@ func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.Exp
 		return nil, err
 	}
 	res, err := k.Store.Append(ctx, stream, expected, e)
+	if !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
+		// An append that failed otherwise (its context cancelled, say) may have been written.
+		k.noteExpiry(stream, expires)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -242,44 +242,6 @@ func TestExpiredKeyIsNew(t *testing.T) {
 	}
 }
 
-func TestSweepDeletesExpiredKeys(t *testing.T) {
-	keys, clk, s := newKeys(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	old, _, err := keys.Begin(ctx, request("fp"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk.Add(30 * time.Minute)
-	r := request("fp")
-	r.Key = "young"
-	young, _, err := keys.Begin(ctx, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk.Add(31 * time.Minute) // the first key is 61 minutes old, the second 31
-	done := make(chan error, 1)
-	go func() { done <- keys.Sweep(ctx, s, 10*time.Millisecond) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err := first(s, old.Stream)
-		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the expired key was not swept")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if _, err := first(s, young.Stream); err != nil {
-		t.Fatalf("the young key was swept: %v", err)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Sweep: %v", err)
-	}
-}
-
 func first(s eventstore.Store, stream string) (eventstore.RecordedEvent, error) {
 	for e, err := range s.ReadStream(context.Background(), stream, eventstore.ReadStreamOptions{Limit: 1}) {
 		return e, err

@@ -1,0 +1,225 @@
+package idempotency_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"iter"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/idempotency"
+)
+
+// onePass is the log as the sweeper may use it: read, never followed.
+type onePass struct {
+	eventstore.Feed
+	t     *testing.T
+	reads atomic.Int64
+}
+
+func (f *onePass) ReadAll(ctx context.Context, opts eventstore.ReadAllOptions) iter.Seq2[eventstore.RecordedEvent, error] {
+	f.reads.Add(1)
+	return f.Feed.ReadAll(ctx, opts)
+}
+
+func (f *onePass) SubscribeAll(context.Context, eventstore.SubscribeOptions) iter.Seq2[eventstore.RecordedEvent, error] {
+	f.t.Error("the sweeper subscribed to the log")
+	return func(yield func(eventstore.RecordedEvent, error) bool) {
+		yield(eventstore.RecordedEvent{}, errors.New("no subscription in this test"))
+	}
+}
+
+// sweeper is keys.Sweep running until the test ends.
+type sweeper struct {
+	feed *onePass
+	// clockReads counts the reads of the keys' clock. A sweep round starts with one, and
+	// nothing else reads it while the test runs no request.
+	clockReads atomic.Int64
+}
+
+func startSweep(t *testing.T, keys *idempotency.Keys, feed eventstore.Feed) *sweeper {
+	t.Helper()
+	sw := &sweeper{feed: &onePass{Feed: feed, t: t}}
+	now := keys.Now
+	keys.Now = func() time.Time {
+		sw.clockReads.Add(1)
+		return now()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- keys.Sweep(ctx, sw.feed, 5*time.Millisecond) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Sweep: %v", err)
+		}
+	})
+	return sw
+}
+
+// waitRound returns once a whole sweep round has run since it was called (the start of a
+// second one shows that the first ended). Call it while no request runs.
+func (sw *sweeper) waitRound(t *testing.T) {
+	t.Helper()
+	from := sw.clockReads.Load()
+	waitFor(t, "a sweep round", func() bool { return sw.clockReads.Load() >= from+2 })
+}
+
+func waitFor(t *testing.T, what string, done func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !done() {
+		if time.Now().After(deadline) {
+			t.Fatalf("still waiting for %s after 10s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func gone(s eventstore.Store, stream string) bool {
+	_, err := first(s, stream)
+	return errors.Is(err, eventstore.ErrStreamNotFound)
+}
+
+// claimKey claims key with fingerprint and records an outcome for it.
+func claimKey(t *testing.T, keys *idempotency.Keys, key, fingerprint string) *idempotency.Claim {
+	t.Helper()
+	r := request(fingerprint)
+	r.Key = key
+	c, _, err := keys.Begin(context.Background(), r)
+	if err != nil || c == nil {
+		t.Fatalf("claim %s: %+v, %v", key, c, err)
+	}
+	if err := keys.Complete(context.Background(), c, created); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// firstClaim returns the fingerprint and revision of the key stream's first claim.
+func firstClaim(t *testing.T, s eventstore.Store, stream string) (string, uint64) {
+	t.Helper()
+	e, err := first(s, stream)
+	if err != nil {
+		t.Fatalf("read %s: %v", stream, err)
+	}
+	var c idempotency.Claimed
+	if err := json.Unmarshal(e.Data, &c); err != nil || e.Type != idempotency.TypeClaimed {
+		t.Fatalf("%s starts with %s (%v); want a claim", stream, e.Type, err)
+	}
+	return c.Fingerprint, e.Revision
+}
+
+// Keys claimed before the sweeper started, by an earlier run of the server, are learnt from
+// one pass over the log: the expired key is swept, the young one kept, and the swept one is
+// forgotten rather than read again every round.
+func TestSweepDeletesKeysClaimedBeforeIt(t *testing.T) {
+	earlier, clk, s := newKeys(t)
+	old := claimKey(t, earlier, "old", "fp")
+	clk.Add(30 * time.Minute)
+	young := claimKey(t, earlier, "young", "fp")
+	clk.Add(31 * time.Minute) // the first key is 61 minutes old, the second 31
+
+	counted := &countingStore{Store: s}
+	keys := &idempotency.Keys{Store: counted, TTL: time.Hour, Now: clk.Now}
+	sw := startSweep(t, keys, s)
+	waitFor(t, "sweep of the expired key", func() bool { return gone(s, old.Stream) })
+	sw.waitRound(t)
+	if gone(s, young.Stream) {
+		t.Fatal("the young key was swept")
+	}
+	reads := counted.reads.Load()
+	sw.waitRound(t)
+	if n := counted.reads.Load() - reads; n != 0 {
+		t.Errorf("a sweep round with nothing due read %d key streams; want none", n)
+	}
+	clk.Add(30 * time.Minute)
+	waitFor(t, "sweep of the second key", func() bool { return gone(s, young.Stream) })
+}
+
+// Keys claimed after the sweeper started are learnt from the claims themselves: the sweeper
+// reads the log once, at its start.
+func TestSweepDeletesKeysClaimedAfterItStarts(t *testing.T) {
+	keys, clk, s := newKeys(t)
+	sw := startSweep(t, keys, s)
+	sw.waitRound(t) // past the pass over the log
+	c := claimKey(t, keys, "k1", "fp")
+	clk.Add(59 * time.Minute)
+	sw.waitRound(t)
+	if gone(s, c.Stream) {
+		t.Fatal("the key was swept before its expiry")
+	}
+	clk.Add(time.Minute)
+	waitFor(t, "sweep of the expired key", func() bool { return gone(s, c.Stream) })
+	if n := sw.feed.reads.Load(); n != 1 {
+		t.Errorf("the sweeper read the log %d times; want once", n)
+	}
+}
+
+// A key that Begin expired and claimed anew lives to its new expiry, not its old one.
+func TestSweepSparesAKeyClaimedAnew(t *testing.T) {
+	keys, clk, s := newKeys(t)
+	sw := startSweep(t, keys, s)
+	claimKey(t, keys, "k1", "fp")
+	clk.Add(time.Hour)
+	again := claimKey(t, keys, "k1", "other")
+	sw.waitRound(t)
+	if fp, rev := firstClaim(t, s, again.Stream); fp != "other" || rev != again.Revision {
+		t.Fatalf("the key's stream starts with the claim of %q@%d; want the new claim, %q@%d", fp, rev, "other", again.Revision)
+	}
+	clk.Add(time.Hour)
+	waitFor(t, "sweep of the key's second life", func() bool { return gone(s, again.Stream) })
+}
+
+// interposed runs between, once, before the first stream delete that reaches it: a request
+// slipping in between the sweeper's read of an expired key and its delete.
+type interposed struct {
+	eventstore.Store
+	between  func()
+	started  atomic.Bool
+	firstErr chan error // what the delete after between returned
+}
+
+func (s *interposed) DeleteStream(ctx context.Context, stream string, expected eventstore.ExpectedRevision) error {
+	if !s.started.CompareAndSwap(false, true) {
+		return s.Store.DeleteStream(ctx, stream, expected)
+	}
+	s.between()
+	err := s.Store.DeleteStream(ctx, stream, expected)
+	s.firstErr <- err
+	return err
+}
+
+// A key claimed anew between the sweeper's read of it, expired, and its delete is left alone:
+// the delete expects the revision read.
+func TestSweepLeavesAKeyChangedBeforeItsDelete(t *testing.T) {
+	keys, clk, s := newKeys(t)
+	old := claimKey(t, keys, "k1", "fp")
+	clk.Add(time.Hour)
+	var again *idempotency.Claim
+	var againErr error
+	store := &interposed{Store: s, firstErr: make(chan error, 1)}
+	store.between = func() { again, _, againErr = keys.Begin(context.Background(), request("other")) }
+	keys.Store = store
+	sw := startSweep(t, keys, s)
+
+	var err error
+	select {
+	case err = <-store.firstErr:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sweeper deleted nothing in 10s")
+	}
+	if againErr != nil || again == nil {
+		t.Fatalf("the request in between: %+v, %v; want a new claim", again, againErr)
+	}
+	if !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
+		t.Fatalf("the sweeper's delete: %v; want ErrWrongExpectedRevision", err)
+	}
+	sw.waitRound(t)
+	if fp, rev := firstClaim(t, s, old.Stream); fp != "other" || rev != again.Revision {
+		t.Fatalf("the key's stream starts with the claim of %q@%d; want the new claim, %q@%d", fp, rev, "other", again.Revision)
+	}
+}
