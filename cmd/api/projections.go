@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"time"
 
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/eventstore/sqlite"
@@ -14,8 +15,8 @@ import (
 // readModelsFile is the read models' database in the data directory, beside the events.
 const readModelsFile = "readmodels.db"
 
-// startProjections opens the read models and runs their projections from feed. stop waits for
-// them to halt at a checkpoint and closes the database.
+// startProjections opens the read models and runs their projections from feed. stop lets them
+// catch up with the log, waits for them to halt at a checkpoint and closes the database.
 func startProjections(ctx context.Context, dataDir string, feed eventstore.Feed, log *slog.Logger) (*projections.Runner, func(), error) {
 	db, err := sqlite.OpenDB(filepath.Join(dataDir, readModelsFile))
 	if err != nil {
@@ -34,8 +35,30 @@ func startProjections(ctx context.Context, dataDir string, feed eventstore.Feed,
 		return nil, nil, fmt.Errorf("read models: %w", err)
 	}
 	return r, func() {
+		catchUp(r, feed, log)
 		cancel()
 		<-done
 		db.Close()
 	}, nil
+}
+
+// catchUpTimeout bounds how long a stopping server waits for its read models.
+const catchUpTimeout = 5 * time.Second
+
+// catchUp waits, within catchUpTimeout, until every projection has applied the log up to its
+// head: a server stopped gracefully leaves read models that match its events (as `audit
+// verify` checks), not ones a batch or a linger behind. Waiting also cuts a linger short.
+func catchUp(r *projections.Runner, feed eventstore.Feed, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), catchUpTimeout)
+	defer cancel()
+	head, err := feed.Head(ctx)
+	if err != nil {
+		log.Warn("read models not caught up at stop", "error", err)
+		return
+	}
+	for _, p := range r.Projections {
+		if err := r.WaitFor(ctx, p.Name(), head); err != nil {
+			log.Warn("read models not caught up at stop", "projection", p.Name(), "error", err)
+		}
+	}
 }
