@@ -141,18 +141,60 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 		}
 		ran = true
 		out := s.respond(rt, claim.OrderID, res, err)
-		if keep(out, err) {
-			if err := s.Keys.Complete(ctx, claim, out); err != nil {
-				// The effect is in the order's stream with its key: the next retry completes
-				// the record from there. The client still gets its answer.
-				s.Log.Warn("record outcome", "request_id", requestID(c), "key", idempotency.KeyHash(md.Principal, md.IdempotencyKey), "error", err)
-			} else if claim.Kept {
-				s.Orders.Settle(res) // no other run of the key can have appended
+		reqID := requestID(c) // for the log; c is not ours once the handler returns
+		switch {
+		case !keep(out, err):
+			if err := s.Keys.Release(ctx, claim, http.StatusText(out.Status)); err != nil {
+				s.Log.Warn("release key", "request_id", reqID, "key", idempotency.KeyHash(md.Principal, md.IdempotencyKey), "error", err)
 			}
-		} else if err := s.Keys.Release(ctx, claim, http.StatusText(out.Status)); err != nil {
-			s.Log.Warn("release key", "request_id", requestID(c), "key", idempotency.KeyHash(md.Principal, md.IdempotencyKey), "error", err)
+		case err == nil && len(res.Events) > 0:
+			// The answer is in the order's stream with the key's events: if the outcome is
+			// never recorded (a crash), the next retry rebuilds this very answer from there
+			// (FindInOrderStream). So answer now and record it after, saving the client a
+			// wait for the store; duplicates here wait for it meanwhile.
+			s.completing.Add(1)
+			go func() {
+				defer s.completing.Done()
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
+				defer cancel()
+				if s.Hooks.AfterAnswer != nil {
+					s.Hooks.AfterAnswer(md.IdempotencyKey)
+				}
+				s.complete(ctx, reqID, claim, md, out, res)
+			}()
+		default:
+			// Nothing in the order's stream would tell this answer word for word (a refusal
+			// rebuilt from a recorded charge is worded as a replay): record it before giving it.
+			s.complete(ctx, reqID, claim, md, out, res)
 		}
 		return s.write(c, out, res.Repeated)
+	}
+}
+
+// complete records the outcome of a claimed command.
+func (s *Server) complete(ctx context.Context, requestID string, claim *idempotency.Claim, md command.Metadata, out idempotency.Outcome, res command.Result) {
+	if err := s.Keys.Complete(ctx, claim, out); err != nil {
+		// The effect, if any, is in the order's stream with its key: the next retry completes
+		// the record from there.
+		s.Log.Warn("record outcome", "request_id", requestID, "key", idempotency.KeyHash(md.Principal, md.IdempotencyKey), "error", err)
+	} else if claim.Kept {
+		s.Orders.Settle(res) // no other run of the key can have appended
+	}
+}
+
+// Drain waits until the outcomes of commands answered before their outcome was recorded are
+// recorded, or ctx ends. Call it once the HTTP server has stopped, before the store closes.
+func (s *Server) Drain(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		s.completing.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("outcomes still being recorded: %w", ctx.Err())
 	}
 }
 

@@ -135,12 +135,20 @@ func validStatus(s string) bool {
 
 // getKey answers the caller's own idempotency key from the lookups read model.
 func (s *Server) getKey(c echo.Context) error {
-	if err := s.caughtUp(c, "lookups"); err != nil {
-		return err
-	}
 	key, err := url.PathUnescape(c.Param("key"))
 	if err != nil {
 		return fmt.Errorf("%w: the key is not a valid path segment", errMalformed)
+	}
+	// A command answered here may still be recording its outcome: wait for it (within the
+	// read's bound), so that the key reads as completed once its answer was given.
+	ctx, cancel := context.WithTimeout(c.Request().Context(), readWait)
+	err = s.Keys.Await(ctx, principal(c), key)
+	cancel()
+	if err != nil && c.Request().Context().Err() != nil {
+		return err
+	}
+	if err := s.caughtUp(c, "lookups"); err != nil {
+		return err
 	}
 	row, ok, err := s.Reads.Key(c.Request().Context(), principal(c), key)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -52,12 +53,15 @@ type Server struct {
 	RequestTimeout time.Duration
 	// Hooks are for tests that crash the process at a precise point; nil in production.
 	Hooks Hooks
+
+	completing sync.WaitGroup // outcomes recorded after their answers (see command and Drain)
 }
 
 // Hooks run at the points of a keyed command where a crash matters most.
 type Hooks struct {
 	AfterClaim  func(key string) // the key is claimed, the command has not run
 	AfterAppend func(key string) // the order events are appended, the outcome is not recorded
+	AfterAnswer func(key string) // the answer is given (or on its way), the outcome is not recorded
 }
 
 // Handler returns the HTTP handler.

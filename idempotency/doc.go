@@ -7,7 +7,9 @@
 // claims. The claim records the request's fingerprint (method, path, canonical body), the order
 // it targets (chosen at claim time for a create, so a takeover reuses it), the claimant, a lease
 // and the key's expiry. When the command has run, its outcome (status, the headers that matter,
-// the body byte for byte) is appended as Completed, with the exact revision of the claim.
+// the body byte for byte) is appended as Completed, with the exact revision of the claim. The
+// caller may answer before that when the order's stream can rebuild the very same answer (see
+// the next paragraph); Keys.Await lets a reader of the key wait for the outcome meanwhile.
 //
 // A later request with the key finds, in the key's stream:
 //   - Completed: replay it, if the fingerprint matches; else ErrKeyReused.
@@ -27,8 +29,9 @@
 // Three shortcuts spare the store without changing these answers. A new key is claimed first and
 // its stream read only if the claim is refused. Completed keys are kept in memory with their
 // expiry (Keys.Remember): a completed key never changes until it expires, so its replays read
-// nothing (a node whose clock runs behind keeps replaying a key that much past its expiry). And a duplicate of a request that this process is running waits for it without
-// reading, woken when its outcome is recorded (only its own key's waiters are woken).
+// nothing (a node whose clock runs behind keeps replaying a key that much past its expiry).
+// And a duplicate of a request that this process is running waits for it without reading,
+// woken when its outcome is recorded (only its own key's waiters are woken).
 //
 // The lease is not what prevents a second effect: command events carry the key and ids derived
 // from it, so even a takeover racing a slow first request appends the command once (see package

@@ -366,6 +366,26 @@ func (k *Keys) read(ctx context.Context, stream string) (keyState, error) {
 	return st, nil
 }
 
+// Await waits until no claim of this process holds the key, so that a read of the key after it
+// sees the outcome of every command this process answered with the key, or ctx ends. A key
+// held by another process is not waited for.
+func (k *Keys) Await(ctx context.Context, principal, key string) error {
+	stream := StreamName(principal, key)
+	k.watch(stream)
+	defer k.unwatch(stream)
+	for {
+		changed := k.changes(stream) // before looking: a letGo after that closes it
+		if _, here := k.heldHere(stream, k.now()); !here {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // hold notes a claim of this process, so that its duplicates here wait for it without reading
 // the key stream; letGo ends that when the claim completes or is released.
 func (k *Keys) hold(stream string, h held) {

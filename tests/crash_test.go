@@ -219,3 +219,80 @@ func TestAcknowledgedCommandSurvivesKill(t *testing.T) {
 		t.Errorf("after SIGKILL and restart: %v; want version 3, total %d", o, orderTotal+500)
 	}
 }
+
+const crashAfterAnswer = "API_TEST_CRASH_AFTER_ANSWER" // the answer given, the outcome not stored
+
+// answeredCases are commands that succeed with events, each after its setup; the request
+// returned carries crashKey.
+var answeredCases = []struct {
+	name   string
+	status int
+	setup  func(t *testing.T, s *server) request
+}{
+	{"create", http.StatusCreated, func(*testing.T, *server) request {
+		return request{method: "POST", path: "/v1/orders", key: crashKey, body: orderFor("c-answer")}
+	}},
+	{"add line", http.StatusOK, onOrder(nil, "POST", "/lines", line{SKU: "sku-2", Quantity: 1, UnitPrice: 500})},
+	{"set quantity", http.StatusOK, onOrder(nil, "PUT", "/lines/sku-1", map[string]any{"quantity": 3})},
+	{"remove line", http.StatusOK, onOrder(func(t *testing.T, s *server, id string) {
+		s.command(t, id, "/lines", "setup-line", line{SKU: "sku-2", Quantity: 1, UnitPrice: 500})
+	}, "DELETE", "/lines/sku-2", nil)},
+	{"start payment", http.StatusOK, onOrder(nil, "POST", "/payments", map[string]any{"paymentId": "p-1", "amount": orderTotal})},
+	{"confirm payment", http.StatusOK, onOrder(startPayment, "POST", "/payments/p-1/confirm", map[string]any{"amount": orderTotal})},
+	{"fail payment", http.StatusOK, onOrder(startPayment, "POST", "/payments/p-1/fail", map[string]any{"reason": "declined"})},
+	{"payment callback", http.StatusOK, func(t *testing.T, s *server) request {
+		id, _ := s.create(t, "setup-create", "c-answer")
+		s.command(t, id, "/payments", "setup-start", map[string]any{"paymentId": "p-callback", "amount": orderTotal})
+		return request{method: "POST", path: "/v1/payments/p-callback/confirm", key: crashKey, body: map[string]any{"amount": orderTotal}}
+	}},
+	{"cancel", http.StatusOK, onOrder(nil, "POST", "/cancel", map[string]any{"reason": "changed my mind"})},
+	{"ship", http.StatusOK, onOrder(paid, "POST", "/shipments", map[string]any{"carrier": "DHL", "trackingNumber": "T-1"})},
+	{"refund", http.StatusOK, onOrder(paid, "POST", "/refunds", map[string]any{"refundId": "r-1", "amount": orderTotal})},
+	{"complete refund", http.StatusOK, onOrder(func(t *testing.T, s *server, id string) {
+		paid(t, s, id)
+		s.command(t, id, "/refunds", "setup-refund", map[string]any{"refundId": "r-1", "amount": orderTotal})
+	}, "POST", "/refunds/r-1/complete", map[string]any{})},
+}
+
+// onOrder returns a setup that creates an order, prepares it, and returns the request on it.
+func onOrder(prepare func(t *testing.T, s *server, id string), method, sub string, body any) func(*testing.T, *server) request {
+	return func(t *testing.T, s *server) request {
+		id, _ := s.create(t, "setup-create", "c-answer")
+		if prepare != nil {
+			prepare(t, s, id)
+		}
+		return request{method: method, path: "/v1/orders/" + id + sub, key: crashKey, body: body}
+	}
+}
+
+func startPayment(t *testing.T, s *server, id string) {
+	s.command(t, id, "/payments", "setup-start", map[string]any{"paymentId": "p-1", "amount": orderTotal})
+}
+
+func paid(t *testing.T, s *server, id string) { s.pay(t, id, "p-1") }
+
+// The server answers a command and dies before recording its outcome: the retry after a
+// restart gets the very answer given, byte for byte, rebuilt from the order's stream.
+func TestCrashAfterAnswerBeforeOutcome(t *testing.T) {
+	t.Parallel()
+	for _, tc := range answeredCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := &server{dir: t.TempDir(), env: []string{crashAfterAnswer + "=" + crashKey}}
+			s.start(t)
+			req := tc.setup(t, s)
+			first, err := s.send(t, req)
+			if err != nil {
+				t.Fatalf("%v: %v; want an answer before the server dies", req, err)
+			}
+			wantStatus(t, first, tc.status)
+			checkFirst(t, first)
+			if st := s.wait(t, stopTimeout); !killedBy(st, syscall.SIGKILL) {
+				t.Fatalf("the server ended with %v; want killed by SIGKILL (is %s honoured?)", st, crashAfterAnswer)
+			}
+			s.env = nil
+			s.restart(t)
+			checkReplay(t, first, s.do(t, req.method, req.path, req.key, req.body))
+		})
+	}
+}

@@ -136,7 +136,11 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), cmd.Shutdown)
 	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
+	err = hs.Shutdown(sctx)
+	if err := srv.Drain(sctx); err != nil {
+		log.Error("shutting down", "error", err)
+	}
+	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
@@ -153,9 +157,10 @@ func nodeName() string {
 	return host + "-" + rand.Text()[:8]
 }
 
-// testHooks lets the end-to-end tests kill the process at the two moments that matter:
-// API_TEST_CRASH_AFTER_CLAIM and API_TEST_CRASH_AFTER_APPEND name the Idempotency-Key whose
-// request dies there.
+// testHooks lets the end-to-end tests kill the process at the moments that matter:
+// API_TEST_CRASH_AFTER_CLAIM, API_TEST_CRASH_AFTER_APPEND and API_TEST_CRASH_AFTER_ANSWER name
+// the Idempotency-Key whose request dies there (after the answer: once it has had 200 ms to
+// leave, before the outcome is recorded).
 func testHooks(getenv func(string) string) api.Hooks {
 	crash := func(key string) func(string) {
 		if key == "" {
@@ -168,8 +173,18 @@ func testHooks(getenv func(string) string) api.Hooks {
 			}
 		}
 	}
-	return api.Hooks{
+	hooks := api.Hooks{
 		AfterClaim:  crash(getenv("API_TEST_CRASH_AFTER_CLAIM")),
 		AfterAppend: crash(getenv("API_TEST_CRASH_AFTER_APPEND")),
 	}
+	if key := getenv("API_TEST_CRASH_AFTER_ANSWER"); key != "" {
+		answered := crash(key)
+		hooks.AfterAnswer = func(k string) {
+			if k == key {
+				time.Sleep(200 * time.Millisecond) // for the answer to leave the process
+				answered(k)
+			}
+		}
+	}
+	return hooks
 }
