@@ -81,7 +81,7 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 		md := command.Metadata{Principal: principal(c), CorrelationID: requestID(c)}
 		if keyed {
 			md.IdempotencyKey = key[0]
-			if md.Fingerprint, err = idempotency.Fingerprint(req.Method, req.URL.Path, body); err != nil {
+			if md.Fingerprint, err = s.Fingerprints.Of(req.Method, req.URL.Path, body); err != nil {
 				return err
 			}
 			// Most retries are of keys completed here: answer them before any setup.

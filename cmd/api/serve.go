@@ -82,11 +82,13 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		Reads:       projections.Queries{DB: runner.DB},
 		Orders:      &command.Handler{Store: timed},
 		Keys:        idem,
-		IDs:         command.NewOrderIDs(),
-		Log:         log,
-		APIKeys:     keys,
-		Node:        nodeName(),
-		Hooks:       testHooks(e.getenv),
+		// As many fingerprints as completed keys: those are what retries send again.
+		Fingerprints: idempotency.NewFingerprints(cmd.KeyMemory),
+		IDs:          command.NewOrderIDs(),
+		Log:          log,
+		APIKeys:      keys,
+		Node:         nodeName(),
+		Hooks:        testHooks(e.getenv),
 
 		Ready:          api.Readiness(store, runner),
 		Metrics:        metrics,
