@@ -97,7 +97,7 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), commandTimeout)
 		defer cancel()
 		if !keyed {
-			res, err := s.run(ctx, id, build(id), md, ifMatch)
+			res, err := s.run(ctx, id, build(id), md, ifMatch, false)
 			return s.write(c, s.respond(rt, id, res, err), res.Repeated)
 		}
 		claim, replay, err := s.Keys.Begin(ctx, idempotency.Request{
@@ -135,7 +135,10 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 		if s.Hooks.AfterClaim != nil {
 			s.Hooks.AfterClaim(md.IdempotencyKey)
 		}
-		res, err := s.run(ctx, claim.OrderID, build(claim.OrderID), md, ifMatch)
+		// A create's order id was drawn with the claim: its stream is new unless the claim
+		// took over another request's.
+		isNew := rt.create && !claim.Takeover
+		res, err := s.run(ctx, claim.OrderID, build(claim.OrderID), md, ifMatch, isNew)
 		if s.Hooks.AfterAppend != nil && len(res.Events) > 0 {
 			s.Hooks.AfterAppend(md.IdempotencyKey)
 		}
@@ -204,10 +207,13 @@ func keep(out idempotency.Outcome, err error) bool {
 	return out.Status < 500 && !errors.Is(err, command.ErrConflict)
 }
 
-func (s *Server) run(ctx context.Context, orderID string, cmd order.Command, md command.Metadata, ifMatch *uint64) (res command.Result, err error) {
-	if ifMatch != nil {
+func (s *Server) run(ctx context.Context, orderID string, cmd order.Command, md command.Metadata, ifMatch *uint64, isNew bool) (res command.Result, err error) {
+	switch {
+	case ifMatch != nil:
 		res, err = s.Orders.HandleAt(ctx, orderID, cmd, md, *ifMatch)
-	} else {
+	case isNew:
+		res, err = s.Orders.HandleNew(ctx, orderID, cmd, md)
+	default:
 		res, err = s.Orders.Handle(ctx, orderID, cmd, md)
 	}
 	if errors.Is(err, command.ErrNotOwner) {

@@ -221,3 +221,39 @@ func testKeyReusedOnAMovedOrderIsRefused(t *testing.T, h *command.Handler, s eve
 	}
 	requireChain(t, s, "o1")
 }
+
+func TestNewOrderIsCreatedWithoutReads(t *testing.T) {
+	stores(t, testNewOrderIsCreatedWithoutReads)
+}
+
+// A create on an order id drawn for it reads nothing; if the id's stream exists after all, the
+// create is decided again on it: a repeat of its key answers as the first run did, another key
+// is refused, and the order is not created twice.
+func testNewOrderIsCreatedWithoutReads(t *testing.T, h *command.Handler, s eventstore.Store) {
+	counted := &countingReads{Store: h.Store}
+	h.Store = counted
+	_, untold := s.(untold)
+	ctx := context.Background()
+	first, err := h.HandleNew(ctx, "o1", create("o1"), keyed("k1", "fp1"))
+	if err != nil || first.State.Version != 2 {
+		t.Fatalf("create: %+v, %v", first, err)
+	}
+	// Where the store does not tell whether it wrote the append, its last event is read back.
+	if n, long := counted.n.Load(), counted.long.Load(); n != map[bool]int64{false: 0, true: 1}[untold] || long != 0 {
+		t.Fatalf("a new order's create read the store %d times, %d of them more than its own event", n, long)
+	}
+
+	// Another handler (another node, or after a restart), told the id is new though it is not.
+	other := &command.Handler{Store: counted, Now: func() time.Time { return t0.Add(time.Minute) }}
+	again, err := other.HandleNew(ctx, "o1", create("o1"), keyed("k1", "fp1"))
+	if err != nil || again.Revision != first.Revision || again.Position != first.Position || again.State.Version != 2 {
+		t.Fatalf("the same create again: %+v, %v; first %+v", again, err, first)
+	}
+	if _, err := other.HandleNew(ctx, "o1", create("o1"), keyed("k2", "fp2")); err == nil {
+		t.Fatal("another key's create on an existing order was not refused")
+	}
+	if n := len(streamEvents(t, s, "o1")); n != 2 {
+		t.Fatalf("%d events after creating the order three times; want 2 (untold fates: %v)", n, untold)
+	}
+	requireChain(t, s, "o1")
+}

@@ -72,16 +72,24 @@ type Result struct {
 // Only the principal that created an order commands it: for any other (md.Principal), Handle
 // returns ErrNotOwner and changes nothing.
 func (h *Handler) Handle(ctx context.Context, id string, c order.Command, md Metadata) (Result, error) {
-	return h.handle(ctx, id, c, md, nil)
+	return h.handle(ctx, id, c, md, nil, false)
 }
 
 // HandleAt is Handle for a client that requires the order to be at revision (If-Match): at any
 // other revision, or if the order does not exist, it returns ErrPreconditionFailed.
 func (h *Handler) HandleAt(ctx context.Context, id string, c order.Command, md Metadata, revision uint64) (Result, error) {
-	return h.handle(ctx, id, c, md, &revision)
+	return h.handle(ctx, id, c, md, &revision, false)
 }
 
-func (h *Handler) handle(ctx context.Context, id string, c order.Command, md Metadata, at *uint64) (Result, error) {
+// HandleNew is Handle for an order id drawn for this very command (a create whose key was just
+// claimed): its stream cannot exist, so the command is decided without reading it. Should it
+// exist after all, the store refuses the append, or tells it is a repeat, and the command is
+// decided again on the order read, as for a remembered order that moved.
+func (h *Handler) HandleNew(ctx context.Context, id string, c order.Command, md Metadata) (Result, error) {
+	return h.handle(ctx, id, c, md, nil, true)
+}
+
+func (h *Handler) handle(ctx context.Context, id string, c order.Command, md Metadata, at *uint64, isNew bool) (Result, error) {
 	stream := StreamName(id)
 	md.Command = c.CommandName()
 	attempts := h.Attempts
@@ -89,9 +97,12 @@ func (h *Handler) handle(ctx context.Context, id string, c order.Command, md Met
 		attempts = 5
 	}
 	for attempt := 1; ; attempt++ {
-		o, remembered, err := h.current(ctx, id, md)
-		if err != nil {
-			return Result{}, err
+		o, remembered := Order{}, true // a new order, as if remembered: checked by the store
+		if !isNew || attempt > 1 {
+			var err error
+			if o, remembered, err = h.current(ctx, id, md); err != nil {
+				return Result{}, err
+			}
 		}
 		if o.State.Version > 0 && o.Owner != md.Principal {
 			return Result{}, fmt.Errorf("%s on order %s: %w", md.Command, id, ErrNotOwner)
