@@ -64,8 +64,17 @@ func (h *Handler) remember(stream string, r recent) {
 	m.Add(stream, r)
 }
 
-func (h *Handler) forget(stream string) {
-	if m := h.memory(); m != nil {
+// forget drops the order remembered for stream if it is at version or before, known stale: a
+// later one was remembered meanwhile by a command that wrote it (another command on the order
+// here, which won the race this one lost), and the next attempt can start from that.
+func (h *Handler) forget(stream string, version int64) {
+	m := h.memory()
+	if m == nil {
+		return
+	}
+	h.rememberMu.Lock()
+	defer h.rememberMu.Unlock()
+	if old, ok := m.Peek(stream); ok && old.order.State.Version <= version {
 		m.Remove(stream)
 	}
 }

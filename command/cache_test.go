@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"sync/atomic"
+	"strings"
 	"testing"
 	"time"
 
@@ -254,6 +255,50 @@ func testNewOrderIsCreatedWithoutReads(t *testing.T, h *command.Handler, s event
 	}
 	if n := len(streamEvents(t, s, "o1")); n != 2 {
 		t.Fatalf("%d events after creating the order three times; want 2 (untold fates: %v)", n, untold)
+	}
+	requireChain(t, s, "o1")
+}
+
+// racing runs before once, just before the first append whose events carry key.
+type racing struct {
+	eventstore.Store
+	key    string
+	before func()
+}
+
+func (r *racing) Append(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) (eventstore.AppendResult, error) {
+	if f := r.before; f != nil && strings.Contains(string(events[0].Metadata), r.key) {
+		r.before = nil
+		f()
+	}
+	return r.Store.Append(ctx, stream, expected, events...)
+}
+
+// A command that loses a race on a remembered order to another command of the same handler
+// goes on from the order the winner remembered, without reading it.
+func TestLoserOfARaceHereStartsFromTheWinner(t *testing.T) {
+	h, s := newHandler(t)
+	counted := &countingReads{Store: s}
+	race := &racing{Store: counted, key: "k-loser"}
+	h.Store = race
+	ctx := context.Background()
+	res, err := h.Handle(ctx, "o1", create("o1"), keyed("k1", "fp1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Settle(res)
+	race.before = func() {
+		if _, err := h.Handle(ctx, "o1", order.AddLine{SKU: "sku-2", Quantity: 1, UnitPrice: eur(500)}, keyed("k-winner", "fp")); err != nil {
+			t.Error(err)
+		}
+	}
+	longBefore := counted.long.Load()
+	res, err = h.Handle(ctx, "o1", order.AddLine{SKU: "sku-3", Quantity: 1, UnitPrice: eur(300)}, keyed("k-loser", "fp"))
+	if err != nil || len(res.State.Lines) != 3 || res.State.Version != 4 {
+		t.Fatalf("the loser's line: %+v, %v; want three lines at version 4", res.State, err)
+	}
+	if n := counted.long.Load() - longBefore; n != 0 {
+		t.Errorf("the loser read the order %d times; want none: the winner remembered it", n)
 	}
 	requireChain(t, s, "o1")
 }

@@ -126,7 +126,7 @@ func (h *Handler) handle(ctx context.Context, id string, c order.Command, md Met
 					return Result{}, err
 				}
 				if !fresh {
-					h.forget(stream)
+					h.forget(stream, o.State.Version)
 					continue
 				}
 			}
@@ -142,7 +142,7 @@ func (h *Handler) handle(ctx context.Context, id string, c order.Command, md Met
 		}
 		res, err := h.append(ctx, stream, o, events, md)
 		if err != nil {
-			h.forget(stream)
+			h.forget(stream, o.State.Version)
 		}
 		if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
 			if attempt < attempts {
@@ -167,7 +167,7 @@ func (h *Handler) handle(ctx context.Context, id string, c order.Command, md Met
 				return Result{}, err
 			}
 			if !mine {
-				h.forget(stream)
+				h.forget(stream, o.State.Version)
 				o, err := h.Load(ctx, id, md.Principal, md.IdempotencyKey)
 				if err != nil {
 					return Result{}, err
@@ -278,7 +278,7 @@ func (h *Handler) append(ctx context.Context, stream string, o Order, events []o
 		keys = map[string]struct{}{}
 	}
 	if keys == nil {
-		h.forget(stream)
+		h.forget(stream, state.Version)
 		return res, nil
 	}
 	owner := o.Owner
@@ -292,7 +292,7 @@ func (h *Handler) append(ctx context.Context, stream string, o Order, events []o
 		h.remember(stream, next)
 		return res, nil
 	}
-	h.forget(stream)
+	h.forget(stream, o.State.Version)
 	res.settle = func() { h.remember(stream, next) }
 	return res, nil
 }
