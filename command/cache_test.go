@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"sync/atomic"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
