@@ -150,11 +150,11 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 			if err := s.Keys.Release(ctx, claim, http.StatusText(out.Status)); err != nil {
 				s.Log.Warn("release key", "request_id", reqID, "key", idempotency.KeyHash(md.Principal, md.IdempotencyKey), "error", err)
 			}
-		case err == nil && len(res.Events) > 0:
-			// The answer is in the order's stream with the key's events: if the outcome is
-			// never recorded (a crash), the next retry rebuilds this very answer from there
-			// (FindInOrderStream). So answer now and record it after, saving the client a
-			// wait for the store; duplicates here wait for it meanwhile.
+		case err == nil && len(res.Events) > 0 && res.Written():
+			// The answer is in the order's stream with the key's events, which this run wrote:
+			// if the outcome is never recorded (a crash), the next retry rebuilds this very
+			// answer from there (FindInOrderStream). So answer now and record it after, saving
+			// the client a wait for the store; duplicates here wait for it meanwhile.
 			s.completing.Add(1)
 			go func() {
 				defer s.completing.Done()
@@ -167,11 +167,20 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 			}()
 		default:
 			// Nothing in the order's stream would tell this answer word for word (a refusal
-			// rebuilt from a recorded charge is worded as a replay): record it before giving it.
+			// rebuilt from a recorded charge is worded as a replay), or the events there may be
+			// another run's (a store that does not say): record it before giving it. If another
+			// run of the key recorded its outcome first, that one stands: give it instead.
 			s.complete(ctx, reqID, claim, md, out, res)
+			if claim.Recorded != nil && !sameOutcome(*claim.Recorded, out) {
+				return s.write(c, *claim.Recorded, true)
+			}
 		}
 		return s.write(c, out, res.Repeated)
 	}
+}
+
+func sameOutcome(a, b idempotency.Outcome) bool {
+	return a.Status == b.Status && a.Body == b.Body && maps.Equal(a.Headers, b.Headers)
 }
 
 // complete records the outcome of a claimed command.

@@ -26,20 +26,30 @@ var errBehind = errors.New("the read model has not caught up yet")
 // without one up to the head of the log at the time of the request: a read never presents as
 // current a state older than what the client could already have been told.
 func (s *Server) caughtUp(c echo.Context, projection string) error {
+	return s.caughtUpTo(c, projection, false)
+}
+
+// caughtUpTo is caughtUp that waits at least for the head of the log if head is set, even
+// with a minPosition.
+func (s *Server) caughtUpTo(c echo.Context, projection string, head bool) error {
 	ctx := c.Request().Context()
 	var pos eventstore.Position
-	if v := c.QueryParam("minPosition"); v != "" {
+	v := c.QueryParam("minPosition")
+	if v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
 			return fmt.Errorf("%w: minPosition must be a log position such as a Log-Position header", errMalformed)
 		}
 		pos = eventstore.Position{Commit: n, Prepare: n}
-	} else {
-		head, err := s.Feed.Head(ctx)
+	}
+	if v == "" || head {
+		h, err := s.Feed.Head(ctx)
 		if err != nil {
 			return err
 		}
-		pos = head
+		if h.Compare(pos) > 0 {
+			pos = h
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, readWait)
 	defer cancel()
@@ -140,14 +150,15 @@ func (s *Server) getKey(c echo.Context) error {
 		return fmt.Errorf("%w: the key is not a valid path segment", errMalformed)
 	}
 	// A command answered here may still be recording its outcome: wait for it (within the
-	// read's bound), so that the key reads as completed once its answer was given.
+	// read's bound), then for the log's head, which holds it, so that the key reads as
+	// completed once its answer was given (its Log-Position comes before the outcome).
 	ctx, cancel := context.WithTimeout(c.Request().Context(), readWait)
 	err = s.Keys.Await(ctx, principal(c), key)
 	cancel()
 	if err != nil && c.Request().Context().Err() != nil {
 		return err
 	}
-	if err := s.caughtUp(c, "lookups"); err != nil {
+	if err := s.caughtUpTo(c, "lookups", true); err != nil {
 		return err
 	}
 	row, ok, err := s.Reads.Key(c.Request().Context(), principal(c), key)

@@ -56,7 +56,9 @@ type Result struct {
 	// Repeated is set when the command's key was already in the order's stream: nothing was
 	// run, and State, Revision and Position are those right after the key's events. A repeat
 	// racing the first run may instead append the same event ids at the same revision, which
-	// the store answers with the first run's result; Repeated is then false.
+	// the store answers with the first run's result: where the store says so, or the order
+	// was remembered, the handler then answers from the stored events (Repeated); otherwise
+	// Written is false.
 	Repeated bool
 
 	settle func()          // see Settle
@@ -156,12 +158,12 @@ func (h *Handler) handle(ctx context.Context, id string, c order.Command, md Met
 		if err != nil {
 			return Result{}, err
 		}
-		if remembered && md.IdempotencyKey != "" {
+		if md.IdempotencyKey != "" && (remembered || res.fate == eventstore.FateRepeated) {
 			// The store answers an append of event ids it already holds at that revision
 			// with the first append's result: decided on a remembered order that missed
-			// them (another node, a key reused after it expired), this append may not be
-			// ours. The store says so if it can, else the stored events do; if they are
-			// another run's, answer from them.
+			// them (another node, a key reused after it expired), or racing another run of
+			// the key (a takeover), this append may not be ours. The store says so if it
+			// can, else the stored events do; if they are another run's, answer from them.
 			mine, err := h.mine(ctx, stream, res)
 			if err != nil {
 				return Result{}, err
@@ -177,6 +179,7 @@ func (h *Handler) handle(ctx context.Context, id string, c order.Command, md Met
 				}
 				continue
 			}
+			res.fate = eventstore.FateWritten
 		}
 		return res, decideErr
 	}
@@ -297,11 +300,18 @@ func (h *Handler) append(ctx context.Context, stream string, o Order, events []o
 	return res, nil
 }
 
+// Written reports whether the events of res are known to be the ones this command wrote and the
+// store holds: the store said so, or the stored events were read back. A Result with events
+// that is not Written may carry a state decided by this run while the store holds another
+// run's events of the same key.
+func (r Result) Written() bool { return r.fate == eventstore.FateWritten }
+
 // Settle lets the handler remember the order after the keyed command that returned res, for
-// the next command on it, if it was not remembered already (see append). Call it only when no other run of the command's key can have
-// appended at the same time (the caller held the key throughout, as a completed idempotency
-// claim proves): the store answers a repeated append of the same event ids with the first
-// append's result, and the order remembered would then not be the one stored.
+// the next command on it, if it was not remembered already (see append). Call it only when no
+// other run of the command's key can have appended at the same time (the caller held the key
+// throughout, as a completed idempotency claim proves): the store answers a repeated append of
+// the same event ids with the first append's result, and the order remembered would then not
+// be the one stored.
 func (h *Handler) Settle(res Result) {
 	if res.settle != nil {
 		res.settle()

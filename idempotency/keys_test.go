@@ -170,6 +170,12 @@ func TestTakeoverAfterLeaseOrRelease(t *testing.T) {
 	if first.Kept || second.Kept {
 		t.Fatalf("Kept set on a claim taken over (%v) or a takeover (%v): both may have run the command", first.Kept, second.Kept)
 	}
+	// Each learns the outcome that stands, to answer with it.
+	for i, c := range []*idempotency.Claim{first, second} {
+		if c.Recorded == nil || c.Recorded.Body != created.Body {
+			t.Errorf("claim %d: Recorded %+v; want the first outcome recorded", i, c.Recorded)
+		}
+	}
 	_, replay, err := keys.Begin(ctx, request("fp"))
 	if err != nil || replay == nil || replay.Body != created.Body {
 		t.Fatalf("replay after both completed: %+v, %v", replay, err)

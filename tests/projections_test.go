@@ -471,6 +471,9 @@ func TestIdempotencyKeyLookup(t *testing.T) {
 	// minPosition from the command that used the key.
 	r := s.do(t, "GET", "/v1/idempotency-keys/lookup-add?minPosition="+add.header.Get("Log-Position"), "", nil, alice...)
 	wantStatus(t, r, http.StatusOK)
+	if r.num("status") != http.StatusOK {
+		t.Errorf("key read at the command's Log-Position: %v; want its outcome, status 200", r)
+	}
 
 	checkProblem(t, s.doInvalid(t, "GET", "/v1/idempotency-keys/lookup-add", "", nil), http.StatusUnauthorized, "unauthorized")
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -129,23 +130,25 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	fmt.Fprintf(e.stdout, "listening on http://%s\n", ln.Addr())
 	log.Info("serving", "addr", ln.Addr().String(), "data", cmd.Data, "development_mode", len(keys) == 0)
 
+	var serveErr error // the listener failed: shut down all the same
 	select {
-	case err := <-served:
-		return err
+	case serveErr = <-served:
 	case <-ctx.Done():
 	}
 	// Stop accepting, let in-flight commands finish; the store closes after them (deferred).
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), cmd.Shutdown)
 	defer cancel()
-	err = hs.Shutdown(sctx)
+	if err := hs.Shutdown(sctx); err != nil {
+		// Handlers may still be running: outcomes not recorded by now are rebuilt from the
+		// order streams by the next retry, as after a crash.
+		return errors.Join(serveErr, fmt.Errorf("shutdown: %w", err))
+	}
+	// Every handler has returned: record the outcomes of answers already given.
 	if err := srv.Drain(sctx); err != nil {
-		log.Error("shutting down", "error", err)
+		return errors.Join(serveErr, fmt.Errorf("shutdown: %w", err))
 	}
-	if err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	return nil
+	return serveErr
 }
 
 func loopback(a net.Addr) bool {
