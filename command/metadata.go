@@ -32,7 +32,7 @@ var eventIDSpace = uuid.MustParse("7d4e9a52-3c1b-4c55-9f3e-6a0d2b8e1f40")
 // does not collide with the events of the first.
 func eventID(md Metadata, stream string, index int) uuid.UUID {
 	if md.IdempotencyKey == "" {
-		return uuid.New()
+		return uuid.Must(uuid.NewV7()) // time-ordered, for the store's id index (see idempotency's newEvent)
 	}
 	name := md.Principal + "\x00" + md.IdempotencyKey + "\x00" + stream + "\x00" + strconv.Itoa(index)
 	return uuid.NewSHA1(eventIDSpace, []byte(name))
