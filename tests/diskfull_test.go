@@ -8,11 +8,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/acme/orders/tests/load"
 )
 
 // The disk fills up under the server: a command fails with a 503 unavailable problem and
@@ -207,7 +208,7 @@ func diskFull(t *testing.T, s *server, fill, free func()) {
 	if p := s.current(); p.done() {
 		t.Fatalf("the server exited: %v", p.err)
 	}
-	if log := s.current().stderr.String(); strings.Contains(log, "panic") {
+	if log := s.current().stderr.String(); load.Panicked([]byte(log)) {
 		t.Errorf("the server logged a panic:\n%s", tail(log, 8<<10))
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/acme/orders/api/apitest"
+	"github.com/acme/orders/tests/load"
 )
 
 // garbageRequests is how many random requests TestHTTPGarbage sends; ORDERS_GARBAGE_REQUESTS
@@ -126,7 +127,7 @@ func TestHTTPGarbage(t *testing.T) {
 	if r := s.do(t, "GET", "/healthz", "", nil); r.status != http.StatusOK {
 		t.Errorf("healthz after the garbage: %v", r)
 	}
-	if log := s.current().stderr.String(); strings.Contains(log, "panic") {
+	if log := s.current().stderr.String(); load.Panicked([]byte(log)) {
 		t.Errorf("the server logged a panic:\n%s", tail(log, 8<<10))
 	}
 }

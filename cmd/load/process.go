@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -86,7 +85,7 @@ func (c *child) stop() error {
 	if c.err != nil {
 		return fmt.Errorf("%s: %v\n%s", c.name, c.err, c.tail())
 	}
-	if log, _ := os.ReadFile(c.stderr.Name()); bytes.Contains(log, []byte("panic")) {
+	if log, _ := os.ReadFile(c.stderr.Name()); load.Panicked(log) {
 		return fmt.Errorf("%s logged a panic (see %s)", c.name, c.stderr.Name())
 	}
 	return nil
