@@ -171,16 +171,12 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 			// another run's (a store that does not say): record it before giving it. If another
 			// run of the key recorded its outcome first, that one stands: give it instead.
 			s.complete(ctx, reqID, claim, md, out, res)
-			if claim.Recorded != nil && !sameOutcome(*claim.Recorded, out) {
-				return s.write(c, *claim.Recorded, true)
+			if claim.Prior != nil {
+				return s.write(c, *claim.Prior, true)
 			}
 		}
 		return s.write(c, out, res.Repeated)
 	}
-}
-
-func sameOutcome(a, b idempotency.Outcome) bool {
-	return a.Status == b.Status && a.Body == b.Body && maps.Equal(a.Headers, b.Headers)
 }
 
 // complete records the outcome of a claimed command.

@@ -85,9 +85,9 @@ type Claim struct {
 	// Kept is set by Complete when it recorded the outcome of a claim that was neither a
 	// takeover nor taken over: no other request can have run the command meanwhile.
 	Kept bool
-	// Recorded is set by Complete to the outcome the key holds: the one it was given, or the
-	// one another run of the key recorded first, which stands and is what retries get.
-	Recorded *Outcome
+	// Prior is set by Complete when another run of the key had recorded its outcome first:
+	// that one stands, and is what retries get.
+	Prior *Outcome
 
 	first Claimed // this claim, standing for the key's first: fingerprint and expiry
 }
@@ -307,7 +307,6 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 		err := k.complete(ctx, c.Stream, rev, c.OrderID, out)
 		if err == nil {
 			c.Kept = rev == c.Revision && !c.Takeover
-			c.Recorded = &out
 			k.remember(c.Stream, c.first, &Completed{Outcome: out})
 			k.observe(ctx, EventCompleted, c.Stream)
 		}
@@ -321,7 +320,7 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 		if st.done != nil || !st.exists {
 			k.remember(c.Stream, st.first, st.done)
 			if st.done != nil {
-				c.Recorded = &st.done.Outcome
+				c.Prior = &st.done.Outcome
 			}
 			return nil
 		}
