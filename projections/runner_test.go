@@ -29,8 +29,8 @@ type fixture struct {
 	stop   func()
 }
 
-// start opens a store and a read-model database in dir and runs the projections.
-func start(t testing.TB, dir string) *fixture {
+// open opens a store and a read-model database in dir.
+func open(t testing.TB, dir string) (*sqlite.Store, *sql.DB) {
 	t.Helper()
 	s, err := sqlite.Open(dir, sqlite.Config{})
 	if err != nil {
@@ -40,6 +40,13 @@ func start(t testing.TB, dir string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, db
+}
+
+// start opens a store and a read-model database in dir and runs the projections.
+func start(t testing.TB, dir string) *fixture {
+	t.Helper()
+	s, db := open(t, dir)
 	r := &projections.Runner{DB: db, Feed: s, Projections: []projections.Projection{projections.Orders{}, projections.Lookups{}}, BatchSize: 50}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -332,15 +339,7 @@ func (c *counted) sizes() []int {
 // runCounted runs r, with a counted projection, over a new store; it returns the store.
 func runCounted(t *testing.T, r *projections.Runner, p *counted) *sqlite.Store {
 	t.Helper()
-	dir := t.TempDir()
-	s, err := sqlite.Open(dir, sqlite.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := sqlite.OpenDB(filepath.Join(dir, "readmodels.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, db := open(t, t.TempDir())
 	r.DB, r.Feed, r.Projections = db, s, []projections.Projection{p}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
