@@ -89,6 +89,25 @@ func ValidateAppend(stream string, events []EventData) error {
 	return nil
 }
 
+// ValidateMultiStreamAppend checks a MultiStreamAppend's arguments as ValidateAppend checks
+// each append's, and that they name distinct streams. Errors match ErrInvalidArgument.
+func ValidateMultiStreamAppend(appends []StreamAppend) error {
+	if len(appends) == 0 {
+		return fmt.Errorf("%w: multi-stream append to no stream", ErrInvalidArgument)
+	}
+	for i, a := range appends {
+		if err := ValidateAppend(a.Stream, a.Events); err != nil {
+			return err
+		}
+		for _, b := range appends[:i] {
+			if b.Stream == a.Stream {
+				return fmt.Errorf("%w: multi-stream append to %q twice", ErrInvalidArgument, a.Stream)
+			}
+		}
+	}
+	return nil
+}
+
 // ValidateStream checks a stream name. Errors match ErrInvalidArgument.
 func ValidateStream(stream string) error {
 	if stream == "" {

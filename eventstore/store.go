@@ -25,6 +25,27 @@ type Store interface {
 	DeleteStream(ctx context.Context, stream string, expected ExpectedRevision) error
 }
 
+// MultiStreamAppender is a Store that appends to several streams in one atomic step, as
+// KurrentDB's multi-stream append does. The embedded store is one; callers make one Append
+// per stream on a store that is not.
+type MultiStreamAppender interface {
+	// MultiStreamAppend makes each append as Append would, all or nothing: when it returns nil,
+	// the events of every append are durable (written, or found stored by an earlier append of
+	// the same ids, as Append answers a repeat), and results[i] is appends[i]'s. When it
+	// returns an error, none of them was written, except that an append cancelled by its
+	// context may still have been written whole. A *WrongExpectedRevisionError names the
+	// stream whose expected revision did not match. Naming a stream twice, or none, matches
+	// ErrInvalidArgument; the other errors are Append's.
+	MultiStreamAppend(ctx context.Context, appends ...StreamAppend) (results []AppendResult, err error)
+}
+
+// StreamAppend is one stream's part of a MultiStreamAppend.
+type StreamAppend struct {
+	Stream   string
+	Expected ExpectedRevision
+	Events   []EventData
+}
+
 // Feed is the global log, for projections.
 type Feed interface {
 	// ReadAll yields events of the global log from opts.From (inclusive), in order, and ends.

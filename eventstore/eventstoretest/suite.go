@@ -59,6 +59,12 @@ func Run(t *testing.T, newBackend NewBackend, opts Options) {
 			{"InvalidArguments", testInvalidArguments},
 			{"LargeEvent", testLargeEvent},
 		}},
+		{"MultiStreamAppend", []testCase{
+			{"WritesAll", testMultiStreamAppendWritesAll},
+			{"AllOrNothing", testMultiStreamAppendAllOrNothing},
+			{"OneWinner", testMultiStreamAppendOneWinner},
+			{"InvalidArguments", testMultiStreamAppendInvalidArguments},
+		}},
 		{"DeleteStream", []testCase{
 			{"ExpectedRevision", testDeleteExpectedRevision},
 		}},

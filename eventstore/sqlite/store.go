@@ -36,6 +36,8 @@ type Config struct {
 	OnBatch func(size int)
 }
 
+var _ eventstore.MultiStreamAppender = (*Store)(nil)
+
 // Store is the embedded event store. It is safe for concurrent use.
 type Store struct {
 	cfg Config

@@ -13,16 +13,17 @@ import (
 	"github.com/acme/orders/eventstore"
 )
 
-// request is one append or delete waiting for the writer.
+// request is one append, multi-stream append or delete waiting for the writer.
 type request struct {
-	ctx      context.Context
+	ctx context.Context
+	// appends are made all or nothing. A delete has none: it deletes stream at expected.
+	appends  []eventstore.StreamAppend
 	stream   string
 	expected eventstore.ExpectedRevision
-	events   []eventstore.EventData // nil for a delete
 
-	result eventstore.AppendResult
-	err    error
-	done   chan struct{}
+	results []eventstore.AppendResult // one per append
+	err     error
+	done    chan struct{}
 }
 
 // Append implements eventstore.Store.
@@ -30,11 +31,24 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	if err := eventstore.ValidateAppend(stream, events); err != nil {
 		return eventstore.AppendResult{}, err
 	}
-	r := &request{ctx: ctx, stream: stream, expected: expected, events: events}
+	r := &request{ctx: ctx, appends: []eventstore.StreamAppend{{Stream: stream, Expected: expected, Events: events}}}
 	if err := s.submit(r); err != nil {
 		return eventstore.AppendResult{}, fmt.Errorf("append %s@%v: %w", stream, expected, err)
 	}
-	return r.result, nil
+	return r.results[0], nil
+}
+
+// MultiStreamAppend implements eventstore.MultiStreamAppender: the appends are made in one
+// transaction, after every expected revision is checked.
+func (s *Store) MultiStreamAppend(ctx context.Context, appends ...eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
+	if err := eventstore.ValidateMultiStreamAppend(appends); err != nil {
+		return nil, err
+	}
+	r := &request{ctx: ctx, appends: appends}
+	if err := s.submit(r); err != nil {
+		return nil, fmt.Errorf("append to %d streams (%s@%v first): %w", len(appends), appends[0].Stream, appends[0].Expected, err)
+	}
+	return r.results, nil
 }
 
 // DeleteStream implements eventstore.Store. The events are removed from the file; the stream
@@ -184,10 +198,10 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 	}
 	w := writeTx{tx: tx, conn: conn, now: time.Now().UnixNano(), streams: s.streams, undo: map[string]*streamRow{}}
 	for i, r := range pending {
-		if r.events == nil {
+		if r.appends == nil {
 			r.err = w.delete(r.stream, r.expected)
 		} else {
-			r.result, r.err = w.append(r.stream, r.expected, r.events)
+			r.results, r.err = w.appendAll(r.appends)
 		}
 		var abort errAbort
 		if errors.As(r.err, &abort) {
@@ -196,8 +210,10 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 			return i, 0, nil
 		}
 		r.err = storageError(r.err)
-		if r.err == nil && r.events != nil {
-			head = max(head, r.result.Position.Commit)
+		if r.err == nil {
+			for _, res := range r.results {
+				head = max(head, res.Position.Commit)
+			}
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -304,10 +320,36 @@ func check(sr streamRow, expected eventstore.ExpectedRevision) bool {
 	return sr.live() && sr.revision == rev
 }
 
-func (w *writeTx) append(name string, expected eventstore.ExpectedRevision, events []eventstore.EventData) (eventstore.AppendResult, error) {
+// appendAll makes appends all or nothing. Every one is checked before any is written, so that
+// a refusal leaves the transaction as it was; a failed write aborts it.
+func (w *writeTx) appendAll(appends []eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
+	results := make([]eventstore.AppendResult, len(appends))
+	rows := make([]streamRow, len(appends))
+	for i, a := range appends {
+		var err error
+		if rows[i], results[i], err = w.check(a.Stream, a.Expected, a.Events); err != nil {
+			return nil, err
+		}
+	}
+	for i, a := range appends {
+		if results[i].Fate == eventstore.FateRepeated {
+			continue
+		}
+		var err error
+		if results[i], err = w.write(a.Stream, rows[i], a.Events); err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
+
+// check decides an append without writing: it returns the stream's row to write the events
+// after, or the result of the earlier append they repeat (FateRepeated), or why they cannot
+// be appended.
+func (w *writeTx) check(name string, expected eventstore.ExpectedRevision, events []eventstore.EventData) (streamRow, eventstore.AppendResult, error) {
 	sr, err := w.stream(name)
 	if err != nil {
-		return eventstore.AppendResult{}, err
+		return streamRow{}, eventstore.AppendResult{}, err
 	}
 	if !check(sr, expected) {
 		wrong := &eventstore.WrongExpectedRevisionError{Stream: name, Expected: expected, Actual: sr.actual()}
@@ -318,31 +360,31 @@ func (w *writeTx) append(name string, expected eventstore.ExpectedRevision, even
 			from, exact = sr.firstRevision, true
 		}
 		if !exact || !sr.live() || from > sr.revision {
-			return eventstore.AppendResult{}, wrong
+			return streamRow{}, eventstore.AppendResult{}, wrong
 		}
 		res, repeat, err := w.repeated(sr.id, from, events)
 		if err != nil || repeat {
-			return res, err
+			return sr, res, err
 		}
-		return eventstore.AppendResult{}, wrong
+		return streamRow{}, eventstore.AppendResult{}, wrong
 	}
 	if expected.IsAny() || expected.IsStreamExists() {
 		// Without an exact revision, a repeat is found by its first event id.
 		rows, err := w.conn.findEvent.query(events[0].ID[:])
 		if err != nil {
-			return eventstore.AppendResult{}, err
+			return streamRow{}, eventstore.AppendResult{}, err
 		}
 		if len(rows) == 1 {
 			if streamID, from := asInt(rows[0][0]), uint64(asInt(rows[0][1])); streamID == sr.id {
 				res, repeat, err := w.repeated(sr.id, from, events)
 				if err != nil || repeat {
-					return res, err
+					return sr, res, err
 				}
 			}
-			return eventstore.AppendResult{}, fmt.Errorf("%w: %s", eventstore.ErrDuplicateEventID, events[0].ID)
+			return streamRow{}, eventstore.AppendResult{}, fmt.Errorf("%w: %s", eventstore.ErrDuplicateEventID, events[0].ID)
 		}
 	}
-	return w.write(name, sr, events)
+	return sr, eventstore.AppendResult{}, nil
 }
 
 // repeated reports whether the stream holds exactly events, in order, from revision from, and
