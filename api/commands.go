@@ -97,10 +97,10 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), commandTimeout)
 		defer cancel()
 		if !keyed {
-			res, err := s.run(ctx, id, build(id), md, ifMatch, false)
+			res, err := s.run(ctx, id, build(id), md, command.Options{At: ifMatch})
 			return s.write(c, s.respond(rt, id, res, err), res.Repeated)
 		}
-		claim, replay, err := s.Keys.Begin(ctx, idempotency.Request{
+		keyReq := idempotency.Request{
 			Principal: md.Principal, Key: md.IdempotencyKey,
 			Method: req.Method, Path: req.URL.Path, Fingerprint: md.Fingerprint,
 			OrderID:    id,
@@ -114,80 +114,103 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 				out := s.respond(rt, orderID, rep.Result, rep.Err)
 				return &out, nil
 			},
-		})
-		switch {
-		case errors.Is(err, idempotency.ErrInFlight):
-			writeProblem(c, problemOf(err), http.Header{"Retry-After": {"1"}})
-			return nil
-		case err != nil:
-			return err
-		case replay != nil:
-			return s.write(c, *replay, true)
+			// A new key's claim is written with the command's events, in one append.
+			Defer: true,
 		}
-		ran := false
+		var running *idempotency.Claim
 		defer func() {
-			if !ran {
+			if running != nil {
 				// A panic between the claim and its outcome: give the key up so that a retry
 				// runs at once; the order's stream tells it whether the command took effect.
-				s.Keys.Release(context.WithoutCancel(ctx), claim, "panic")
+				s.Keys.Release(context.WithoutCancel(ctx), running, "panic")
 			}
 		}()
-		if s.Hooks.AfterClaim != nil {
-			s.Hooks.AfterClaim(md.IdempotencyKey)
-		}
-		// A create's order id was drawn with the claim: its stream is new unless the claim
-		// took over another request's.
-		isNew := rt.create && !claim.Takeover
-		res, err := s.run(ctx, claim.OrderID, build(claim.OrderID), md, ifMatch, isNew)
-		if s.Hooks.AfterAppend != nil && len(res.Events) > 0 {
-			s.Hooks.AfterAppend(md.IdempotencyKey)
-		}
-		ran = true
-		out := s.respond(rt, claim.OrderID, res, err)
-		reqID := requestID(c) // for the log; c is not ours once the handler returns
-		switch {
-		case !keep(out, err):
-			if err := s.Keys.Release(ctx, claim, http.StatusText(out.Status)); err != nil {
-				s.Log.Warn("release key", "request_id", reqID, "key", idempotency.KeyHash(md.Principal, md.IdempotencyKey), "error", err)
+		for {
+			claim, replay, err := s.Keys.Begin(ctx, keyReq)
+			switch {
+			case errors.Is(err, idempotency.ErrInFlight):
+				writeProblem(c, problemOf(err), http.Header{"Retry-After": {"1"}})
+				return nil
+			case err != nil:
+				return err
+			case replay != nil:
+				return s.write(c, *replay, true)
 			}
-		case err == nil && len(res.Events) > 0 && res.Written():
-			// The answer is in the order's stream with the key's events, which this run wrote:
-			// if the outcome is never recorded (a crash), the next retry rebuilds this very
-			// answer from there (FindInOrderStream). So answer now and record it after, saving
-			// the client a wait for the store; duplicates here wait for it meanwhile.
-			s.completing.Add(1)
-			go func() {
-				defer s.completing.Done()
-				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
-				defer cancel()
-				if s.Hooks.AfterAnswer != nil {
-					s.Hooks.AfterAnswer(md.IdempotencyKey)
+			running = claim
+			if s.Hooks.AfterClaim != nil {
+				s.Hooks.AfterClaim(md.IdempotencyKey)
+			}
+			// A create's order id was drawn with the claim: its stream is new unless the claim
+			// took over another request's.
+			isNew := rt.create && !claim.Takeover
+			res, err := s.run(ctx, claim.OrderID, build(claim.OrderID), md, command.Options{At: ifMatch, New: isNew, Along: claim})
+			running = nil
+			if claim.Refused(err) {
+				// The key was not new after all, and nothing was written: see what it holds.
+				s.Keys.Release(ctx, claim, "")
+				keyReq.Defer = false
+				continue
+			}
+			if s.Hooks.AfterAppend != nil && len(res.Events) > 0 {
+				s.Hooks.AfterAppend(md.IdempotencyKey)
+			}
+			out := s.respond(rt, claim.OrderID, res, err)
+			reqID := requestID(c) // for the log; c is not ours once the handler returns
+			switch {
+			case !keep(out, err):
+				if err := s.Keys.Release(ctx, claim, http.StatusText(out.Status)); err != nil {
+					s.Log.Warn("release key", "request_id", reqID, "key", idempotency.KeyHash(md.Principal, md.IdempotencyKey), "error", err)
 				}
-				s.complete(ctx, reqID, claim, md, out, res)
-			}()
-		default:
-			// Nothing in the order's stream would tell this answer word for word (a refusal
-			// rebuilt from a recorded charge is worded as a replay), or the events there may be
-			// another run's (a store that does not say): record it before giving it. If another
-			// run of the key recorded its outcome first, that one stands: give it instead.
-			s.complete(ctx, reqID, claim, md, out, res)
-			if claim.Prior != nil {
-				return s.write(c, *claim.Prior, true)
+			case err == nil && len(res.Events) > 0 && res.Written():
+				// The answer is in the order's stream with the key's events, which this run
+				// wrote: if the outcome is never recorded (a crash), the next retry rebuilds
+				// this very answer from there (FindInOrderStream). So answer now and record it
+				// after, saving the client a wait for the store; duplicates here wait for it
+				// meanwhile.
+				s.completing.Add(1)
+				go func() {
+					defer s.completing.Done()
+					ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
+					defer cancel()
+					if s.Hooks.AfterAnswer != nil {
+						s.Hooks.AfterAnswer(md.IdempotencyKey)
+					}
+					s.complete(ctx, reqID, claim, md, out, res)
+				}()
+			default:
+				// Nothing in the order's stream would tell this answer word for word (a refusal
+				// rebuilt from a recorded charge is worded as a replay), or the events there
+				// may be another run's (a store that does not say): record it before giving it.
+				// If another run of the key recorded its outcome first, that one stands: give
+				// it instead. If the claim was left to be written with the outcome and the key
+				// was not new after all, nothing was written: see what the key holds.
+				if claim.Refused(s.complete(ctx, reqID, claim, md, out, res)) {
+					keyReq.Defer = false
+					continue
+				}
+				if claim.Prior != nil {
+					return s.write(c, *claim.Prior, true)
+				}
 			}
+			return s.write(c, out, res.Repeated)
 		}
-		return s.write(c, out, res.Repeated)
 	}
 }
 
 // complete records the outcome of a claimed command.
-func (s *Server) complete(ctx context.Context, requestID string, claim *idempotency.Claim, md command.Metadata, out idempotency.Outcome, res command.Result) {
-	if err := s.Keys.Complete(ctx, claim, out); err != nil {
+func (s *Server) complete(ctx context.Context, requestID string, claim *idempotency.Claim, md command.Metadata, out idempotency.Outcome, res command.Result) error {
+	err := s.Keys.Complete(ctx, claim, out)
+	switch {
+	case claim.Refused(err):
+		// Recorded nothing, and wrote nothing else: the caller starts again.
+	case err != nil:
 		// The effect, if any, is in the order's stream with its key: the next retry completes
 		// the record from there.
 		s.Log.Warn("record outcome", "request_id", requestID, "key", idempotency.KeyHash(md.Principal, md.IdempotencyKey), "error", err)
-	} else if claim.Kept {
+	case claim.Kept:
 		s.Orders.Settle(res) // no other run of the key can have appended
 	}
+	return err
 }
 
 // Drain waits until the outcomes of commands answered before their outcome was recorded are
@@ -212,18 +235,11 @@ func keep(out idempotency.Outcome, err error) bool {
 	return out.Status < 500 && !errors.Is(err, command.ErrConflict)
 }
 
-func (s *Server) run(ctx context.Context, orderID string, cmd order.Command, md command.Metadata, ifMatch *uint64, isNew bool) (res command.Result, err error) {
-	switch {
-	case ifMatch != nil:
-		res, err = s.Orders.HandleAt(ctx, orderID, cmd, md, *ifMatch)
-	case isNew:
-		res, err = s.Orders.HandleNew(ctx, orderID, cmd, md)
-	default:
-		res, err = s.Orders.Handle(ctx, orderID, cmd, md)
-	}
+func (s *Server) run(ctx context.Context, orderID string, cmd order.Command, md command.Metadata, opts command.Options) (command.Result, error) {
+	res, err := s.Orders.HandleWith(ctx, orderID, cmd, md, opts)
 	if errors.Is(err, command.ErrNotOwner) {
 		// To anyone but its creator, an order does not exist.
-		return command.Result{}, notYours(orderID, cmd, ifMatch)
+		return command.Result{}, notYours(orderID, cmd, opts.At)
 	}
 	return res, err
 }

@@ -70,8 +70,15 @@ func NewMetrics() *Metrics {
 // ObserveBatch records the size of a group commit: give it to sqlite.Config.OnBatch.
 func (m *Metrics) ObserveBatch(size int) { m.batches.Observe(float64(size)) }
 
-// TimeAppends returns s with the latency of its appends recorded.
-func (m *Metrics) TimeAppends(s eventstore.Store) eventstore.Store { return timedStore{s, m} }
+// TimeAppends returns s with the latency of its appends recorded. A store that appends to
+// several streams at once stays one.
+func (m *Metrics) TimeAppends(s eventstore.Store) eventstore.Store {
+	t := timedStore{s, m}
+	if ms, ok := s.(eventstore.MultiStreamAppender); ok {
+		return timedMultiStore{t, ms}
+	}
+	return t
+}
 
 type timedStore struct {
 	eventstore.Store
@@ -81,6 +88,23 @@ type timedStore struct {
 func (s timedStore) Append(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) (eventstore.AppendResult, error) {
 	start := time.Now()
 	res, err := s.Store.Append(ctx, stream, expected, events...)
+	s.m.observeAppend(start, err)
+	return res, err
+}
+
+type timedMultiStore struct {
+	timedStore
+	multi eventstore.MultiStreamAppender
+}
+
+func (s timedMultiStore) MultiStreamAppend(ctx context.Context, appends ...eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
+	start := time.Now()
+	res, err := s.multi.MultiStreamAppend(ctx, appends...)
+	s.m.observeAppend(start, err)
+	return res, err
+}
+
+func (m *Metrics) observeAppend(start time.Time, err error) {
 	result := "ok"
 	switch {
 	case errors.Is(err, eventstore.ErrWrongExpectedRevision):
@@ -88,8 +112,7 @@ func (s timedStore) Append(ctx context.Context, stream string, expected eventsto
 	case err != nil:
 		result = "error"
 	}
-	s.m.appends.WithLabelValues(result).Observe(time.Since(start).Seconds())
-	return res, err
+	m.appends.WithLabelValues(result).Observe(time.Since(start).Seconds())
 }
 
 // WatchProjections exports the checkpoint, the head and the lag of r's projections, read from

@@ -74,24 +74,50 @@ type Result struct {
 // Only the principal that created an order commands it: for any other (md.Principal), Handle
 // returns ErrNotOwner and changes nothing.
 func (h *Handler) Handle(ctx context.Context, id string, c order.Command, md Metadata) (Result, error) {
-	return h.handle(ctx, id, c, md, nil, false)
+	return h.HandleWith(ctx, id, c, md, Options{})
 }
 
-// HandleAt is Handle for a client that requires the order to be at revision (If-Match): at any
-// other revision, or if the order does not exist, it returns ErrPreconditionFailed.
+// HandleAt is Handle for a client that requires the order to be at revision (If-Match).
 func (h *Handler) HandleAt(ctx context.Context, id string, c order.Command, md Metadata, revision uint64) (Result, error) {
-	return h.handle(ctx, id, c, md, &revision, false)
+	return h.HandleWith(ctx, id, c, md, Options{At: &revision})
 }
 
-// HandleNew is Handle for an order id drawn for this very command (a create whose key was just
-// claimed): its stream cannot exist, so the command is decided without reading it. Should it
-// exist after all, the store refuses the append, or tells it is a repeat, and the command is
-// decided again on the order read, as for a remembered order that moved.
+// HandleNew is Handle for an order id drawn for this very command (Options.New).
 func (h *Handler) HandleNew(ctx context.Context, id string, c order.Command, md Metadata) (Result, error) {
-	return h.handle(ctx, id, c, md, nil, true)
+	return h.HandleWith(ctx, id, c, md, Options{New: true})
 }
 
-func (h *Handler) handle(ctx context.Context, id string, c order.Command, md Metadata, at *uint64, isNew bool) (Result, error) {
+// Options are the ways a command can run besides Handle's. The zero Options is Handle.
+type Options struct {
+	// At requires the order to be at this revision (If-Match): at any other revision, or if
+	// the order does not exist, the command returns ErrPreconditionFailed.
+	At *uint64
+	// New says the order id was drawn for this very command (a create whose key was just
+	// claimed): its stream cannot exist, so the command is decided without reading it. Should
+	// it exist after all, the store refuses the append, or tells it is a repeat, and the
+	// command is decided again on the order read, as for a remembered order that moved.
+	New bool
+	// Along, if set, is appended with the command's events, all or nothing.
+	Along Along
+}
+
+// Along is an append to another stream that the command's events must be made with, all or
+// nothing: an idempotency claim that Begin left unwritten (idempotency.Claim), so that the
+// claim and the effect take one write where the store can append to several streams at once
+// (eventstore.MultiStreamAppender). On another store it is appended first, on its own.
+//
+// If it is refused, so is the command: HandleWith returns its *WrongExpectedRevisionError,
+// which names its stream, and has written nothing.
+type Along interface {
+	// Pending returns the append to make, or false once it is made.
+	Pending() (eventstore.StreamAppend, bool)
+	// Made is told the append's result once it is durable.
+	Made(eventstore.AppendResult)
+}
+
+// HandleWith is Handle with opts.
+func (h *Handler) HandleWith(ctx context.Context, id string, c order.Command, md Metadata, opts Options) (Result, error) {
+	at, isNew := opts.At, opts.New
 	stream := StreamName(id)
 	md.Command = c.CommandName()
 	attempts := h.Attempts
@@ -142,11 +168,11 @@ func (h *Handler) handle(ctx context.Context, id string, c order.Command, md Met
 				return Result{}, fmt.Errorf("create order %s: %w", id, err)
 			}
 		}
-		res, err := h.append(ctx, stream, o, events, md)
+		res, err := h.append(ctx, stream, o, events, md, opts.Along)
 		if err != nil {
 			h.forget(stream, o.State.Version)
 		}
-		if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
+		if wrong := (*eventstore.WrongExpectedRevisionError)(nil); errors.As(err, &wrong) && wrong.Stream == stream {
 			if attempt < attempts {
 				if err := backoff(ctx, attempt); err != nil {
 					return Result{}, err
@@ -249,7 +275,7 @@ func (h *Handler) now() time.Time {
 // once if the append cannot have been another's: the command is unkeyed, or the store says it
 // wrote the events. Otherwise only when Settle is told that no other run of its key could have
 // appended the same events.
-func (h *Handler) append(ctx context.Context, stream string, o Order, events []order.Event, md Metadata) (Result, error) {
+func (h *Handler) append(ctx context.Context, stream string, o Order, events []order.Event, md Metadata, along Along) (Result, error) {
 	data := make([]eventstore.EventData, len(events))
 	state := o.State
 	prev := o.Hash
@@ -268,7 +294,7 @@ func (h *Handler) append(ctx context.Context, stream string, o Order, events []o
 		data[i] = eventstore.EventData{ID: eventID(md, stream, i), Type: typ, Data: body, Metadata: meta}
 		state, prev = order.Evolve(state, e), hash
 	}
-	written, err := h.Store.Append(ctx, stream, o.expected(), data...)
+	written, err := h.write(ctx, eventstore.StreamAppend{Stream: stream, Expected: o.expected(), Events: data}, along)
 	if err != nil {
 		return Result{}, err
 	}
@@ -298,6 +324,29 @@ func (h *Handler) append(ctx context.Context, stream string, o Order, events []o
 	h.forget(stream, o.State.Version)
 	res.settle = func() { h.remember(stream, next) }
 	return res, nil
+}
+
+// write makes the command's append, with along's if it is pending: in one step where the store
+// can, else along's first.
+func (h *Handler) write(ctx context.Context, own eventstore.StreamAppend, along Along) (eventstore.AppendResult, error) {
+	if along != nil {
+		if other, ok := along.Pending(); ok {
+			if ms, ok := h.Store.(eventstore.MultiStreamAppender); ok {
+				results, err := ms.MultiStreamAppend(ctx, other, own)
+				if err != nil {
+					return eventstore.AppendResult{}, err
+				}
+				along.Made(results[0])
+				return results[1], nil
+			}
+			res, err := h.Store.Append(ctx, other.Stream, other.Expected, other.Events...)
+			if err != nil {
+				return eventstore.AppendResult{}, err
+			}
+			along.Made(res)
+		}
+	}
+	return h.Store.Append(ctx, own.Stream, own.Expected, own.Events...)
 }
 
 // Written reports whether the events of res are known to be the ones this command wrote and the

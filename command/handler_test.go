@@ -382,3 +382,57 @@ func TestClientReferenceIsUniquePerCustomer(t *testing.T) {
 		t.Fatalf("bob's order with the same reference: %v", err)
 	}
 }
+
+// along is a command.Along that records what it was told.
+type along struct {
+	append eventstore.StreamAppend
+	made   *eventstore.AppendResult
+}
+
+func (a *along) Pending() (eventstore.StreamAppend, bool) { return a.append, a.made == nil }
+func (a *along) Made(res eventstore.AppendResult)         { a.made = &res }
+
+func newAlong(stream string) *along {
+	return &along{append: eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream,
+		Events: []eventstore.EventData{{ID: uuid.New(), Type: "claimed", Data: []byte(`{}`)}}}}
+}
+
+// singleStore hides the embedded store's multi-stream appends.
+type singleStore struct{ eventstore.Store }
+
+// An append along with the command's is made with it, all or nothing: in one step where the
+// store can, first on a store that cannot.
+func TestHandleAppendsAlong(t *testing.T) {
+	ctx := context.Background()
+	for _, multi := range []bool{true, false} {
+		t.Run(map[bool]string{true: "OneStep", false: "AlongFirst"}[multi], func(t *testing.T) {
+			h, s := newHandler(t)
+			if !multi {
+				h.Store = singleStore{s}
+			}
+			claim := newAlong("claim-1")
+			res, err := h.HandleWith(ctx, "o1", create("o1"), keyed("k1", "fp1"), command.Options{New: true, Along: claim})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if claim.made == nil || claim.made.Revision != 0 || claim.made.Position.Compare(res.Position) >= 0 {
+				t.Fatalf("along told %+v; want revision 0 before the order's event at %v", claim.made, res.Position)
+			}
+			if evs := streamEvents(t, s, "o1"); len(evs) != len(res.Events) || len(evs) == 0 || !res.Written() {
+				t.Fatalf("order stream has %d events, written %v; want the command's %d, written", len(evs), res.Written(), len(res.Events))
+			}
+			// A command whose along is refused is refused with it, at once, and writes nothing.
+			again := newAlong("claim-1")
+			_, err = h.HandleWith(ctx, "o2", create("o2"), keyed("k2", "fp2"), command.Options{New: true, Along: again})
+			var wrong *eventstore.WrongExpectedRevisionError
+			if !errors.As(err, &wrong) || wrong.Stream != "claim-1" || again.made != nil {
+				t.Fatalf("a refused along: %v, made %v; want the refusal of claim-1", err, again.made)
+			}
+			for _, err := range s.ReadStream(ctx, command.StreamName("o2"), eventstore.ReadStreamOptions{}) {
+				if !errors.Is(err, eventstore.ErrStreamNotFound) {
+					t.Fatalf("order o2: %v; want it not written", err)
+				}
+			}
+		})
+	}
+}

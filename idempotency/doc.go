@@ -26,8 +26,14 @@
 //     key's events are hidden from reads, and its stream reads as not found, or without its
 //     first claim, which counts as expired too.
 //
-// Three shortcuts spare the store without changing these answers. A new key is claimed first and
-// its stream read only if the claim is refused. Completed keys are kept in memory with their
+// Four shortcuts spare the store without changing these answers. A new key is claimed first and
+// its stream read only if the claim is refused. On a store that appends to several streams at
+// once (eventstore.MultiStreamAppender, the embedded store), a key this process has not seen is
+// not even claimed on its own: Begin leaves the Claimed event to the caller (Request.Defer),
+// which appends it with the command's events in one atomic append, or with the outcome if the
+// command appends nothing. The claim holds the key in this process from Begin on. If its append
+// is refused because the key's stream exists, nothing was written, and Begin, called again
+// without Defer, reads the key as above. Completed keys are kept in memory with their
 // expiry (Keys.Remember): a completed key never changes until it expires, so its replays read
 // nothing (a node whose clock runs behind keeps replaying a key that much past its expiry).
 // And a duplicate of a request that this process is running waits for it without reading,

@@ -55,6 +55,7 @@ type Keys struct {
 type held struct {
 	claimed  Claimed
 	revision uint64
+	claim    *Claim
 }
 
 // waiters are the requests of this process waiting for one key's holder.
@@ -72,6 +73,12 @@ type Request struct {
 	NewOrderID        func() string // draws the id of the order a create will make
 	Claimant          string        // who claims, for the record (node and request id)
 	FindInOrderStream func(ctx context.Context, orderID string) (*Outcome, error)
+	// Defer lets Begin leave the claim of a key it has not seen unwritten, on a store that
+	// appends to several streams at once: the caller then makes the claim's append along
+	// with the command's events (Claim.Pending, Claim.Made), so that a new key costs the
+	// store no write of its own. A command that writes nothing has its claim written with
+	// its outcome by Complete.
+	Defer bool
 }
 
 // Claim is a key this request holds: run the command, then Complete or Release.
@@ -89,7 +96,33 @@ type Claim struct {
 	// that one stands, and is what retries get.
 	Prior *Outcome
 
-	first Claimed // this claim, standing for the key's first: fingerprint and expiry
+	first   Claimed                  // this claim, standing for the key's first: fingerprint and expiry
+	pending *eventstore.StreamAppend // the claim's append, while it is not made (Request.Defer)
+	keys    *Keys
+}
+
+// Pending returns the claim's append while it is not made: Begin left it to the caller, to
+// make with the command's own (Request.Defer), all or nothing. Call Made once it is made.
+func (c *Claim) Pending() (eventstore.StreamAppend, bool) {
+	if c.pending == nil {
+		return eventstore.StreamAppend{}, false
+	}
+	return *c.pending, true
+}
+
+// Made records that the claim's append was made, with its result.
+func (c *Claim) Made(res eventstore.AppendResult) {
+	c.pending = nil
+	c.Revision = res.Revision
+	c.keys.hold(c.Stream, held{claimed: c.first, revision: res.Revision, claim: c})
+}
+
+// Refused reports whether err is the refusal of the claim's append, left unmade by Begin,
+// because its key stream exists after all (a key this process had not seen): nothing was
+// written. Release the claim and call Begin again, without Defer, for what the key holds.
+func (c *Claim) Refused(err error) bool {
+	var wrong *eventstore.WrongExpectedRevisionError
+	return c.pending != nil && errors.As(err, &wrong) && wrong.Stream == c.Stream
 }
 
 func (k *Keys) ttl() time.Duration   { return or(k.TTL, 24*time.Hour) }
@@ -149,6 +182,8 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 	waited := false
 	// Most keys are new: claim first, and read the key's stream only if that fails.
 	fresh, watching := true, false
+	_, multi := k.Store.(eventstore.MultiStreamAppender)
+	deferring := r.Defer && multi
 	expiring := k.Expire == nil // the store is told the key's expiry once, before a claim
 	for {
 		now := k.now()
@@ -204,6 +239,13 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 			orderID := r.OrderID
 			if orderID == "" && r.NewOrderID != nil {
 				orderID = r.NewOrderID()
+			}
+			if deferring {
+				c, err := k.pend(stream, r, orderID, now)
+				if err == nil {
+					k.observe(ctx, EventClaimed, stream)
+				}
+				return c, nil, err
 			}
 			c, err := k.claim(ctx, stream, eventstore.NoStream, r, orderID, now, now.Add(k.ttl()))
 			if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
@@ -277,10 +319,7 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 }
 
 func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.ExpectedRevision, r Request, orderID string, now, expires time.Time) (*Claim, error) {
-	claimed := Claimed{
-		Principal: r.Principal, Key: r.Key, Method: r.Method, Path: r.Path, Fingerprint: r.Fingerprint,
-		OrderID: orderID, Claimant: r.Claimant, ClaimedAt: now, LeaseUntil: now.Add(k.lease()), ExpiresAt: expires,
-	}
+	claimed := k.claimed(r, orderID, now, expires)
 	e, err := newEvent(TypeClaimed, claimed)
 	if err != nil {
 		return nil, err
@@ -293,14 +332,45 @@ func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.Exp
 	if err != nil {
 		return nil, err
 	}
-	k.hold(stream, held{claimed: claimed, revision: res.Revision})
 	// A takeover's claim has the original's fingerprint and expiry: it stands for it.
-	return &Claim{Stream: stream, Revision: res.Revision, OrderID: orderID, first: claimed}, nil
+	c := &Claim{Stream: stream, Revision: res.Revision, OrderID: orderID, first: claimed, keys: k}
+	k.hold(stream, held{claimed: claimed, revision: res.Revision, claim: c})
+	return c, nil
+}
+
+// pend is claim for a key stream believed new, left for the caller to append (Request.Defer).
+// The claim holds the key in this process at once; the sweeper hears of its expiry now, as it
+// may be written any time.
+func (k *Keys) pend(stream string, r Request, orderID string, now time.Time) (*Claim, error) {
+	claimed := k.claimed(r, orderID, now, now.Add(k.ttl()))
+	e, err := newEvent(TypeClaimed, claimed)
+	if err != nil {
+		return nil, err
+	}
+	k.noteExpiry(stream, claimed.ExpiresAt)
+	c := &Claim{Stream: stream, OrderID: orderID, first: claimed, keys: k,
+		pending: &eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream, Events: []eventstore.EventData{e}}}
+	k.hold(stream, held{claimed: claimed, claim: c})
+	return c, nil
+}
+
+func (k *Keys) claimed(r Request, orderID string, now, expires time.Time) Claimed {
+	return Claimed{
+		Principal: r.Principal, Key: r.Key, Method: r.Method, Path: r.Path, Fingerprint: r.Fingerprint,
+		OrderID: orderID, Claimant: r.Claimant, ClaimedAt: now, LeaseUntil: now.Add(k.lease()), ExpiresAt: expires,
+	}
 }
 
 // Complete records the outcome of the claim's request. If the claim was taken over meanwhile,
 // the first outcome recorded stands and this one is dropped: both come from the same effect.
+//
+// A claim left unmade (Claim.Pending) is appended with its outcome, in one append. If that is
+// refused because the key stream exists after all, Complete records nothing and returns an
+// error for which Claim.Refused is true.
 func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
+	if c.pending != nil {
+		return k.completePending(ctx, c, out)
+	}
 	defer k.letGo(c)
 	rev := c.Revision
 	for range 5 {
@@ -329,6 +399,22 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 	return fmt.Errorf("complete key: %w", eventstore.ErrWrongExpectedRevision)
 }
 
+func (k *Keys) completePending(ctx context.Context, c *Claim, out Outcome) error {
+	defer k.letGo(c)
+	e, err := newEvent(TypeCompleted, Completed{Outcome: out, OrderID: c.OrderID, CompletedAt: k.now()})
+	if err != nil {
+		return err
+	}
+	res, err := k.Store.Append(ctx, c.Stream, c.pending.Expected, append(c.pending.Events, e)...)
+	if err != nil {
+		return err
+	}
+	c.pending, c.Revision, c.Kept = nil, res.Revision, true
+	k.remember(c.Stream, c.first, &Completed{Outcome: out})
+	k.observe(ctx, EventCompleted, c.Stream)
+	return nil
+}
+
 func (k *Keys) complete(ctx context.Context, stream string, rev uint64, orderID string, out Outcome) error {
 	e, err := newEvent(TypeCompleted, Completed{Outcome: out, OrderID: orderID, CompletedAt: k.now()})
 	if err != nil {
@@ -342,6 +428,9 @@ func (k *Keys) complete(ctx context.Context, stream string, rev uint64, orderID 
 // retry runs the command again at once instead of waiting for the lease.
 func (k *Keys) Release(ctx context.Context, c *Claim, reason string) error {
 	defer k.letGo(c)
+	if c.pending != nil {
+		return nil // never written: nothing to give up in the store
+	}
 	e, err := newEvent(TypeReleased, Released{Reason: reason, ReleasedAt: k.now()})
 	if err != nil {
 		return err
@@ -421,7 +510,7 @@ func (k *Keys) heldHere(stream string, now time.Time) (held, bool) {
 // wakes the requests here waiting for the key.
 func (k *Keys) letGo(c *Claim) {
 	k.mu.Lock()
-	if h, ok := k.holding[c.Stream]; ok && h.revision == c.Revision {
+	if h, ok := k.holding[c.Stream]; ok && h.claim == c {
 		delete(k.holding, c.Stream)
 	}
 	k.mu.Unlock()

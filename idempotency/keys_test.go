@@ -13,6 +13,7 @@ import (
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/eventstore/sqlite"
 	"github.com/acme/orders/idempotency"
+	"github.com/google/uuid"
 )
 
 // clock is a settable time source.
@@ -389,4 +390,151 @@ func TestAwaitWaitsForTheOutcomeHere(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Await did not return after the outcome was recorded")
 	}
+}
+
+// keyEvents reads the types of the key stream's events, or nil if it does not exist.
+func keyEvents(t *testing.T, s eventstore.Store, r idempotency.Request) []string {
+	t.Helper()
+	var types []string
+	for e, err := range s.ReadStream(context.Background(), idempotency.StreamName(r.Principal, r.Key), eventstore.ReadStreamOptions{}) {
+		if errors.Is(err, eventstore.ErrStreamNotFound) {
+			return nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, e.Type)
+	}
+	return types
+}
+
+// A claim left to the caller (Request.Defer) writes nothing until it is made along with the
+// command's events, or recorded with its outcome; duplicates here wait for it all the same.
+func TestDeferredClaim(t *testing.T) {
+	ctx := context.Background()
+	deferred := request("fp")
+	deferred.Defer = true
+	t.Run("MadeWithTheCommand", func(t *testing.T) {
+		keys, _, s := newKeys(t)
+		claim, _, err := keys.Begin(ctx, deferred)
+		if err != nil {
+			t.Fatal(err)
+		}
+		own, pending := claim.Pending()
+		if !pending || keyEvents(t, s, deferred) != nil {
+			t.Fatalf("Begin with Defer: pending %v, key stream %v; want a claim pending and nothing written", pending, keyEvents(t, s, deferred))
+		}
+		if _, _, err := keys.Begin(ctx, deferred); !errors.Is(err, idempotency.ErrInFlight) {
+			t.Fatalf("duplicate while pending: got %v, want ErrInFlight", err)
+		}
+		effect := eventstore.StreamAppend{Stream: "order-fp", Expected: eventstore.NoStream, Events: []eventstore.EventData{{ID: uuid.New(), Type: "order.created.v1", Data: []byte(`{}`)}}}
+		results, err := s.MultiStreamAppend(ctx, own, effect)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claim.Made(results[0])
+		if _, pending := claim.Pending(); pending {
+			t.Fatal("still pending after Made")
+		}
+		if err := keys.Complete(ctx, claim, created); err != nil || !claim.Kept {
+			t.Fatalf("Complete: %v, kept %v", err, claim.Kept)
+		}
+		if got := keyEvents(t, s, deferred); fmt.Sprint(got) != fmt.Sprint([]string{idempotency.TypeClaimed, idempotency.TypeCompleted}) {
+			t.Fatalf("key stream %v; want the claim and its outcome", got)
+		}
+	})
+	t.Run("WrittenWithItsOutcome", func(t *testing.T) {
+		keys, _, s := newKeys(t)
+		claim, _, err := keys.Begin(ctx, deferred)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := keys.Complete(ctx, claim, created); err != nil || !claim.Kept {
+			t.Fatalf("Complete: %v, kept %v", err, claim.Kept)
+		}
+		if got := keyEvents(t, s, deferred); fmt.Sprint(got) != fmt.Sprint([]string{idempotency.TypeClaimed, idempotency.TypeCompleted}) {
+			t.Fatalf("key stream %v; want the claim and its outcome", got)
+		}
+		// Another node, which does not remember the key, reads the outcome from the store.
+		other := &idempotency.Keys{Store: s, Now: keys.Now}
+		if _, replay, err := other.Begin(ctx, request("fp")); err != nil || replay == nil || replay.Body != created.Body {
+			t.Fatalf("Begin on another node: %+v, %v; want the outcome replayed", replay, err)
+		}
+	})
+	t.Run("ReleasedWritesNothing", func(t *testing.T) {
+		keys, _, s := newKeys(t)
+		claim, _, err := keys.Begin(ctx, deferred)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := keys.Release(ctx, claim, "internal error"); err != nil {
+			t.Fatal(err)
+		}
+		if got := keyEvents(t, s, deferred); got != nil {
+			t.Fatalf("key stream %v after releasing a pending claim; want none", got)
+		}
+		// The key is free at once.
+		if again, _, err := keys.Begin(ctx, deferred); err != nil || again == nil {
+			t.Fatalf("Begin after the release: %+v, %v", again, err)
+		}
+	})
+	t.Run("RefusedOnAKeyNotNew", func(t *testing.T) {
+		// A node that has not seen the key defers its claim: made with the command's events,
+		// or with an outcome, it is refused, nothing is written, and Begin without Defer
+		// tells what the key holds.
+		first, _, s := newKeys(t)
+		claim, _, err := first.Begin(ctx, request("fp"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := first.Complete(ctx, claim, created); err != nil {
+			t.Fatal(err)
+		}
+		before := keyEvents(t, s, deferred)
+		for _, other := range []string{"fp", "other"} {
+			r := request(other)
+			r.Defer = true
+			keys := &idempotency.Keys{Store: s, Now: first.Now, Wait: first.Wait}
+			c, _, err := keys.Begin(ctx, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			own, _ := c.Pending()
+			effect := eventstore.StreamAppend{Stream: "order-" + other, Expected: eventstore.NoStream, Events: []eventstore.EventData{{ID: uuid.New(), Type: "order.created.v1", Data: []byte(`{}`)}}}
+			if _, err := s.MultiStreamAppend(ctx, own, effect); !c.Refused(err) {
+				t.Errorf("%s: the claim made with the command: %v; want it refused", other, err)
+			}
+			err = keys.Complete(ctx, c, idempotency.Outcome{Status: 422, Body: "refused\n"})
+			if !c.Refused(err) {
+				t.Errorf("%s: Complete: %v; want the claim refused", other, err)
+			}
+			if err := keys.Release(ctx, c, "refused"); err != nil {
+				t.Fatal(err)
+			}
+			r.Defer = false
+			_, replay, err := keys.Begin(ctx, r)
+			switch {
+			case other == "fp" && (err != nil || replay == nil || replay.Body != created.Body):
+				t.Errorf("Begin again: %+v, %v; want the first outcome", replay, err)
+			case other != "fp" && !errors.Is(err, idempotency.ErrKeyReused):
+				t.Errorf("Begin again with another request: %v; want ErrKeyReused", err)
+			}
+			if got := keyEvents(t, s, deferred); fmt.Sprint(got) != fmt.Sprint(before) {
+				t.Errorf("key stream %v; want it unchanged: %v", got, before)
+			}
+			if _, err := collectStream(s, effect.Stream); !errors.Is(err, eventstore.ErrStreamNotFound) {
+				t.Errorf("the command's stream: %v; want it not written", err)
+			}
+		}
+	})
+}
+
+func collectStream(s eventstore.Store, stream string) (n int, err error) {
+	for _, err := range s.ReadStream(context.Background(), stream, eventstore.ReadStreamOptions{}) {
+		if err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }

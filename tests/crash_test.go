@@ -220,6 +220,41 @@ func TestAcknowledgedCommandSurvivesKill(t *testing.T) {
 	}
 }
 
+// A server that restarts remembers no key, and claims a key it has not seen along with the
+// command's events: a key of the earlier run is recognised from the store all the same,
+// whatever the request does with it, and nothing is written for it.
+func TestKeysOfTheEarlierRunAfterRestart(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "")
+	shipment := map[string]any{"carrier": "DHL", "trackingNumber": "T-1"}
+	first := s.do(t, "POST", "/v1/orders", "earlier-create", orderFor("c-earlier"))
+	id := createdID(t, first)
+	add := s.command(t, id, "/lines", "earlier-add", line{SKU: "sku-2", Quantity: 1, UnitPrice: 500})
+	refused := s.do(t, "POST", "/v1/orders/"+id+"/shipments", "earlier-ship", shipment)
+	if refused.status/100 != 4 {
+		t.Fatalf("shipping an unpaid order: %v; want a refusal", refused)
+	}
+	s.restart(t)
+	head := s.projections(t)["orders"].Head
+
+	// The same requests get their first answers,
+	checkReplay(t, first, s.do(t, "POST", "/v1/orders", "earlier-create", orderFor("c-earlier")))
+	checkReplay(t, add, s.do(t, "POST", "/v1/orders/"+id+"/lines", "earlier-add", line{SKU: "sku-2", Quantity: 1, UnitPrice: 500}))
+	checkReplay(t, refused, s.do(t, "POST", "/v1/orders/"+id+"/shipments", "earlier-ship", shipment))
+	// other requests with the same keys are refused,
+	for _, r := range []*response{
+		s.do(t, "POST", "/v1/orders", "earlier-create", orderFor("c-earlier-other")),
+		s.do(t, "POST", "/v1/orders/"+id+"/lines", "earlier-add", line{SKU: "sku-3", Quantity: 1, UnitPrice: 700}),
+		s.do(t, "POST", "/v1/orders/"+id+"/lines", "earlier-ship", line{SKU: "sku-4", Quantity: 1, UnitPrice: 900}),
+	} {
+		checkProblem(t, r, http.StatusUnprocessableEntity, "idempotency-key-reused")
+	}
+	// and none of them wrote anything.
+	if after := s.projections(t)["orders"].Head; after != head {
+		t.Errorf("the log's head moved from %d to %d; want nothing written for keys of the earlier run", head, after)
+	}
+}
+
 const crashAfterAnswer = "API_TEST_CRASH_AFTER_ANSWER" // the answer given, the outcome not stored
 
 // answeredCases are commands that succeed with events, each after its setup; the request
