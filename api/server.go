@@ -61,7 +61,7 @@ type Server struct {
 
 // Hooks run at the points of a keyed command where a crash matters most.
 type Hooks struct {
-	AfterClaim  func(key string) // the key is claimed, the command has not run
+	AfterClaim  func(key string) // the key is claimed (maybe in this process only: Request.Defer), the command has not run
 	AfterAppend func(key string) // the order events are appended, the outcome is not recorded
 	AfterAnswer func(key string) // the answer is given (or on its way), the outcome is not recorded
 }
