@@ -12,7 +12,8 @@ import (
 	"github.com/acme/orders/eventstore"
 )
 
-// ErrClientRefTaken: another order of the customer already has the client reference.
+// ErrClientRefTaken: another order of the principal's customer already has the client
+// reference.
 var ErrClientRefTaken = errors.New("client reference already used by another order of this customer")
 
 // ClientRefPrefix starts the name of every client-reference claim stream.
@@ -23,23 +24,55 @@ const TypeClientRefClaimed = "client-reference.claimed.v1"
 
 // ClientRefClaimed claims a client reference for an order.
 type ClientRefClaimed struct {
+	// Principal is the order's creator; claims from before they were per principal have none.
+	Principal       string `json:"principal,omitempty"`
 	CustomerID      string `json:"customerId"`
 	ClientReference string `json:"clientReference"`
 	OrderID         string `json:"orderId"`
 }
 
-// ClientRefStream is the claim stream of a customer's client reference.
-func ClientRefStream(customerID, ref string) string {
-	sum := sha256.Sum256([]byte(customerID + "\x00" + ref))
+// ClientRefStream is the claim stream of a principal's client reference for one of its
+// customers. Clients name their customers themselves: two clients' "c-1" are two customers.
+func ClientRefStream(principal, customerID, ref string) string {
+	return clientRefStream(principal + "\x00" + customerID + "\x00" + ref)
+}
+
+// legacyClientRefStream is the claim stream that creates took before claims were per principal
+// (see claimClientRef). Nothing is appended to these any more.
+func legacyClientRefStream(customerID, ref string) string {
+	return clientRefStream(customerID + "\x00" + ref)
+}
+
+func clientRefStream(name string) string {
+	sum := sha256.Sum256([]byte(name))
 	return ClientRefPrefix + hex.EncodeToString(sum[:])
 }
 
-// claimClientRef makes the create's client reference unique per customer: the claim stream is
-// appended with expected revision NoStream, so of two orders only one gets it, as with
-// idempotency keys. A claim already held by this order (a retried create) is fine.
+// claimClientRef makes the create's client reference unique per principal and customer: the
+// claim stream is appended with expected revision NoStream, so of two orders only one gets it,
+// as with idempotency keys. A claim already held by this order (a retried create) is fine.
+//
+// Orders created before claims were per principal hold theirs in the legacy stream, named by
+// customer and reference alone. Such a claim still refuses the reference to another order of
+// the principal that created its order; an order of another principal is no collision, and
+// neither is an order that was never created (its create failed or was abandoned).
 func (h *Handler) claimClientRef(ctx context.Context, c order.CreateOrder, md Metadata) error {
-	stream := ClientRefStream(c.CustomerID, c.ClientRef)
-	data, err := json.Marshal(ClientRefClaimed{CustomerID: c.CustomerID, ClientReference: c.ClientRef, OrderID: c.OrderID})
+	held, ok, err := h.clientRefClaim(ctx, legacyClientRefStream(c.CustomerID, c.ClientRef))
+	if err != nil {
+		return err
+	}
+	if ok && held.OrderID != c.OrderID {
+		o, err := h.Load(ctx, held.OrderID, "", "")
+		if err != nil {
+			return err
+		}
+		if o.State.Version > 0 && o.Owner == md.Principal {
+			return refTaken(c)
+		}
+	}
+
+	stream := ClientRefStream(md.Principal, c.CustomerID, c.ClientRef)
+	data, err := json.Marshal(ClientRefClaimed{Principal: md.Principal, CustomerID: c.CustomerID, ClientReference: c.ClientRef, OrderID: c.OrderID})
 	if err != nil {
 		return err
 	}
@@ -48,17 +81,31 @@ func (h *Handler) claimClientRef(ctx context.Context, c order.CreateOrder, md Me
 	if !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
 		return err
 	}
+	held, _, err = h.clientRefClaim(ctx, stream)
+	if err != nil || held.OrderID == c.OrderID {
+		return err
+	}
+	return refTaken(c)
+}
+
+func refTaken(c order.CreateOrder) error {
+	return fmt.Errorf("%w: customer %s, reference %q", ErrClientRefTaken, c.CustomerID, c.ClientRef)
+}
+
+// clientRefClaim reads the claim in stream, if there is one.
+func (h *Handler) clientRefClaim(ctx context.Context, stream string) (ClientRefClaimed, bool, error) {
 	for e, err := range h.Store.ReadStream(ctx, stream, eventstore.ReadStreamOptions{Limit: 1}) {
+		if errors.Is(err, eventstore.ErrStreamNotFound) {
+			break
+		}
 		if err != nil {
-			return fmt.Errorf("read client reference claim: %w", err)
+			return ClientRefClaimed{}, false, fmt.Errorf("read client reference claim: %w", err)
 		}
 		var held ClientRefClaimed
 		if err := json.Unmarshal(e.Data, &held); err != nil {
-			return fmt.Errorf("client reference claim: %w", err)
+			return ClientRefClaimed{}, false, fmt.Errorf("client reference claim: %w", err)
 		}
-		if held.OrderID == c.OrderID {
-			return nil
-		}
+		return held, true, nil
 	}
-	return fmt.Errorf("%w: customer %s, reference %q", ErrClientRefTaken, c.CustomerID, c.ClientRef)
+	return ClientRefClaimed{}, false, nil
 }
