@@ -115,6 +115,20 @@ func (s *Store) log(ctx context.Context, after uint64, filter eventstore.Filter,
 			}
 			// Take the channel before reading: a commit after the read closes it.
 			changed := s.changes()
+			if live, ok := s.tail.since(after); follow && ok {
+				// Caught up: fed from memory, as long as it keeps up.
+				for _, e := range live {
+					after = e.Position.Commit
+					if filter.Match(e.Stream) && !yield(e, nil) {
+						return
+					}
+				}
+				if err := s.wait(ctx, changed); err != nil {
+					fail(err)
+					return
+				}
+				continue
+			}
 			err := s.read(ctx, func(c *readConn) error {
 				var err error
 				page, err = c.events(ctx, c.log, "", page[:0], pageSize, int64(after))
@@ -136,16 +150,23 @@ func (s *Store) log(ctx context.Context, after uint64, filter eventstore.Filter,
 			if !follow {
 				return
 			}
-			select {
-			case <-changed:
-			case <-ctx.Done():
-				fail(ctx.Err())
-				return
-			case <-s.closing:
-				fail(eventstore.ErrClosed)
+			if err := s.wait(ctx, changed); err != nil {
+				fail(err)
 				return
 			}
 		}
+	}
+}
+
+// wait waits for changed to close: for the next commit.
+func (s *Store) wait(ctx context.Context, changed <-chan struct{}) error {
+	select {
+	case <-changed:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.closing:
+		return eventstore.ErrClosed
 	}
 }
 

@@ -53,6 +53,7 @@ type Store struct {
 	close    sync.Once
 
 	head atomic.Uint64 // position of the last committed event
+	tail tail          // the latest events, for subscriptions
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced after every commit
@@ -115,6 +116,7 @@ func Open(dir string, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("open event store %s: read head: %w", path, err)
 	}
 	s.head.Store(uint64(head.Int64))
+	s.tail.from = uint64(head.Int64)
 	conn, err := wdb.Conn(context.Background())
 	if err != nil {
 		s.closeDBs()

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/acme/orders/eventstore"
@@ -220,6 +221,7 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 		w.rollback()
 		return -1, 0, fmt.Errorf("commit: %w", err)
 	}
+	s.tail.add(w.written, w.deleted)
 	return -1, head, nil
 }
 
@@ -242,6 +244,10 @@ type writeTx struct {
 	// as they were, to restore them if it rolls back.
 	streams map[string]streamRow
 	undo    map[string]*streamRow
+
+	// written and deleted are what the transaction did, for the tail once it commits.
+	written []eventstore.RecordedEvent
+	deleted map[string]bool
 }
 
 // streamRow is a stream's row; id 0 means the stream was never written.
@@ -445,6 +451,7 @@ func (w *writeTx) write(name string, sr streamRow, events []eventstore.EventData
 			return eventstore.AppendResult{}, errAbort{err}
 		}
 		res = eventstore.AppendResult{Revision: first + uint64(i), Position: position(uint64(pos)), Fate: eventstore.FateWritten}
+		w.keep(e, name, res)
 	}
 	return res, nil
 }
@@ -468,5 +475,25 @@ func (w *writeTx) delete(name string, expected eventstore.ExpectedRevision) erro
 	}
 	sr.deleted = true
 	w.setStream(name, sr)
+	w.written = slices.DeleteFunc(w.written, func(e eventstore.RecordedEvent) bool { return e.Stream == name })
+	if w.deleted == nil {
+		w.deleted = map[string]bool{}
+	}
+	w.deleted[name] = true
 	return nil
+}
+
+// keep notes an event written, for the tail, with its bytes copied: the appender may reuse
+// its own once Append returns.
+func (w *writeTx) keep(e eventstore.EventData, stream string, at eventstore.AppendResult) {
+	b := make([]byte, 0, len(e.Data)+len(e.Metadata))
+	b = append(append(b, e.Data...), e.Metadata...)
+	data, metadata := b[:len(e.Data):len(e.Data)], b[len(e.Data):len(b):len(b)]
+	if len(metadata) == 0 {
+		metadata = nil
+	}
+	w.written = append(w.written, eventstore.RecordedEvent{
+		ID: e.ID, Stream: stream, Revision: at.Revision, Position: at.Position,
+		Type: e.Type, Data: data, Metadata: metadata, Recorded: time.Unix(0, w.now).UTC(),
+	})
 }
