@@ -20,6 +20,7 @@ type poisoned struct{}
 
 func (poisoned) Name() string              { return "poisoned" }
 func (poisoned) Filter() eventstore.Filter { return eventstore.Filter{} }
+func (poisoned) Version() int              { return 1 }
 func (poisoned) Tables() []string          { return []string{"poisoned"} }
 func (poisoned) Create(ctx context.Context, tx *sql.Tx, t projections.Tables) error {
 	_, err := tx.ExecContext(ctx, `CREATE TABLE `+t["poisoned"]+` (n INTEGER)`)

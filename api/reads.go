@@ -51,11 +51,21 @@ func (s *Server) caughtUpTo(c echo.Context, projection string, head bool) error 
 			pos = h
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, readWait)
+	return s.reached(c, projection, pos)
+}
+
+// reached waits, within readWait, until projection has applied every event up to pos and can
+// be read (not while an upgrade rebuilds it: see projections.Runner.WaitFor); past the bound
+// it answers 503 with Retry-After.
+func (s *Server) reached(c echo.Context, projection string, pos eventstore.Position) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), readWait)
 	defer cancel()
 	if err := s.Projections.WaitFor(ctx, projection, pos); err != nil {
 		if errors.Is(err, projections.ErrBehind) {
 			c.Response().Header().Set("Retry-After", "1") // the 503's; handleError keeps it
+			if pos == (eventstore.Position{}) {
+				return fmt.Errorf("%w: %s cannot be read yet", errBehind, projection)
+			}
 			return fmt.Errorf("%w: %s has not reached position %d", errBehind, projection, pos.Commit)
 		}
 		return err
@@ -177,10 +187,14 @@ func (s *Server) getKey(c echo.Context) error {
 	return c.JSON(http.StatusOK, v)
 }
 
-// paymentOrder finds the order of the path's payment id, waiting for the lookup to catch up
-// before it answers that there is none.
+// paymentOrder finds the caller's order of the path's payment id, waiting for the lookup to
+// catch up before it answers that there is none.
 func paymentOrder(s *Server, c echo.Context) (string, error) {
 	paymentID := c.Param("paymentId")
+	// Any position will do for a hit, but not before the lookup can be read.
+	if err := s.reached(c, "lookups", eventstore.Position{}); err != nil {
+		return "", err
+	}
 	id, ok, err := s.callersPaymentOrder(c, paymentID)
 	if err != nil || ok {
 		return id, err
@@ -194,11 +208,13 @@ func paymentOrder(s *Server, c echo.Context) (string, error) {
 	return "", fmt.Errorf("%w: no order has payment %s", errNotFound, paymentID)
 }
 
-// callersPaymentOrder is the order of a payment id if the caller created it: another
-// principal's payment is answered as one that does not exist.
+// callersPaymentOrder is the order of a payment id if the caller created it: payment ids are
+// per principal, and another principal's payment with the same id is none of the caller's.
+// The order's creator is checked too, so that a lookup row can never hand a caller an order
+// it does not own.
 func (s *Server) callersPaymentOrder(c echo.Context, paymentID string) (string, bool, error) {
 	ctx := c.Request().Context()
-	id, ok, err := s.Reads.PaymentOrder(ctx, paymentID)
+	id, ok, err := s.Reads.PaymentOrder(ctx, principal(c), paymentID)
 	if err != nil || !ok {
 		return "", false, err
 	}

@@ -16,6 +16,20 @@
 // the old tables. Readers see either the old model or the new one, never a half-built one. An
 // interrupted rebuild resumes from its own checkpoint.
 //
+// Each projection has a Version, stored with its checkpoint (files from before versions hold
+// version 1). When the runner starts on a file whose live generation was written at another
+// version, as after an upgrade that changed a read model, it rebuilds that projection at once,
+// in the same way, while the service serves. Until the swap the outdated projection answers
+// nothing: the new Apply cannot write its old tables and the new queries cannot read them, and
+// an answer from an old model could be one the upgrade exists to correct. So WaitFor does not
+// return for it until the swap (the API answers its reads 503 with Retry-After, within their
+// bound), its Status says rebuilding, with its lag counted from the rebuild's checkpoint, and
+// its old generation is left as it was. Everything else serves as usual: the other projections,
+// and commands, which read no read model. Blocking the start instead would stop the whole
+// service for as long as the log takes to replay. Queries must therefore WaitFor a projection
+// before they read it, with the zero position if any position will do. A rebuild in progress
+// that another version started is started again.
+//
 // The read models live in their own SQLite file, not in the event store's: the same runner
 // serves a KurrentDB store, a rebuild's bulk writes do not queue behind appends in the event
 // store's group commit, and the file can be deleted and rebuilt from the log at any time.

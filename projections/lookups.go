@@ -15,12 +15,17 @@ import (
 )
 
 // Lookups is the key lookups read model: idempotency key → outcome summary, payment id →
-// order, and (customer, client reference) → order.
+// order, and (customer, client reference) → order, each per principal: clients choose their
+// keys, payment ids, customer ids and references themselves, so two clients' are unrelated.
 type Lookups struct{}
 
 var _ Projection = Lookups{}
 
 func (Lookups) Name() string { return "lookups" }
+
+// Version 2 keys payments and client references by principal too; version 1 had one row per
+// payment id, and per customer and reference, across principals.
+func (Lookups) Version() int { return 2 }
 
 func (Lookups) Filter() eventstore.Filter {
 	return eventstore.Filter{StreamPrefixes: []string{idempotency.StreamPrefix, command.StreamName("")}}
@@ -47,14 +52,17 @@ func (Lookups) Create(ctx context.Context, tx *sql.Tx, t Tables) error {
 			PRIMARY KEY (principal, key)
 		) STRICT;
 		CREATE TABLE {payments} (
-			payment_id TEXT PRIMARY KEY,
-			order_id   TEXT NOT NULL
+			principal  TEXT NOT NULL, -- who started the payment, the order's creator
+			payment_id TEXT NOT NULL,
+			order_id   TEXT NOT NULL,
+			PRIMARY KEY (principal, payment_id)
 		) STRICT;
 		CREATE TABLE {refs} (
+			principal        TEXT NOT NULL, -- who created the order
 			customer_id      TEXT NOT NULL,
 			client_reference TEXT NOT NULL,
 			order_id         TEXT NOT NULL,
-			PRIMARY KEY (customer_id, client_reference)
+			PRIMARY KEY (principal, customer_id, client_reference)
 		) STRICT;`))
 	return err
 }
@@ -107,12 +115,21 @@ func lookupOrder(ctx context.Context, tx *sql.Tx, t Tables, e eventstore.Recorde
 		if ev.ClientRef == "" {
 			return nil
 		}
-		_, err = tx.ExecContext(ctx, `INSERT OR IGNORE INTO `+t["client_references"]+` (customer_id, client_reference, order_id) VALUES (?, ?, ?)`,
-			ev.CustomerID, ev.ClientRef, orderID)
+		_, err = tx.ExecContext(ctx, `INSERT OR IGNORE INTO `+t["client_references"]+` (principal, customer_id, client_reference, order_id)
+			VALUES (?, ?, ?, ?)`, principalOf(e), ev.CustomerID, ev.ClientRef, orderID)
 	case order.PaymentStarted:
-		_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO `+t["payments"]+` (payment_id, order_id) VALUES (?, ?)`, ev.PaymentID, orderID)
+		_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO `+t["payments"]+` (principal, payment_id, order_id) VALUES (?, ?, ?)`,
+			principalOf(e), ev.PaymentID, orderID)
 	}
 	return err
+}
+
+// principalOf is the principal in an order event's metadata. Metadata that does not decode
+// names none, as in the orders read model: its rows then answer no one.
+func principalOf(e eventstore.RecordedEvent) string {
+	var md command.Metadata
+	json.Unmarshal(e.Metadata, &md)
+	return md.Principal
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

@@ -22,6 +22,8 @@ var _ Projection = Orders{}
 
 func (Orders) Name() string { return "orders" }
 
+func (Orders) Version() int { return 1 }
+
 func (Orders) Filter() eventstore.Filter {
 	return eventstore.Filter{StreamPrefixes: []string{command.StreamName("")}}
 }

@@ -138,14 +138,17 @@ func (q Queries) Key(ctx context.Context, principal, key string) (KeyRow, bool, 
 	return row, true, nil
 }
 
-// PaymentOrder returns the order a payment id was started on.
-func (q Queries) PaymentOrder(ctx context.Context, paymentID string) (string, bool, error) {
-	return q.one(ctx, `SELECT order_id FROM payments WHERE payment_id = ?`, paymentID)
+// PaymentOrder returns the principal's order that started a payment with the id (the latest,
+// if several did).
+func (q Queries) PaymentOrder(ctx context.Context, principal, paymentID string) (string, bool, error) {
+	return q.one(ctx, `SELECT order_id FROM payments WHERE principal = ? AND payment_id = ?`, principal, paymentID)
 }
 
-// ClientReferenceOrder returns the order a customer created with a client reference.
-func (q Queries) ClientReferenceOrder(ctx context.Context, customerID, ref string) (string, bool, error) {
-	return q.one(ctx, `SELECT order_id FROM client_references WHERE customer_id = ? AND client_reference = ?`, customerID, ref)
+// ClientReferenceOrder returns the order the principal created for its customer with a client
+// reference.
+func (q Queries) ClientReferenceOrder(ctx context.Context, principal, customerID, ref string) (string, bool, error) {
+	return q.one(ctx, `SELECT order_id FROM client_references WHERE principal = ? AND customer_id = ? AND client_reference = ?`,
+		principal, customerID, ref)
 }
 
 func (q Queries) one(ctx context.Context, query string, args ...any) (string, bool, error) {

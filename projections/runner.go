@@ -16,6 +16,10 @@ import (
 type Projection interface {
 	// Name identifies the projection; it is stored with its checkpoint.
 	Name() string
+	// Version numbers what its tables look like and hold. Raise it whenever Create or Apply
+	// change either: a runner that finds the live generation written at another version
+	// rebuilds it from the log (see the package doc).
+	Version() int
 	// Filter selects the events it applies. The runner still reads every event, so that its
 	// checkpoint passes the others too and WaitFor can tell when it has seen a position.
 	Filter() eventstore.Filter
@@ -193,12 +197,18 @@ const metaSchema = `CREATE TABLE IF NOT EXISTS projection_checkpoints (
 	prepare_position  INTEGER NOT NULL,
 	shadow_generation INTEGER,          -- a rebuild in progress
 	shadow_commit     INTEGER,
-	shadow_prepare    INTEGER
+	shadow_prepare    INTEGER,
+	version           INTEGER NOT NULL DEFAULT 1, -- the projection's Version of the live generation
+	shadow_version    INTEGER                     -- and of the rebuild's
 ) STRICT`
 
-// prepare creates the checkpoint table, and generation 1 of every new projection.
+// prepare creates the checkpoint table, and generation 1 of every new projection, and starts
+// the rebuild of every projection whose live generation is of another version.
 func (r *Runner) prepare(ctx context.Context) error {
 	if _, err := r.DB.ExecContext(ctx, metaSchema); err != nil {
+		return fmt.Errorf("prepare projections: %w", err)
+	}
+	if err := addVersions(ctx, r.DB); err != nil {
 		return fmt.Errorf("prepare projections: %w", err)
 	}
 	for _, rn := range r.runs {
@@ -207,6 +217,28 @@ func (r *Runner) prepare(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// addVersions adds the version columns to a checkpoint table from before projections had
+// versions: every generation in it was written at version 1.
+func addVersions(ctx context.Context, db *sql.DB) error {
+	var n int
+	err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('projection_checkpoints') WHERE name = 'version'`).Scan(&n)
+	if err != nil || n > 0 {
+		return err
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `ALTER TABLE projection_checkpoints ADD COLUMN version INTEGER NOT NULL DEFAULT 1`); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `ALTER TABLE projection_checkpoints ADD COLUMN shadow_version INTEGER`); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // run is one projection's runner.
@@ -218,6 +250,10 @@ type run struct {
 	generation int
 	checkpoint eventstore.Position
 	lastAt     time.Time // recorded time of the last event applied
+	// outdated: the live generation is of another Version, which Apply cannot write nor
+	// queries read. It serves nothing until its rebuild is swapped in.
+	outdated   bool
+	rebuildAt  time.Time // recorded time of the last event a rebuild applied
 	state      State
 	err        error
 	rebuild    *RebuildStatus
@@ -227,15 +263,17 @@ type run struct {
 	hurry      chan struct{} // closed and replaced when waiters becomes 1: a linger stops
 }
 
+// load reads the projection's checkpoint, or creates its first generation. A live generation
+// of another version is rebuilt at once; so is a rebuild in progress that another version
+// started, since its tables are not this version's either.
 func (rn *run) load(ctx context.Context) error {
-	var gen int
+	gen, version, shadowVersion := 1, rn.p.Version(), 0
 	var c, p uint64
 	var sg, sc, sp sql.NullInt64
-	err := rn.r.DB.QueryRowContext(ctx, `SELECT generation, commit_position, prepare_position,
-		shadow_generation, shadow_commit, shadow_prepare FROM projection_checkpoints WHERE name = ?`, rn.p.Name()).
-		Scan(&gen, &c, &p, &sg, &sc, &sp)
+	err := rn.r.DB.QueryRowContext(ctx, `SELECT generation, commit_position, prepare_position, version,
+		shadow_generation, shadow_commit, shadow_prepare, coalesce(shadow_version, 1) FROM projection_checkpoints WHERE name = ?`, rn.p.Name()).
+		Scan(&gen, &c, &p, &version, &sg, &sc, &sp, &shadowVersion)
 	if errors.Is(err, sql.ErrNoRows) {
-		gen = 1
 		err = rn.tx(ctx, func(tx *sql.Tx) error {
 			if err := rn.createGeneration(ctx, tx, gen); err != nil {
 				return err
@@ -243,8 +281,8 @@ func (rn *run) load(ctx context.Context) error {
 			if err := pointViews(ctx, tx, rn.p, gen); err != nil {
 				return err
 			}
-			_, err := tx.ExecContext(ctx, `INSERT INTO projection_checkpoints (name, generation, commit_position, prepare_position)
-				VALUES (?, ?, 0, 0)`, rn.p.Name(), gen)
+			_, err := tx.ExecContext(ctx, `INSERT INTO projection_checkpoints (name, generation, commit_position, prepare_position, version)
+				VALUES (?, ?, 0, 0, ?)`, rn.p.Name(), gen, version)
 			return err
 		})
 	}
@@ -252,12 +290,29 @@ func (rn *run) load(ctx context.Context) error {
 		return fmt.Errorf("projection %s: %w", rn.p.Name(), err)
 	}
 	rn.mu.Lock()
-	defer rn.mu.Unlock()
 	rn.generation = gen
 	rn.checkpoint = eventstore.Position{Commit: c, Prepare: p}
-	if sg.Valid {
+	rn.outdated = version != rn.p.Version()
+	resume := sg.Valid && shadowVersion == rn.p.Version()
+	if resume {
 		rn.rebuild = &RebuildStatus{Generation: int(sg.Int64), Checkpoint: eventstore.Position{Commit: uint64(sc.Int64), Prepare: uint64(sp.Int64)}, Started: time.Now()}
 		rn.state = StateRebuilding
+	}
+	rn.mu.Unlock()
+	switch {
+	case resume:
+		return nil
+	case sg.Valid:
+		rn.r.log().Info("projection rebuild started by another version; starting it again", "projection", rn.p.Name(),
+			"version", shadowVersion, "want", rn.p.Version())
+	case rn.outdated:
+		rn.r.log().Info("projection written by another version; rebuilding it", "projection", rn.p.Name(),
+			"version", version, "want", rn.p.Version())
+	default:
+		return nil
+	}
+	if err := rn.startRebuild(ctx); err != nil {
+		return fmt.Errorf("projection %s: %w", rn.p.Name(), err)
 	}
 	return nil
 }
@@ -442,7 +497,7 @@ func (r *Runner) follow(ctx context.Context, after eventstore.Position, feeds []
 // before the checkpoint (a rebuild that took over may already have applied them).
 func (rn *run) applyLive(ctx context.Context, batch []eventstore.RecordedEvent, caughtUp bool) error {
 	rn.mu.Lock()
-	gen, cp := rn.generation, rn.checkpoint
+	gen, cp, outdated := rn.generation, rn.checkpoint, rn.outdated
 	rn.mu.Unlock()
 	last := batch[len(batch)-1]
 	if last.Position.Compare(cp) <= 0 {
@@ -455,9 +510,10 @@ func (rn *run) applyLive(ctx context.Context, batch []eventstore.RecordedEvent, 
 			fresh = append(fresh, e)
 		}
 	}
-	if len(fresh) == 0 {
-		// Nothing of ours: move on without a write; a restart reads these again and skips
-		// them again.
+	if len(fresh) == 0 || outdated {
+		// Nothing of ours, or nothing Apply can write to an outdated generation (its rebuild
+		// reads these events from the log): move on without a write; a restart reads these
+		// again and skips them again.
 		rn.advance(last, caughtUp)
 		return nil
 	}
@@ -565,7 +621,8 @@ func (rn *run) startRebuild(ctx context.Context) error {
 		if err := rn.createGeneration(ctx, tx, gen); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `UPDATE projection_checkpoints SET shadow_generation = ?, shadow_commit = 0, shadow_prepare = 0 WHERE name = ?`, gen, rn.p.Name())
+		_, err := tx.ExecContext(ctx, `UPDATE projection_checkpoints SET shadow_generation = ?, shadow_commit = 0, shadow_prepare = 0,
+			shadow_version = ? WHERE name = ?`, gen, rn.p.Version(), rn.p.Name())
 		return err
 	})
 	if err != nil {
@@ -618,7 +675,7 @@ func (rn *run) rebuildStep(ctx context.Context) (bool, error) {
 			return false, err
 		}
 		rn.mu.Lock()
-		rn.rebuild.Checkpoint = last.Position
+		rn.rebuild.Checkpoint, rn.rebuildAt = last.Position, last.Recorded
 		rn.rebuild.Applied += uint64(len(batch))
 		rb = *rn.rebuild
 		rn.mu.Unlock()
@@ -647,15 +704,15 @@ func (rn *run) swap(ctx context.Context, rb RebuildStatus) error {
 			}
 		}
 		_, err := tx.ExecContext(ctx, `UPDATE projection_checkpoints SET generation = ?, commit_position = ?, prepare_position = ?,
-			shadow_generation = NULL, shadow_commit = NULL, shadow_prepare = NULL WHERE name = ?`,
-			rb.Generation, rb.Checkpoint.Commit, rb.Checkpoint.Prepare, rn.p.Name())
+			version = ?, shadow_generation = NULL, shadow_commit = NULL, shadow_prepare = NULL, shadow_version = NULL WHERE name = ?`,
+			rb.Generation, rb.Checkpoint.Commit, rb.Checkpoint.Prepare, rn.p.Version(), rn.p.Name())
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("swap generations: %w", err)
 	}
 	rn.mu.Lock()
-	rn.generation, rn.rebuild, rn.state = rb.Generation, nil, StateLive
+	rn.generation, rn.rebuild, rn.state, rn.outdated = rb.Generation, nil, StateLive, false
 	if rb.Checkpoint.Compare(rn.checkpoint) > 0 {
 		rn.checkpoint = rb.Checkpoint
 	}
@@ -677,8 +734,13 @@ func (r *Runner) Status(ctx context.Context) ([]Status, error) {
 	for _, p := range r.Projections {
 		rn := r.runs[p.Name()]
 		rn.mu.Lock()
-		s := Status{Name: p.Name(), State: rn.state, Generation: rn.generation, Checkpoint: rn.checkpoint, Head: head}
-		if s.State == StateCatchingUp && rn.checkpoint.Compare(head) >= 0 {
+		cp, lastAt := rn.checkpoint, rn.lastAt
+		if rn.outdated && rn.rebuild != nil {
+			// What it will serve first is the rebuild's: the live generation serves nothing.
+			cp, lastAt = rn.rebuild.Checkpoint, rn.rebuildAt
+		}
+		s := Status{Name: p.Name(), State: rn.state, Generation: rn.generation, Checkpoint: cp, Head: head}
+		if s.State == StateCatchingUp && cp.Compare(head) >= 0 {
 			s.State = StateLive // nothing arrived since it caught up at start
 		}
 		if rn.err != nil {
@@ -688,10 +750,10 @@ func (r *Runner) Status(ctx context.Context) ([]Status, error) {
 			rb := *rn.rebuild
 			s.Rebuild = &rb
 		}
-		if head.Commit > rn.checkpoint.Commit {
-			s.LagEvents = head.Commit - rn.checkpoint.Commit
-			if !rn.lastAt.IsZero() {
-				s.LagSeconds = time.Since(rn.lastAt).Seconds()
+		if head.Commit > cp.Commit {
+			s.LagEvents = head.Commit - cp.Commit
+			if !lastAt.IsZero() {
+				s.LagSeconds = time.Since(lastAt).Seconds()
 			}
 		}
 		rn.mu.Unlock()
@@ -706,6 +768,10 @@ var ErrBehind = errors.New("read model is behind the requested position")
 // WaitFor waits until projection name has applied every event up to pos, or until ctx ends
 // (ErrBehind). A failed projection fails at once. While it waits, the projection applies
 // events as they arrive instead of lingering.
+//
+// A projection being rebuilt because its live generation is of another version has reached
+// no position until the rebuild is swapped in: queries must not read its tables before. Call
+// WaitFor before every query of a projection, with the zero position if any will do.
 func (r *Runner) WaitFor(ctx context.Context, name string, pos eventstore.Position) error {
 	r.init()
 	rn, ok := r.runs[name]
@@ -713,7 +779,7 @@ func (r *Runner) WaitFor(ctx context.Context, name string, pos eventstore.Positi
 		return fmt.Errorf("%w: %q", ErrUnknownProjection, name)
 	}
 	rn.mu.Lock()
-	reached := rn.checkpoint.Compare(pos) >= 0
+	reached := rn.checkpoint.Compare(pos) >= 0 && !rn.outdated
 	rn.mu.Unlock()
 	if reached {
 		return nil // no need to hurry the projection
@@ -722,7 +788,7 @@ func (r *Runner) WaitFor(ctx context.Context, name string, pos eventstore.Positi
 	defer rn.removeWaiter()
 	for {
 		rn.mu.Lock()
-		reached := rn.checkpoint.Compare(pos) >= 0
+		reached := rn.checkpoint.Compare(pos) >= 0 && !rn.outdated
 		failed, err := rn.state == StateFailed, rn.err
 		advanced := rn.advanced
 		rn.mu.Unlock()

@@ -275,14 +275,51 @@ func TestLookups(t *testing.T) {
 		Lines: []order.AddLine{{SKU: "a", Quantity: 1, UnitPrice: eur(100)}}}, md)
 	f.orders.Handle(ctx, "o1", order.StartPayment{PaymentID: "pay-9", Amount: eur(100)}, md)
 	f.caughtUp(t)
-	if id, ok, err := f.q.PaymentOrder(ctx, "pay-9"); err != nil || !ok || id != "o1" {
+	if id, ok, err := f.q.PaymentOrder(ctx, "p", "pay-9"); err != nil || !ok || id != "o1" {
 		t.Fatalf("payment lookup: %q %v %v", id, ok, err)
 	}
-	if id, ok, err := f.q.ClientReferenceOrder(ctx, "c1", "cart-7"); err != nil || !ok || id != "o1" {
+	if id, ok, err := f.q.ClientReferenceOrder(ctx, "p", "c1", "cart-7"); err != nil || !ok || id != "o1" {
 		t.Fatalf("client reference lookup: %q %v %v", id, ok, err)
 	}
-	if _, ok, _ := f.q.PaymentOrder(ctx, "nope"); ok {
+	if _, ok, _ := f.q.PaymentOrder(ctx, "p", "nope"); ok {
 		t.Fatal("unknown payment found")
+	}
+}
+
+// Two principals that choose the same payment id, customer id and client reference each find
+// their own order, whichever came last.
+func TestLookupsArePerPrincipal(t *testing.T) {
+	f := start(t, t.TempDir())
+	ctx := context.Background()
+	for _, p := range []string{"alice", "bob"} {
+		md := command.Metadata{Principal: p}
+		id := "o-" + p
+		if _, err := f.orders.Handle(ctx, id, order.CreateOrder{OrderID: id, CustomerID: "c-1", Currency: "EUR", ClientRef: "po-1",
+			Lines: []order.AddLine{{SKU: "a", Quantity: 1, UnitPrice: eur(100)}}}, md); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.orders.Handle(ctx, id, order.StartPayment{PaymentID: "pay-1", Amount: eur(100)}, md); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.caughtUp(t)
+	checkLookups(t, f.q, map[string]string{"alice": "o-alice", "bob": "o-bob"}, "c-1", "po-1", "pay-1")
+	if id, ok, err := f.q.PaymentOrder(ctx, "carol", "pay-1"); err != nil || ok {
+		t.Errorf("carol's pay-1: %q %v %v; want none", id, ok, err)
+	}
+}
+
+// checkLookups checks that each principal finds its order by payment id and by client reference.
+func checkLookups(t *testing.T, q projections.Queries, orders map[string]string, customer, ref, paymentID string) {
+	t.Helper()
+	ctx := context.Background()
+	for p, want := range orders {
+		if id, ok, err := q.PaymentOrder(ctx, p, paymentID); err != nil || !ok || id != want {
+			t.Errorf("%s's payment %s: %q %v %v; want %s", p, paymentID, id, ok, err, want)
+		}
+		if id, ok, err := q.ClientReferenceOrder(ctx, p, customer, ref); err != nil || !ok || id != want {
+			t.Errorf("%s's reference %s/%s: %q %v %v; want %s", p, customer, ref, id, ok, err, want)
+		}
 	}
 }
 
@@ -316,6 +353,7 @@ type counted struct {
 }
 
 func (*counted) Name() string              { return "counted" }
+func (*counted) Version() int              { return 1 }
 func (*counted) Filter() eventstore.Filter { return eventstore.Filter{} }
 func (*counted) Tables() []string          { return []string{"counted"} }
 func (*counted) Create(ctx context.Context, tx *sql.Tx, t projections.Tables) error {
