@@ -38,7 +38,7 @@ func ClientRefStream(principal, customerID, ref string) string {
 }
 
 // legacyClientRefStream is the claim stream that creates took before claims were per principal
-// (see claimClientRef). Nothing is appended to these any more.
+// (see clientRefClaim). Nothing is appended to these any more.
 func legacyClientRefStream(customerID, ref string) string {
 	return clientRefStream(customerID + "\x00" + ref)
 }
@@ -48,40 +48,44 @@ func clientRefStream(name string) string {
 	return ClientRefPrefix + hex.EncodeToString(sum[:])
 }
 
-// claimClientRef makes the create's client reference unique per principal and customer: the
-// claim stream is appended with expected revision NoStream, so of two orders only one gets it,
-// as with idempotency keys. A claim already held by this order (a retried create) is fine.
+// clientRefClaim returns the append that claims the create's client reference for its order,
+// unique per principal and customer: the claim stream is appended with expected revision
+// NoStream, with the order's events, so of two orders only one gets it, as with idempotency
+// keys. If it is refused, refHeld tells whether the claim is this order's after all (a retried
+// create).
 //
 // Orders created before claims were per principal hold theirs in the legacy stream, named by
 // customer and reference alone. Such a claim still refuses the reference to another order of
 // the principal that created its order; an order of another principal is no collision, and
 // neither is an order that was never created (its create failed or was abandoned).
-func (h *Handler) claimClientRef(ctx context.Context, c order.CreateOrder, md Metadata) error {
-	held, ok, err := h.clientRefClaim(ctx, legacyClientRefStream(c.CustomerID, c.ClientRef))
+func (h *Handler) clientRefClaim(ctx context.Context, c order.CreateOrder, md Metadata) (eventstore.StreamAppend, error) {
+	held, ok, err := h.readClientRefClaim(ctx, legacyClientRefStream(c.CustomerID, c.ClientRef))
 	if err != nil {
-		return err
+		return eventstore.StreamAppend{}, err
 	}
 	if ok && held.OrderID != c.OrderID {
 		o, err := h.Load(ctx, held.OrderID, "", "")
 		if err != nil {
-			return err
+			return eventstore.StreamAppend{}, err
 		}
 		if o.State.Version > 0 && o.Owner == md.Principal {
-			return refTaken(c)
+			return eventstore.StreamAppend{}, refTaken(c)
 		}
 	}
 
 	stream := ClientRefStream(md.Principal, c.CustomerID, c.ClientRef)
 	data, err := json.Marshal(ClientRefClaimed{Principal: md.Principal, CustomerID: c.CustomerID, ClientReference: c.ClientRef, OrderID: c.OrderID})
 	if err != nil {
-		return err
+		return eventstore.StreamAppend{}, err
 	}
-	_, err = h.Store.Append(ctx, stream, eventstore.NoStream,
-		eventstore.EventData{ID: eventID(md, stream, 0), Type: TypeClientRefClaimed, Data: data})
-	if !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
-		return err
-	}
-	held, _, err = h.clientRefClaim(ctx, stream)
+	return eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream,
+		Events: []eventstore.EventData{{ID: eventID(md, stream, 0), Type: TypeClientRefClaimed, Data: data}}}, nil
+}
+
+// refHeld returns nil if the client reference claim in stream, whose append was refused, is the
+// create's own order's, and ErrClientRefTaken if it is another's.
+func (h *Handler) refHeld(ctx context.Context, c order.CreateOrder, stream string) error {
+	held, _, err := h.readClientRefClaim(ctx, stream)
 	if err != nil || held.OrderID == c.OrderID {
 		return err
 	}
@@ -92,8 +96,8 @@ func refTaken(c order.CreateOrder) error {
 	return fmt.Errorf("%w: customer %s, reference %q", ErrClientRefTaken, c.CustomerID, c.ClientRef)
 }
 
-// clientRefClaim reads the claim in stream, if there is one.
-func (h *Handler) clientRefClaim(ctx context.Context, stream string) (ClientRefClaimed, bool, error) {
+// readClientRefClaim reads the claim in stream, if there is one.
+func (h *Handler) readClientRefClaim(ctx context.Context, stream string) (ClientRefClaimed, bool, error) {
 	for e, err := range h.Store.ReadStream(ctx, stream, eventstore.ReadStreamOptions{Limit: 1}) {
 		if errors.Is(err, eventstore.ErrStreamNotFound) {
 			break

@@ -124,6 +124,7 @@ func (h *Handler) HandleWith(ctx context.Context, id string, c order.Command, md
 	if attempts <= 0 {
 		attempts = 5
 	}
+	refHeld := false // the create's client reference is claimed for its order already
 	for attempt := 1; ; attempt++ {
 		o, remembered := Order{}, true // a new order, as if remembered: checked by the store
 		if !isNew || attempt > 1 {
@@ -163,14 +164,25 @@ func (h *Handler) HandleWith(ctx context.Context, id string, c order.Command, md
 			}
 			return Result{State: o.State, Revision: o.Revision(), Position: o.Position}, decideErr
 		}
-		if cr, ok := c.(order.CreateOrder); ok && cr.ClientRef != "" {
-			if err := h.claimClientRef(ctx, cr, md); err != nil {
+		var ref *eventstore.StreamAppend // the claim of a create's client reference
+		cr, creates := c.(order.CreateOrder)
+		if creates && cr.ClientRef != "" && !refHeld {
+			claim, err := h.clientRefClaim(ctx, cr, md)
+			if err != nil {
 				return Result{}, fmt.Errorf("create order %s: %w", id, err)
 			}
+			ref = &claim
 		}
-		res, err := h.append(ctx, stream, o, events, md, opts.Along)
+		res, err := h.append(ctx, stream, o, events, md, opts.Along, ref)
 		if err != nil {
 			h.forget(stream, o.State.Version)
+		}
+		if wrong := (*eventstore.WrongExpectedRevisionError)(nil); ref != nil && errors.As(err, &wrong) && wrong.Stream == ref.Stream {
+			if err := h.refHeld(ctx, cr, ref.Stream); err != nil {
+				return Result{}, fmt.Errorf("create order %s: %w", id, err)
+			}
+			refHeld = true // by this order: a retried create
+			continue
 		}
 		if wrong := (*eventstore.WrongExpectedRevisionError)(nil); errors.As(err, &wrong) && wrong.Stream == stream {
 			if attempt < attempts {
@@ -275,7 +287,7 @@ func (h *Handler) now() time.Time {
 // once if the append cannot have been another's: the command is unkeyed, or the store says it
 // wrote the events. Otherwise only when Settle is told that no other run of its key could have
 // appended the same events.
-func (h *Handler) append(ctx context.Context, stream string, o Order, events []order.Event, md Metadata, along Along) (Result, error) {
+func (h *Handler) append(ctx context.Context, stream string, o Order, events []order.Event, md Metadata, along Along, ref *eventstore.StreamAppend) (Result, error) {
 	data := make([]eventstore.EventData, len(events))
 	state := o.State
 	prev := o.Hash
@@ -294,7 +306,7 @@ func (h *Handler) append(ctx context.Context, stream string, o Order, events []o
 		data[i] = eventstore.EventData{ID: eventID(md, stream, i), Type: typ, Data: body, Metadata: meta}
 		state, prev = order.Evolve(state, e), hash
 	}
-	written, err := h.write(ctx, eventstore.StreamAppend{Stream: stream, Expected: o.expected(), Events: data}, along)
+	written, err := h.write(ctx, eventstore.StreamAppend{Stream: stream, Expected: o.expected(), Events: data}, along, ref)
 	if err != nil {
 		return Result{}, err
 	}
@@ -326,23 +338,35 @@ func (h *Handler) append(ctx context.Context, stream string, o Order, events []o
 	return res, nil
 }
 
-// write makes the command's append, with along's if it is pending: in one step where the store
-// can, else along's first.
-func (h *Handler) write(ctx context.Context, own eventstore.StreamAppend, along Along) (eventstore.AppendResult, error) {
+// write makes the command's append, with along's if it is pending and the claim of a client
+// reference if there is one: in one step where the store can, else those first, in that order.
+func (h *Handler) write(ctx context.Context, own eventstore.StreamAppend, along Along, ref *eventstore.StreamAppend) (eventstore.AppendResult, error) {
+	var first []eventstore.StreamAppend
+	alongAt := -1
 	if along != nil {
-		if other, ok := along.Pending(); ok {
-			if ms, ok := h.Store.(eventstore.MultiStreamAppender); ok {
-				results, err := ms.MultiStreamAppend(ctx, other, own)
-				if err != nil {
-					return eventstore.AppendResult{}, err
-				}
-				along.Made(results[0])
-				return results[1], nil
-			}
-			res, err := h.Store.Append(ctx, other.Stream, other.Expected, other.Events...)
-			if err != nil {
-				return eventstore.AppendResult{}, err
-			}
+		if a, ok := along.Pending(); ok {
+			alongAt, first = len(first), append(first, a)
+		}
+	}
+	if ref != nil {
+		first = append(first, *ref)
+	}
+	if ms, ok := h.Store.(eventstore.MultiStreamAppender); ok && len(first) > 0 {
+		results, err := ms.MultiStreamAppend(ctx, append(first, own)...)
+		if err != nil {
+			return eventstore.AppendResult{}, err
+		}
+		if alongAt >= 0 {
+			along.Made(results[alongAt])
+		}
+		return results[len(results)-1], nil
+	}
+	for i, a := range first {
+		res, err := h.Store.Append(ctx, a.Stream, a.Expected, a.Events...)
+		if err != nil {
+			return eventstore.AppendResult{}, err
+		}
+		if i == alongAt {
 			along.Made(res)
 		}
 	}

@@ -378,6 +378,12 @@ func TestClientReferenceIsUniquePerCustomer(t *testing.T) {
 	if o, _ := h.Load(ctx, "o2", "", ""); o.State.Version != 0 {
 		t.Fatal("the refused order was created")
 	}
+	// Refused with the claim of its idempotency key along: that is not written either.
+	claim := newAlong("claim-k2")
+	_, err := h.HandleWith(ctx, "o2", withRef("o2", "alice"), keyed("k2", "fp2"), command.Options{New: true, Along: claim})
+	if !errors.Is(err, command.ErrClientRefTaken) || claim.made != nil {
+		t.Fatalf("second order with a key claim along: got %v, made %v; want ErrClientRefTaken, nothing made", err, claim.made)
+	}
 	if _, err := h.Handle(ctx, "o3", withRef("o3", "bob"), keyed("k3", "fp3")); err != nil {
 		t.Fatalf("bob's order with the same reference: %v", err)
 	}
