@@ -71,13 +71,17 @@ type env struct {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c cli
+	helped := false // --help was printed: nothing more to do
 	parser, err := kong.New(&c, kong.Name("load"),
 		kong.Description("Measure the order service under load against a baseline, and verify it lost and duplicated nothing."),
-		kong.Writers(stdout, stderr), kong.Exit(func(int) {}))
+		kong.Writers(stdout, stderr), kong.Exit(func(int) { helped = true }))
 	if err != nil {
 		return err
 	}
 	kctx, err := parser.Parse(args)
+	if helped {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
