@@ -3,7 +3,6 @@ package projections
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/idempotency"
+	json "github.com/goccy/go-json"
 )
 
 // Lookups is the key lookups read model: idempotency key → outcome summary, payment id →
@@ -85,7 +85,11 @@ func (Lookups) Apply(ctx context.Context, tx *sql.Tx, t Tables, events []eventst
 					e.Stream, c.Principal, c.Key, c.Method, c.Path, c.OrderID, stamp(c.ClaimedAt), stamp(c.ExpiresAt))
 			}
 		case idempotency.TypeCompleted:
-			var c idempotency.Completed
+			// Only what the row keeps: the outcome's body and headers are skipped, not decoded.
+			var c struct {
+				Status      int       `json:"status"`
+				CompletedAt time.Time `json:"completedAt"`
+			}
 			if err = json.Unmarshal(e.Data, &c); err == nil {
 				// The first outcome stands, as in the key's stream.
 				_, err = tx.ExecContext(ctx, `UPDATE `+t["idempotency_keys"]+` SET status = ?, completed_at = ?
