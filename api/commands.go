@@ -182,9 +182,12 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 				// rebuilt from a recorded charge is worded as a replay), or the events there
 				// may be another run's (a store that does not say): record it before giving it.
 				// If another run of the key recorded its outcome first, that one stands: give
-				// it instead. If the claim was left to be written with the outcome and the key
-				// was not new after all, nothing was written: see what the key holds.
-				if claim.Refused(s.complete(ctx, reqID, claim, md, out, res)) {
+				// it instead. A claim left to be written with the outcome was never checked
+				// against the store: if that append fails, refused because the key was not new
+				// after all or for any other reason, this answer stands on nothing: see what the
+				// key holds.
+				_, pending := claim.Pending()
+				if err := s.complete(ctx, reqID, claim, md, out, res); pending && err != nil {
 					keyReq.Defer = false
 					continue
 				}

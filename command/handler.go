@@ -124,7 +124,7 @@ func (h *Handler) HandleWith(ctx context.Context, id string, c order.Command, md
 	if attempts <= 0 {
 		attempts = 5
 	}
-	refHeld := false // the create's client reference is claimed for its order already
+	refMine := false // the create's client reference is claimed for its order already
 	for attempt := 1; ; attempt++ {
 		o, remembered := Order{}, true // a new order, as if remembered: checked by the store
 		if !isNew || attempt > 1 {
@@ -166,7 +166,7 @@ func (h *Handler) HandleWith(ctx context.Context, id string, c order.Command, md
 		}
 		var ref *eventstore.StreamAppend // the claim of a create's client reference
 		cr, creates := c.(order.CreateOrder)
-		if creates && cr.ClientRef != "" && !refHeld {
+		if creates && cr.ClientRef != "" && !refMine {
 			claim, err := h.clientRefClaim(ctx, cr, md)
 			if err != nil {
 				return Result{}, fmt.Errorf("create order %s: %w", id, err)
@@ -177,21 +177,25 @@ func (h *Handler) HandleWith(ctx context.Context, id string, c order.Command, md
 		if err != nil {
 			h.forget(stream, o.State.Version)
 		}
-		if wrong := (*eventstore.WrongExpectedRevisionError)(nil); ref != nil && errors.As(err, &wrong) && wrong.Stream == ref.Stream {
-			if err := h.refHeld(ctx, cr, ref.Stream); err != nil {
-				return Result{}, fmt.Errorf("create order %s: %w", id, err)
-			}
-			refHeld = true // by this order: a retried create
-			continue
-		}
-		if wrong := (*eventstore.WrongExpectedRevisionError)(nil); errors.As(err, &wrong) && wrong.Stream == stream {
-			if attempt < attempts {
+		// A refused append names the stream that refused it: the order's moved (decide again),
+		// the client reference is held (by this order after all?), or the one along with
+		// them (returned as is).
+		if wrong := (*eventstore.WrongExpectedRevisionError)(nil); errors.As(err, &wrong) {
+			switch {
+			case wrong.Stream == stream && attempt < attempts:
 				if err := backoff(ctx, attempt); err != nil {
 					return Result{}, err
 				}
 				continue
+			case wrong.Stream == stream:
+				return Result{}, fmt.Errorf("%s on order %s after %d attempts: %w: %w", md.Command, id, attempt, ErrConflict, err)
+			case ref != nil && wrong.Stream == ref.Stream:
+				if err := h.refHeld(ctx, cr, ref.Stream); err != nil {
+					return Result{}, fmt.Errorf("create order %s: %w", id, err)
+				}
+				refMine = true // a retried create
+				continue
 			}
-			return Result{}, fmt.Errorf("%s on order %s after %d attempts: %w: %w", md.Command, id, attempt, ErrConflict, err)
 		}
 		if err != nil {
 			return Result{}, err

@@ -90,7 +90,8 @@ func ValidateAppend(stream string, events []EventData) error {
 }
 
 // ValidateMultiStreamAppend checks a MultiStreamAppend's arguments as ValidateAppend checks
-// each append's, and that they name distinct streams. Errors match ErrInvalidArgument.
+// each append's, and that they name distinct streams and distinct event ids. Errors match
+// ErrInvalidArgument.
 func ValidateMultiStreamAppend(appends []StreamAppend) error {
 	if len(appends) == 0 {
 		return fmt.Errorf("%w: multi-stream append to no stream", ErrInvalidArgument)
@@ -102,6 +103,13 @@ func ValidateMultiStreamAppend(appends []StreamAppend) error {
 		for _, b := range appends[:i] {
 			if b.Stream == a.Stream {
 				return fmt.Errorf("%w: multi-stream append to %q twice", ErrInvalidArgument, a.Stream)
+			}
+			for _, e := range a.Events {
+				for _, f := range b.Events {
+					if e.ID == f.ID {
+						return fmt.Errorf("%w: multi-stream append of event id %s to %q and %q", ErrInvalidArgument, e.ID, b.Stream, a.Stream)
+					}
+				}
 			}
 		}
 	}

@@ -56,6 +56,9 @@ type held struct {
 	claimed  Claimed
 	revision uint64
 	claim    *Claim
+	// pending: the claim is not written yet (Request.Defer), so the store has not said whether
+	// the key was free: its fingerprint stands for nothing until then.
+	pending bool
 }
 
 // waiters are the requests of this process waiting for one key's holder.
@@ -73,7 +76,7 @@ type Request struct {
 	NewOrderID        func() string // draws the id of the order a create will make
 	Claimant          string        // who claims, for the record (node and request id)
 	FindInOrderStream func(ctx context.Context, orderID string) (*Outcome, error)
-	// Defer lets Begin leave the claim of a key it has not seen unwritten, on a store that
+	// Defer lets Begin leave the claim of a key it has not read unwritten, on a store that
 	// appends to several streams at once: the caller then makes the claim's append along
 	// with the command's events (Claim.Pending, Claim.Made), so that a new key costs the
 	// store no write of its own. A command that writes nothing has its claim written with
@@ -255,6 +258,9 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 				k.observe(ctx, EventClaimed, stream)
 			}
 			return c, nil, err
+		case here && held.pending:
+			// A claim here not written yet: whether the key was its to claim, only its append
+			// will tell. Whatever the fingerprints, wait for it like for any holder.
 		case st.first.Fingerprint != r.Fingerprint:
 			k.observe(ctx, EventMismatched, stream)
 			return nil, nil, ErrKeyReused
@@ -350,7 +356,7 @@ func (k *Keys) pend(stream string, r Request, orderID string, now time.Time) (*C
 	k.noteExpiry(stream, claimed.ExpiresAt)
 	c := &Claim{Stream: stream, OrderID: orderID, first: claimed, keys: k,
 		pending: &eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream, Events: []eventstore.EventData{e}}}
-	k.hold(stream, held{claimed: claimed, claim: c})
+	k.hold(stream, held{claimed: claimed, claim: c, pending: true})
 	return c, nil
 }
 
@@ -409,7 +415,7 @@ func (k *Keys) completePending(ctx context.Context, c *Claim, out Outcome) error
 	if err != nil {
 		return err
 	}
-	c.pending, c.Revision, c.Kept = nil, res.Revision, true
+	c.pending, c.Revision, c.Kept = nil, res.Revision-1, true // the claim is the first of the two
 	k.remember(c.Stream, c.first, &Completed{Outcome: out})
 	k.observe(ctx, EventCompleted, c.Stream)
 	return nil

@@ -529,6 +529,50 @@ func TestDeferredClaim(t *testing.T) {
 	})
 }
 
+// A claim pending here has not met the store: a request with another fingerprint waits for it
+// instead of being refused on its word, and gets what the store says once it is settled. (A
+// restart forgot key k1; a request reusing it came first; the genuine retry must get its
+// replay.)
+func TestRequestWaitsForAPendingClaimWhateverItsFingerprint(t *testing.T) {
+	ctx := context.Background()
+	earlier, _, s := newKeys(t)
+	first, _, err := earlier.Begin(ctx, request("fp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := earlier.Complete(ctx, first, created); err != nil {
+		t.Fatal(err)
+	}
+	keys := &idempotency.Keys{Store: s, Now: earlier.Now, Wait: 50 * time.Millisecond}
+	reuse := request("other")
+	reuse.Defer = true
+	pending, _, err := keys.Begin(ctx, reuse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	retry := request("fp")
+	retry.Defer = true
+	if _, _, err := keys.Begin(ctx, retry); !errors.Is(err, idempotency.ErrInFlight) {
+		t.Fatalf("the retry while another request's claim is pending: %v; want ErrInFlight (it waited)", err)
+	}
+	// The reuse's claim is refused; once it lets go, the retry's own is too, as the API does
+	// with a refused claim, and Begin without Defer gives it the first outcome.
+	for _, c := range []*idempotency.Claim{pending, nil} {
+		if c == nil {
+			if c, _, err = keys.Begin(ctx, retry); err != nil || c == nil {
+				t.Fatalf("the retry after: %+v, %v; want a claim, pending", c, err)
+			}
+		}
+		if err := keys.Complete(ctx, c, idempotency.Outcome{Status: 422}); !c.Refused(err) {
+			t.Fatalf("Complete of a pending claim of k1: %v; want it refused", err)
+		}
+	}
+	retry.Defer = false
+	if _, replay, err := keys.Begin(ctx, retry); err != nil || replay == nil || replay.Body != created.Body {
+		t.Fatalf("the retry, reading: %+v, %v; want the first outcome", replay, err)
+	}
+}
+
 func collectStream(s eventstore.Store, stream string) (n int, err error) {
 	for _, err := range s.ReadStream(context.Background(), stream, eventstore.ReadStreamOptions{}) {
 		if err != nil {

@@ -226,7 +226,8 @@ func testHead(t *testing.T, s *suite) {
 	}
 
 	// Given appends,
-	f.append(t, f.stream("a"), eventstore.NoStream, NewEvents(3)...)
+	first := NewEvents(3)
+	f.append(t, f.stream("a"), eventstore.NoStream, first...)
 	last := f.append(t, f.stream("b"), eventstore.NoStream, NewEvents(2)...)
 
 	// when Head is asked for,
@@ -244,6 +245,12 @@ func testHead(t *testing.T, s *suite) {
 		t.Errorf("Head = %v, before the last append's position %v", head, last.Position)
 	}
 	wantEventAt(t, f.b, head)
+
+	// A repeat of the first append writes nothing and leaves Head where it was.
+	MustAppend(t, f.b, f.stream("a"), eventstore.NoStream, first...)
+	if again, err := f.b.Head(ctx); err != nil || again.Compare(head) < 0 {
+		t.Errorf("Head after a repeat = %v, %v; want it not before %v", again, err, head)
+	}
 }
 
 // wantEventAt checks that the log has an event at pos.

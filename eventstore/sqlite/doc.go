@@ -34,8 +34,8 @@
 // driver (see newReadConn), so the statements avoid both.
 //
 // A subscription that keeps up is fed from memory: after each commit the writer adds the events
-// it wrote to the tail, the latest 8,192 events of the log, and a subscription reads the file
-// only while it is behind the tail's start. The events it yields share their bytes with other
+// it wrote to the tail, which keeps up to the latest 8,192 events of the log and 16 MiB of
+// their data, and a subscription reads the file only while it is behind the tail's start. The events it yields share their bytes with other
 // subscriptions: they must not be modified.
 //
 // Positions are the events table's AUTOINCREMENT key: there is one writer, so they are assigned

@@ -115,7 +115,7 @@ func (s *Store) log(ctx context.Context, after uint64, filter eventstore.Filter,
 			}
 			// Take the channel before reading: a commit after the read closes it.
 			changed := s.changes()
-			if live, ok := s.tail.since(after); follow && ok {
+			if live, ok := s.liveTail(follow, after); ok {
 				// Caught up: fed from memory, as long as it keeps up.
 				for _, e := range live {
 					after = e.Position.Commit
@@ -156,6 +156,15 @@ func (s *Store) log(ctx context.Context, after uint64, filter eventstore.Filter,
 			}
 		}
 	}
+}
+
+// liveTail returns the tail's events after position after, for a subscription (follow) that
+// the tail can feed.
+func (s *Store) liveTail(follow bool, after uint64) ([]eventstore.RecordedEvent, bool) {
+	if !follow {
+		return nil, false
+	}
+	return s.tail.since(after)
 }
 
 // wait waits for changed to close: for the next commit.

@@ -7,8 +7,12 @@ import (
 	"github.com/acme/orders/eventstore"
 )
 
-// tailSize bounds how many of the latest events the tail keeps; past it, the older half goes.
-const tailSize = 8192
+// The tail keeps up to tailEvents of the latest events, and up to tailBytes of their data and
+// metadata; past either, the older half goes.
+const (
+	tailEvents = 8192
+	tailBytes  = 16 << 20
+)
 
 // tail is the end of the global log, kept in memory by the writer after each commit, so that a
 // subscription that keeps up is fed without reading the file: a live event used to be read
@@ -18,6 +22,7 @@ type tail struct {
 	// from is a position such that every event committed after it is in events, in log order.
 	from   uint64
 	events []eventstore.RecordedEvent
+	bytes  int // of the events' data and metadata
 }
 
 // since returns the events committed after position after, if the tail holds all of them. The
@@ -42,13 +47,29 @@ func (t *tail) since(after uint64) ([]eventstore.RecordedEvent, bool) {
 func (t *tail) add(events []eventstore.RecordedEvent, deleted map[string]bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(deleted) > 0 {
-		t.events = slices.DeleteFunc(slices.Clone(t.events), func(e eventstore.RecordedEvent) bool { return deleted[e.Stream] })
+	gone := func(e eventstore.RecordedEvent) bool { return deleted[e.Stream] }
+	if len(deleted) > 0 && slices.ContainsFunc(t.events, gone) {
+		t.events = slices.DeleteFunc(slices.Clone(t.events), gone)
+		t.bytes = 0
+		for _, e := range t.events {
+			t.bytes += size(e)
+		}
 	}
 	t.events = append(t.events, events...)
-	if n := len(t.events); n > tailSize {
-		drop := n - tailSize/2
+	for _, e := range events {
+		t.bytes += size(e)
+	}
+	for len(t.events) > tailEvents || t.bytes > tailBytes {
+		drop := max(len(t.events)/2, 1)
+		if len(t.events) > tailEvents {
+			drop = len(t.events) - tailEvents/2
+		}
+		for _, e := range t.events[:drop] {
+			t.bytes -= size(e)
+		}
 		t.from = t.events[drop-1].Position.Commit
 		t.events = slices.Clone(t.events[drop:])
 	}
 }
+
+func size(e eventstore.RecordedEvent) int { return len(e.Data) + len(e.Metadata) }

@@ -213,7 +213,9 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 		r.err = storageError(r.err)
 		if r.err == nil {
 			for _, res := range r.results {
-				head = max(head, res.Position.Commit)
+				if res.Fate == eventstore.FateWritten { // a repeat's position is an old one
+					head = max(head, res.Position.Commit)
+				}
 			}
 		}
 	}
@@ -333,7 +335,7 @@ func (w *writeTx) appendAll(appends []eventstore.StreamAppend) ([]eventstore.App
 	rows := make([]streamRow, len(appends))
 	for i, a := range appends {
 		var err error
-		if rows[i], results[i], err = w.check(a.Stream, a.Expected, a.Events); err != nil {
+		if rows[i], results[i], err = w.plan(a.Stream, a.Expected, a.Events); err != nil {
 			return nil, err
 		}
 	}
@@ -349,10 +351,10 @@ func (w *writeTx) appendAll(appends []eventstore.StreamAppend) ([]eventstore.App
 	return results, nil
 }
 
-// check decides an append without writing: it returns the stream's row to write the events
+// plan decides an append without writing: it returns the stream's row to write the events
 // after, or the result of the earlier append they repeat (FateRepeated), or why they cannot
 // be appended.
-func (w *writeTx) check(name string, expected eventstore.ExpectedRevision, events []eventstore.EventData) (streamRow, eventstore.AppendResult, error) {
+func (w *writeTx) plan(name string, expected eventstore.ExpectedRevision, events []eventstore.EventData) (streamRow, eventstore.AppendResult, error) {
 	sr, err := w.stream(name)
 	if err != nil {
 		return streamRow{}, eventstore.AppendResult{}, err
