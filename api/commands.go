@@ -24,7 +24,8 @@ import (
 
 // route is one command endpoint: how to read its command from the request.
 type route struct {
-	create bool // POST /v1/orders: the order id is drawn when the key is claimed
+	name   string // the command's (order.Command.CommandName), known before the body is read
+	create bool   // POST /v1/orders: the order id is drawn when the key is claimed
 	// lookup finds the order of a route that does not name it; nil means the path's :id.
 	lookup func(s *Server, c echo.Context) (string, error)
 	// parse reads the command from the path values and the JSON body; it returns a builder
@@ -59,6 +60,27 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 		case keyed && (len(key) != 1 || idempotency.ValidateKey(key[0]) != nil):
 			return idempotency.ErrKeyInvalid
 		}
+		ifMatch, err := parseIfMatch(req.Header.Get("If-Match"))
+		if err != nil {
+			return err
+		}
+		md := command.Metadata{Principal: principal(c), CorrelationID: requestID(c)}
+		if keyed {
+			md.IdempotencyKey = key[0]
+			if md.Fingerprint, err = s.Fingerprints.Of(req.Method, req.URL.Path, body); err != nil {
+				return err
+			}
+			// Most retries are of keys completed here: answer them before any setup, even
+			// before the body is read as a command. The first answer stands as it was given:
+			// the same bytes were a command then.
+			if replay, ok, err := s.Keys.Recall(req.Context(), md.Principal, md.IdempotencyKey, md.Fingerprint); ok {
+				c.Set(commandKey, rt.name)
+				if err != nil {
+					return err
+				}
+				return s.write(c, *replay, true)
+			}
+		}
 		var id string
 		switch {
 		case rt.lookup != nil:
@@ -73,25 +95,7 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		c.Set(commandKey, build(id).CommandName())
-		ifMatch, err := parseIfMatch(req.Header.Get("If-Match"))
-		if err != nil {
-			return err
-		}
-		md := command.Metadata{Principal: principal(c), CorrelationID: requestID(c)}
-		if keyed {
-			md.IdempotencyKey = key[0]
-			if md.Fingerprint, err = s.Fingerprints.Of(req.Method, req.URL.Path, body); err != nil {
-				return err
-			}
-			// Most retries are of keys completed here: answer them before any setup.
-			if replay, ok, err := s.Keys.Recall(req.Context(), md.Principal, md.IdempotencyKey, md.Fingerprint); ok {
-				if err != nil {
-					return err
-				}
-				return s.write(c, *replay, true)
-			}
-		}
+		c.Set(commandKey, rt.name)
 		// The command runs to its end even if the client goes away: a dropped connection
 		// must not leave an effect without its recorded outcome.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), commandTimeout)

@@ -65,6 +65,9 @@ func FuzzCommandBody(f *testing.F) {
 			}
 			return
 		}
+		if got := build(orderID).CommandName(); got != r.rt.name {
+			t.Fatalf("%s made a %s command; its route says %s", r.name, got, r.rt.name)
+		}
 		switch {
 		case r.noBody:
 		case len(bytes.TrimSpace(body)) > 0 && !json.Valid(body):

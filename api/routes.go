@@ -56,7 +56,7 @@ func money(amount int64, currency string) order.Money {
 // sameCurrency marks amounts whose currency the order supplies (see order.Money).
 const sameCurrency = ""
 
-var createOrder = route{create: true, parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+var createOrder = route{name: order.CreateOrder{}.CommandName(), create: true, parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
 	var b createBody
 	if err := decode(body, &b); err != nil {
 		return nil, err
@@ -76,7 +76,7 @@ var createOrder = route{create: true, parse: func(c echo.Context, body []byte) (
 	}, nil
 }}
 
-var addLine = route{parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+var addLine = route{name: order.AddLine{}.CommandName(), parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
 	var b lineBody
 	if err := decode(body, &b); err != nil {
 		return nil, err
@@ -87,7 +87,7 @@ var addLine = route{parse: func(c echo.Context, body []byte) (func(string) order
 	return fixed(order.AddLine{SKU: *b.SKU, Quantity: *b.Quantity, UnitPrice: money(*b.UnitPrice, sameCurrency)}), nil
 }}
 
-var changeLine = route{parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+var changeLine = route{name: order.ChangeLineQuantity{}.CommandName(), parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
 	var b quantityBody
 	if err := decode(body, &b); err != nil {
 		return nil, err
@@ -98,14 +98,14 @@ var changeLine = route{parse: func(c echo.Context, body []byte) (func(string) or
 	return fixed(order.ChangeLineQuantity{SKU: c.Param("sku"), Quantity: *b.Quantity}), nil
 }}
 
-var removeLine = route{parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+var removeLine = route{name: order.RemoveLine{}.CommandName(), parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
 	if err := noBody(body); err != nil {
 		return nil, err
 	}
 	return fixed(order.RemoveLine{SKU: c.Param("sku")}), nil
 }}
 
-var startPayment = route{parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+var startPayment = route{name: order.StartPayment{}.CommandName(), parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
 	var b paymentBody
 	if err := decode(body, &b); err != nil {
 		return nil, err
@@ -116,7 +116,7 @@ var startPayment = route{parse: func(c echo.Context, body []byte) (func(string) 
 	return fixed(order.StartPayment{PaymentID: *b.PaymentID, Amount: money(*b.Amount, sameCurrency)}), nil
 }}
 
-var confirmPayment = route{parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+var confirmPayment = route{name: order.ConfirmPayment{}.CommandName(), parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
 	var b amountBody
 	if err := decode(body, &b); err != nil {
 		return nil, err
@@ -128,9 +128,9 @@ var confirmPayment = route{parse: func(c echo.Context, body []byte) (func(string
 }}
 
 // confirmPaymentByID is the callback of a provider that knows only its payment id.
-var confirmPaymentByID = route{lookup: paymentOrder, parse: confirmPayment.parse}
+var confirmPaymentByID = route{name: confirmPayment.name, lookup: paymentOrder, parse: confirmPayment.parse}
 
-var failPayment = route{parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+var failPayment = route{name: order.FailPayment{}.CommandName(), parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
 	var b reasonBody
 	if err := decode(body, &b); err != nil {
 		return nil, err
@@ -141,7 +141,7 @@ var failPayment = route{parse: func(c echo.Context, body []byte) (func(string) o
 	return fixed(order.FailPayment{PaymentID: c.Param("paymentId"), Reason: *b.Reason}), nil
 }}
 
-var cancelOrder = route{parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+var cancelOrder = route{name: order.Cancel{}.CommandName(), parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
 	var b reasonBody
 	if err := decode(body, &b); err != nil {
 		return nil, err
@@ -152,7 +152,7 @@ var cancelOrder = route{parse: func(c echo.Context, body []byte) (func(string) o
 	return fixed(order.Cancel{Reason: *b.Reason}), nil
 }}
 
-var ship = route{parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+var ship = route{name: order.Ship{}.CommandName(), parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
 	var b shipmentBody
 	if err := decode(body, &b); err != nil {
 		return nil, err
@@ -163,7 +163,7 @@ var ship = route{parse: func(c echo.Context, body []byte) (func(string) order.Co
 	return fixed(order.Ship{Carrier: *b.Carrier, TrackingNumber: *b.TrackingNumber}), nil
 }}
 
-var requestRefund = route{parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+var requestRefund = route{name: order.RequestRefund{}.CommandName(), parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
 	var b refundBody
 	if err := decode(body, &b); err != nil {
 		return nil, err
@@ -174,7 +174,7 @@ var requestRefund = route{parse: func(c echo.Context, body []byte) (func(string)
 	return fixed(order.RequestRefund{RefundID: *b.RefundID, Amount: money(*b.Amount, sameCurrency)}), nil
 }}
 
-var completeRefund = route{parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+var completeRefund = route{name: order.CompleteRefund{}.CommandName(), parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
 	if err := noBody(body); err != nil {
 		return nil, err
 	}
