@@ -27,8 +27,9 @@
 //     first claim, which counts as expired too.
 //
 // Four shortcuts spare the store without changing these answers. A new key is claimed first and
-// its stream read only if the claim is refused. On a store that appends to several streams at
-// once (eventstore.MultiStreamAppender, the embedded store), a key this process has not seen is
+// its stream read only if the claim is refused; a key that the sweeper knows was claimed (it
+// keeps an index of every key stream, see below) is read first. On a store that appends to
+// several streams at once (eventstore.MultiStreamAppender, the embedded store), a new key is
 // not even claimed on its own: Begin leaves the Claimed event to the caller (Request.Defer),
 // which appends it with the command's events in one atomic append, or with the outcome if the
 // command appends nothing. The claim holds the key in this process from Begin on. If its append

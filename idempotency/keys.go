@@ -183,8 +183,10 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 	looked := false // in the order's stream, for a holder that died after its append
 	poll := pollFirst
 	waited := false
-	// Most keys are new: claim first, and read the key's stream only if that fails.
-	fresh, watching := true, false
+	// Most keys are new: claim first, and read the key's stream only if that fails; but read
+	// first a key the sweeper knows was claimed (retries of keys no longer remembered, after a
+	// restart say), rather than run its command only for its claim to be refused.
+	fresh, watching := !k.known(stream), false
 	_, multi := k.Store.(eventstore.MultiStreamAppender)
 	deferring := r.Defer && multi
 	expiring := k.Expire == nil // the store is told the key's expiry once, before a claim

@@ -81,6 +81,15 @@ func (k *Keys) noteExpiry(stream string, expires time.Time) {
 	}
 }
 
+// known reports whether a running sweeper has noted the key stream: a claim of it was in the
+// log its pass read, or this process claimed it since. Without a sweeper nothing is known.
+func (k *Keys) known(stream string) bool {
+	k.sweepMu.Lock()
+	defer k.sweepMu.Unlock()
+	_, ok := k.expiries[stream]
+	return ok
+}
+
 // forget drops the entry of a key stream the sweeper found gone or deleted, unless a claim
 // noted a new expiry since the sweeper took noted: that is the key's next life.
 func (k *Keys) forget(stream string, noted time.Time) {

@@ -223,3 +223,37 @@ func TestSweepLeavesAKeyChangedBeforeItsDelete(t *testing.T) {
 		t.Fatalf("the key's stream starts with the claim of %q@%d; want the new claim, %q@%d", fp, rev, "other", again.Revision)
 	}
 }
+
+// With a sweeper, a key it knows was claimed is read before anything else: the retry of a key
+// that memory no longer holds (an earlier run's, here) gets its replay without a claim, left
+// pending or not, and so without its command being run again only to be refused. A key it does
+// not know is new: its claim is left to the caller.
+func TestKnownKeyIsReadFirst(t *testing.T) {
+	ctx := context.Background()
+	earlier, _, s := newKeys(t)
+	claimKey(t, earlier, "k1", "fp")
+	keys := &idempotency.Keys{Store: s, Now: earlier.Now, Remember: -1}
+	startSweep(t, keys, s).waitRound(t) // its pass over the log is done
+
+	head, err := s.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	retry := request("fp")
+	retry.Defer = true
+	if c, replay, err := keys.Begin(ctx, retry); err != nil || c != nil || replay == nil || replay.Body != created.Body {
+		t.Fatalf("the retry of a known key: claim %+v, replay %+v, %v; want the replay", c, replay, err)
+	}
+	if now, _ := s.Head(ctx); now != head {
+		t.Errorf("the log moved from %v to %v for a replay", head, now)
+	}
+	fresh := request("fp")
+	fresh.Key, fresh.Defer = "k2", true
+	c, _, err := keys.Begin(ctx, fresh)
+	if err != nil || c == nil {
+		t.Fatalf("a new key: %+v, %v", c, err)
+	}
+	if _, pending := c.Pending(); !pending {
+		t.Error("a new key's claim was written at once; want it left pending")
+	}
+}
