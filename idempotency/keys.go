@@ -76,7 +76,7 @@ type Request struct {
 	NewOrderID        func() string // draws the id of the order a create will make
 	Claimant          string        // who claims, for the record (node and request id)
 	FindInOrderStream func(ctx context.Context, orderID string) (*Outcome, error)
-	// Defer lets Begin leave the claim of a key it has not read unwritten, on a store that
+	// Defer lets Begin leave the claim of a key that looks new unwritten, on a store that
 	// appends to several streams at once: the caller then makes the claim's append along
 	// with the command's events (Claim.Pending, Claim.Made), so that a new key costs the
 	// store no write of its own. A command that writes nothing has its claim written with
@@ -121,8 +121,8 @@ func (c *Claim) Made(res eventstore.AppendResult) {
 }
 
 // Refused reports whether err is the refusal of the claim's append, left unmade by Begin,
-// because its key stream exists after all (a key this process had not seen): nothing was
-// written. Release the claim and call Begin again, without Defer, for what the key holds.
+// because its key stream exists after all (a key of an earlier run that neither this
+// process's memory nor the sweeper's index held): nothing was written. Release the claim and call Begin again, without Defer, for what the key holds.
 func (c *Claim) Refused(err error) bool {
 	var wrong *eventstore.WrongExpectedRevisionError
 	return c.pending != nil && errors.As(err, &wrong) && wrong.Stream == c.Stream
