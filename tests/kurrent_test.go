@@ -178,7 +178,9 @@ func TestKurrentCrashRetriedOnOtherNode(t *testing.T) {
 func TestKurrentKeyExpiresByMaxAge(t *testing.T) {
 	t.Parallel()
 	url := kurrentURL(t)
-	const ttl = time.Second
+	// Long enough that the second request below comes within it on a busy machine (with 1 s
+	// it sometimes did not), short enough to wait for.
+	const ttl = 3 * time.Second
 	nodes := []*server{startServer(t, "", kurrentArgs(url, "--key-ttl", ttl.String())...), startServer(t, "", kurrentArgs(url, "--key-ttl", ttl.String())...)}
 	const key = "maxage-key"
 	first := nodes[0].do(t, "POST", "/v1/orders", key, orderFor("c-maxage-1"))
