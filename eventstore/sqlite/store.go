@@ -36,8 +36,6 @@ type Config struct {
 	OnBatch func(size int)
 }
 
-var _ eventstore.MultiStreamAppender = (*Store)(nil)
-
 // Store is the embedded event store. It is safe for concurrent use.
 type Store struct {
 	cfg Config
@@ -60,8 +58,9 @@ type Store struct {
 }
 
 var (
-	_ eventstore.Store = (*Store)(nil)
-	_ eventstore.Feed  = (*Store)(nil)
+	_ eventstore.Store               = (*Store)(nil)
+	_ eventstore.Feed                = (*Store)(nil)
+	_ eventstore.MultiStreamAppender = (*Store)(nil)
 )
 
 // Open opens (creating if needed) the store in directory dir and brings its schema up to date.
