@@ -79,7 +79,7 @@ func (h *Handler) clientRefClaim(ctx context.Context, c order.CreateOrder, md Me
 		return eventstore.StreamAppend{}, err
 	}
 	return eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream,
-		Events: []eventstore.EventData{{ID: eventID(md, stream, 0), Type: TypeClientRefClaimed, Data: data}}}, nil
+		Events: []eventstore.EventData{{ID: eventID(md, c.OrderID, stream, 0), Type: TypeClientRefClaimed, Data: data}}}, nil
 }
 
 // refHeld returns nil if the client reference claim in stream, whose append was refused, is the

@@ -173,7 +173,7 @@ func (h *Handler) HandleWith(ctx context.Context, id string, c order.Command, md
 			}
 			ref = &claim
 		}
-		res, err := h.append(ctx, stream, o, events, md, opts.Along, ref)
+		res, err := h.append(ctx, id, o, events, md, opts.Along, ref)
 		if err != nil {
 			h.forget(stream, o.State.Version)
 		}
@@ -287,11 +287,12 @@ func (h *Handler) now() time.Time {
 	return time.Now()
 }
 
-// append writes events after the revision o was loaded at. The order after it is remembered at
+// append writes events to order id's stream after the revision o was loaded at. The order after it is remembered at
 // once if the append cannot have been another's: the command is unkeyed, or the store says it
 // wrote the events. Otherwise only when Settle is told that no other run of its key could have
 // appended the same events.
-func (h *Handler) append(ctx context.Context, stream string, o Order, events []order.Event, md Metadata, along Along, ref *eventstore.StreamAppend) (Result, error) {
+func (h *Handler) append(ctx context.Context, id string, o Order, events []order.Event, md Metadata, along Along, ref *eventstore.StreamAppend) (Result, error) {
+	stream := StreamName(id)
 	data := make([]eventstore.EventData, len(events))
 	state := o.State
 	prev := o.Hash
@@ -307,7 +308,7 @@ func (h *Handler) append(ctx context.Context, stream string, o Order, events []o
 		if err != nil {
 			return Result{}, err
 		}
-		data[i] = eventstore.EventData{ID: eventID(md, stream, i), Type: typ, Data: body, Metadata: meta}
+		data[i] = eventstore.EventData{ID: eventID(md, id, stream, i), Type: typ, Data: body, Metadata: meta}
 		state, prev = order.Evolve(state, e), hash
 	}
 	written, err := h.write(ctx, eventstore.StreamAppend{Stream: stream, Expected: o.expected(), Events: data}, along, ref)
