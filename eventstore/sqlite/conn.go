@@ -8,6 +8,13 @@ import (
 	"strconv"
 )
 
+// checkpointPages is how many pages of WAL a connection that commits lets grow before it
+// checkpoints them into the database file, rather than SQLite's 1,000: pages that change again
+// before the checkpoint are copied once. It raised concurrent appends from about 20,000 to
+// 25,000 events/s here, and for the read models it took checkpoint writes from 0.67 to 0.22
+// per append under the load (docs/benchmarks.md).
+const checkpointPages = "10000"
+
 // writeConn is the writer's driver connection and its prepared statements. It speaks
 // database/sql/driver, so it works with any SQLite driver.
 type writeConn struct {
@@ -23,12 +30,6 @@ func newWriteConn(dc any) (*writeConn, error) {
 		return nil, fmt.Errorf("driver connection %T is not a driver.Conn", dc)
 	}
 	w := &writeConn{conn: conn}
-	// Checkpoint every 10,000 pages (40 MB of WAL) rather than SQLite's 1,000: pages that
-	// change again before the checkpoint are copied once, which raised concurrent appends
-	// from about 20,000 to 25,000 events/s here (docs/benchmarks.md).
-	if _, err := conn.(driver.ExecerContext).ExecContext(context.Background(), `PRAGMA wal_autocheckpoint = 10000`, nil); err != nil {
-		return nil, fmt.Errorf("set wal_autocheckpoint: %w", err)
-	}
 	for _, p := range []struct {
 		stmt *driverStmt
 		sql  string

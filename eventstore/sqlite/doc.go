@@ -21,7 +21,8 @@
 // append costs one INSERT per event. The writer and the readers call the driver through
 // database/sql/driver rather than database/sql, whose per-statement and per-column wrapping
 // cost more than SQLite itself (see docs/benchmarks.md). The WAL is checkpointed every 10,000
-// pages instead of 1,000, so that pages written again between checkpoints are copied once.
+// pages instead of 1,000, so that pages written again between checkpoints are copied once; the
+// read models' database (OpenDB) is too.
 //
 // # Reads
 //

@@ -21,7 +21,7 @@ const storeOptions = ""
 func dsn(path, synchronous string) string {
 	return "file:" + url.PathEscape(path) +
 		"?_pragma=journal_mode(WAL)&_pragma=synchronous(" + synchronous + ")&_pragma=busy_timeout(10000)" +
-		"&_pragma=cache_size(-16000)&_pragma=mmap_size(1073741824)&_txlock=immediate"
+		"&_pragma=cache_size(-16000)&_pragma=mmap_size(1073741824)&_pragma=wal_autocheckpoint(" + checkpointPages + ")&_txlock=immediate"
 }
 
 // connector opens connections to dsn, for sql.OpenDB.
