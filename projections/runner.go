@@ -261,6 +261,8 @@ type run struct {
 	advanced   chan struct{} // closed and replaced when the checkpoint moves
 	waiters    int           // WaitFor calls waiting for the checkpoint to move
 	hurry      chan struct{} // closed and replaced when waiters becomes 1: a linger stops
+
+	fresh []eventstore.RecordedEvent // applyLive's array, reused from batch to batch
 }
 
 // load reads the projection's checkpoint, or creates its first generation. A live generation
@@ -504,12 +506,13 @@ func (rn *run) applyLive(ctx context.Context, batch []eventstore.RecordedEvent, 
 		return nil
 	}
 	filter := rn.p.Filter()
-	var fresh []eventstore.RecordedEvent
+	fresh := rn.fresh[:0]
 	for _, e := range batch {
 		if e.Position.Compare(cp) > 0 && filter.Match(e.Stream) {
 			fresh = append(fresh, e)
 		}
 	}
+	rn.fresh = fresh
 	if len(fresh) == 0 || outdated {
 		// Nothing of ours, or nothing Apply can write to an outdated generation (its rebuild
 		// reads these events from the log): move on without a write; a restart reads these

@@ -43,6 +43,8 @@ type Store struct {
 	rdb *sql.DB // readers
 	// streams is the writer's cache of stream rows (see writeTx).
 	streams map[string]streamRow
+	// kept is the writer's array for the events of a transaction, for the tail (see writeTx).
+	kept []eventstore.RecordedEvent
 
 	requests chan *request
 	closing  chan struct{}

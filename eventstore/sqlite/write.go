@@ -197,7 +197,8 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 	if len(s.streams) > maxCachedStreams {
 		clear(s.streams)
 	}
-	w := writeTx{tx: tx, conn: conn, now: time.Now().UnixNano(), streams: s.streams, undo: map[string]*streamRow{}}
+	w := writeTx{tx: tx, conn: conn, now: time.Now().UnixNano(), streams: s.streams, undo: map[string]*streamRow{},
+		written: s.kept[:0]}
 	for i, r := range pending {
 		if r.appends == nil {
 			r.err = w.delete(r.stream, r.expected)
@@ -224,6 +225,7 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 		return -1, 0, fmt.Errorf("commit: %w", err)
 	}
 	s.tail.add(w.written, w.deleted)
+	s.kept = w.written // the tail copied the events: the next transaction reuses the array
 	return -1, head, nil
 }
 
