@@ -119,13 +119,23 @@ func asInt(v driver.Value) int64 {
 	return i
 }
 
-// readConnector opens reader connections with their statements prepared.
-type readConnector struct{ driver.Connector }
+// readConnector opens reader connections with their statements prepared. Unless mmap is
+// set, a connection reads the file with pread instead of mapping it (see Store.logs).
+type readConnector struct {
+	driver.Connector
+	mmap bool
+}
 
 func (c readConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	dc, err := c.Connector.Connect(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if !c.mmap {
+		if _, err := dc.(driver.ExecerContext).ExecContext(ctx, `PRAGMA mmap_size = 0`, nil); err != nil {
+			dc.Close()
+			return nil, fmt.Errorf("set mmap_size: %w", err)
+		}
 	}
 	r, err := newReadConn(dc)
 	if err != nil {

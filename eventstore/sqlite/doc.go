@@ -26,8 +26,9 @@
 //
 // # Reads
 //
-// Readers share a pool of up to 16 connections that live as long as the store, each with its
-// read statements prepared once. A read takes one connection per page and no transaction
+// Readers of streams share a pool of up to 16 connections, and readers of the log one of up to
+// 4, which map the file into memory; they live as long as the store, each with its read
+// statements prepared once. A read takes one connection per page and no transaction
 // across pages, so a slow consumer never pins the WAL. A stream's page is one statement that
 // joins the stream's row (by name) to its events; only an empty first page asks whether the
 // stream exists, to tell a missing or deleted stream from a range without events. A bound

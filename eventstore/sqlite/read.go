@@ -3,6 +3,7 @@ package sqlite
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"fmt"
 	"io"
@@ -129,7 +130,7 @@ func (s *Store) log(ctx context.Context, after uint64, filter eventstore.Filter,
 				}
 				continue
 			}
-			err := s.read(ctx, func(c *readConn) error {
+			err := s.read(ctx, s.logs, func(c *readConn) error {
 				var err error
 				page, err = c.events(ctx, c.log, "", page[:0], pageSize, int64(after))
 				return err
@@ -182,7 +183,7 @@ func (s *Store) wait(ctx context.Context, changed <-chan struct{}) error {
 // streamPage appends to page up to n events of stream from revision from on. If the first
 // page is empty it asks, on the same connection, whether the stream exists.
 func (s *Store) streamPage(ctx context.Context, stream string, backwards bool, from uint64, n int, first bool, page []eventstore.RecordedEvent) ([]eventstore.RecordedEvent, error) {
-	err := s.read(ctx, func(c *readConn) error {
+	err := s.read(ctx, s.rdb, func(c *readConn) error {
 		stmt := c.streamForwards
 		if backwards {
 			stmt = c.streamBackwards
@@ -202,9 +203,9 @@ func (s *Store) streamPage(ctx context.Context, stream string, backwards bool, f
 	return page, err
 }
 
-// read runs f on a reader connection.
-func (s *Store) read(ctx context.Context, f func(*readConn) error) error {
-	conn, err := s.rdb.Conn(ctx)
+// read runs f on a reader connection of pool.
+func (s *Store) read(ctx context.Context, pool *sql.DB, f func(*readConn) error) error {
+	conn, err := pool.Conn(ctx)
 	if err != nil {
 		return err
 	}
