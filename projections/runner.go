@@ -28,7 +28,8 @@ type Projection interface {
 	// Create creates its tables, named by t, and their indexes (whose names must contain
 	// the table names, so that generations do not collide).
 	Create(ctx context.Context, tx *sql.Tx, t Tables) error
-	// Apply applies a batch of events, in log order, to the tables named by t.
+	// Apply applies a batch of events, in log order, to the tables named by t. The slice is
+	// the runner's, reused for the next batch: Apply must not keep it.
 	Apply(ctx context.Context, tx *sql.Tx, t Tables, events []eventstore.RecordedEvent) error
 }
 
@@ -520,6 +521,7 @@ func (rn *run) applyLive(ctx context.Context, batch []eventstore.RecordedEvent, 
 		rn.advance(last, caughtUp)
 		return nil
 	}
+	defer clear(fresh) // let the events' bytes go with the batch
 	err := rn.tx(ctx, func(tx *sql.Tx) error {
 		if err := rn.p.Apply(ctx, tx, tablesOf(rn.p, gen), fresh); err != nil {
 			return err

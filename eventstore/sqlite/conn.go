@@ -132,7 +132,12 @@ func (c readConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		return nil, err
 	}
 	if !c.mmap {
-		if _, err := dc.(driver.ExecerContext).ExecContext(ctx, `PRAGMA mmap_size = 0`, nil); err != nil {
+		ex, ok := dc.(driver.ExecerContext)
+		if !ok {
+			dc.Close()
+			return nil, fmt.Errorf("driver connection %T cannot execute a statement directly", dc)
+		}
+		if _, err := ex.ExecContext(ctx, `PRAGMA mmap_size = 0`, nil); err != nil {
 			dc.Close()
 			return nil, fmt.Errorf("set mmap_size: %w", err)
 		}

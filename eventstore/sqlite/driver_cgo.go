@@ -17,9 +17,10 @@ const driverName = "sqlite3-orders"
 // SQLiteRows.Next), so readers keep it without copying it again.
 const driverOwnsBlobs = true
 
-// Every connection maps the file into memory for reads: a page read is then a memory access
-// instead of a pread system call, which doubled long scans here. And a connection that commits
-// checkpoints every 10,000 pages (checkpointPages).
+// Every connection maps the file into memory for reads (a page read is then a memory access
+// instead of a pread system call, which doubled long scans here), except the store's readers of
+// streams, which turn it off (see Store.rdb). And a connection that commits checkpoints every
+// 10,000 pages of WAL (checkpointPages).
 var sqliteDriver = &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
 	_, err := c.Exec(`PRAGMA mmap_size = 1073741824; PRAGMA wal_autocheckpoint = `+checkpointPages, nil)
 	return err

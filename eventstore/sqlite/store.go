@@ -21,7 +21,8 @@ const FileName = "orders.db"
 
 // readers is how many reader connections of streams a store keeps open, and logReaders how
 // many of the log; more concurrent reads wait for one. SQLite reads are CPU-bound, so more
-// connections than that would only share the same processors.
+// connections would only share the same processors. The log is read by the projections'
+// subscriptions while they are behind, by rebuilds and by audits: a few at a time.
 const (
 	readers    = 16
 	logReaders = 4

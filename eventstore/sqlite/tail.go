@@ -68,10 +68,10 @@ func (t *tail) add(events []eventstore.RecordedEvent, deleted map[string]bool) {
 			t.bytes -= size(e)
 		}
 		t.from = t.events[drop-1].Position.Commit
-		// Room for tailEvents, so that the commits until the next drop append in place
-		// instead of growing the array step by step, each step a copy.
-		kept := t.events[drop:]
-		t.events = append(make([]eventstore.RecordedEvent, 0, max(tailEvents, len(kept))+tailEvents/8), kept...)
+		// Room for tailEvents and a commit's worth more (the one that crosses the limit), so
+		// that the commits until the next drop append in place instead of growing the array
+		// step by step, each step a copy.
+		t.events = append(make([]eventstore.RecordedEvent, 0, tailEvents+tailEvents/8), t.events[drop:]...)
 	}
 }
 

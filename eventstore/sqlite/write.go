@@ -225,7 +225,8 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 		return -1, 0, fmt.Errorf("commit: %w", err)
 	}
 	s.tail.add(w.written, w.deleted)
-	s.kept = w.written // the tail copied the events: the next transaction reuses the array
+	clear(w.written) // the tail copied the events: let their bytes go with the tail's
+	s.kept = w.written
 	return -1, head, nil
 }
 
