@@ -26,8 +26,9 @@ type Keys struct {
 	// Observe, if set, hears each step of a key's life (see Event) with the key's hash
 	// (KeyHash), for logs and metrics; ctx is the request's. It must not block.
 	Observe func(ctx context.Context, e Event, keyHash string)
-	// Remember is how many completed keys are kept in memory, so that their replays need no
-	// read of the store; 0 means 65,536, a negative number none.
+	// Remember is how many keys completed here are kept in memory, so that their replays need
+	// no read of the store; 0 means 65,536, a negative number none. An eighth as many more
+	// keep keys read from the store for a replay (see memory).
 	Remember int
 	// Expire, if set, has the store itself drop the events of a key stream once they are older
 	// than ttl (KurrentDB's $maxAge), in place of a sweeper; a stream whose events are all gone
@@ -38,8 +39,8 @@ type Keys struct {
 	// nothing claimed. Takeovers and outcomes need no call: the expiry is the stream's.
 	Expire func(ctx context.Context, stream string, ttl time.Duration) error
 
-	memoryOnce sync.Once
-	done       *lru.Cache[string, remembered] // see memory
+	memoryOnce  sync.Once
+	done, older *lru.Cache[string, remembered] // see memory
 
 	mu      sync.Mutex
 	waiting map[string]*waiters // by key stream: requests here waiting for its holder
@@ -267,7 +268,7 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 			k.observe(ctx, EventMismatched, stream)
 			return nil, nil, ErrKeyReused
 		case st.done != nil:
-			k.remember(stream, st.first, st.done)
+			k.remember(stream, st.first, st.done, true)
 			k.observe(ctx, EventReplayed, stream)
 			return nil, &st.done.Outcome, nil
 		case st.released || !st.current.LeaseUntil.After(now):
@@ -298,7 +299,7 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 					continue
 				}
 				if err == nil {
-					k.remember(stream, st.first, &Completed{Outcome: *out})
+					k.remember(stream, st.first, &Completed{Outcome: *out}, false)
 					k.observe(ctx, EventRecovered, stream)
 				}
 				return nil, out, err
@@ -385,7 +386,7 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 		err := k.complete(ctx, c.Stream, rev, c.OrderID, out)
 		if err == nil {
 			c.Kept = rev == c.Revision && !c.Takeover
-			k.remember(c.Stream, c.first, &Completed{Outcome: out})
+			k.remember(c.Stream, c.first, &Completed{Outcome: out}, false)
 			k.observe(ctx, EventCompleted, c.Stream)
 		}
 		if !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
@@ -396,7 +397,7 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 			return err
 		}
 		if st.done != nil || !st.exists {
-			k.remember(c.Stream, st.first, st.done)
+			k.remember(c.Stream, st.first, st.done, false)
 			if st.done != nil {
 				c.Prior = &st.done.Outcome
 			}
@@ -418,7 +419,7 @@ func (k *Keys) completePending(ctx context.Context, c *Claim, out Outcome) error
 		return err
 	}
 	c.pending, c.Revision, c.Kept = nil, res.Revision-1, true // the claim is the first of the two
-	k.remember(c.Stream, c.first, &Completed{Outcome: out})
+	k.remember(c.Stream, c.first, &Completed{Outcome: out}, false)
 	k.observe(ctx, EventCompleted, c.Stream)
 	return nil
 }

@@ -582,3 +582,36 @@ func collectStream(s eventstore.Store, stream string) (n int, err error) {
 	}
 	return n, nil
 }
+
+// Replaying, oldest first, more keys than the memory holds reads from the store only the keys
+// it no longer holds: those read do not push out the keys completed here.
+func TestReplaysOfOlderKeysLeaveTheNewerRemembered(t *testing.T) {
+	keys, _, s := newKeys(t)
+	counted := &countingStore{Store: s}
+	keys.Store, keys.Remember = counted, 8
+	ctx := context.Background()
+	req := func(i int) idempotency.Request {
+		r := request("fp")
+		r.Key = fmt.Sprint("k", i)
+		return r
+	}
+	const n = 12 // four more than the memory holds
+	for i := range n {
+		c, _, err := keys.Begin(ctx, req(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := keys.Complete(ctx, c, created); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := counted.reads.Load()
+	for i := range n {
+		if _, replay, err := keys.Begin(ctx, req(i)); err != nil || replay == nil || replay.Body != created.Body {
+			t.Fatalf("replay of key %d: %+v, %v", i, replay, err)
+		}
+	}
+	if reads := counted.reads.Load() - before; reads != n-8 {
+		t.Errorf("replaying %d keys with 8 remembered read the store %d times, want %d", n, reads, n-8)
+	}
+}
