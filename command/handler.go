@@ -289,8 +289,8 @@ func (h *Handler) now() time.Time {
 
 // append writes events to order id's stream after the revision o was loaded at. The order
 // after it is remembered at once if the append cannot have been another's: the command is
-// unkeyed, or the store says it wrote the events. Otherwise only when Settle is told that no other run of its key could have
-// appended the same events.
+// unkeyed, or the store says it wrote the events. Otherwise only when Settle is told that no
+// other run of its key could have appended the same events.
 func (h *Handler) append(ctx context.Context, id string, o Order, events []order.Event, md Metadata, along Along, ref *eventstore.StreamAppend) (Result, error) {
 	stream := StreamName(id)
 	data := make([]eventstore.EventData, len(events))

@@ -14,7 +14,7 @@ type remembered struct {
 }
 
 // rememberDefault is how many completed keys a Keys keeps in memory unless told otherwise:
-// at about 1 KiB each, some 64 MiB at most.
+// at about 1 KiB each, some 64 MiB at most, and 8 MiB more for keys read back (see memory).
 const rememberDefault = 65536
 
 // memory returns the cache of keys completed here, or nil if Remember turned it off, and the

@@ -46,7 +46,7 @@ type Store struct {
 	wdb *sql.DB // one connection, owned by the writer goroutine
 	// rdb reads streams and logs reads the log: a long read of the log maps the file into
 	// memory, which doubled such scans here, but a stream's few events cost half as much
-	// without, as the file grows (under the load: stream reads 6.4–7.9% → 3.7–3.8% of CPU,
+	// without, as the file grows (under the load: stream reads 6.4–6.9% → 3.5–3.6% of CPU,
 	// docs/benchmarks.md). A mapping is per connection: once the file has grown, each one
 	// maps it again and takes a page fault on each page it touches anew.
 	rdb, logs *sql.DB
