@@ -112,7 +112,7 @@ type Along interface {
 	// Pending returns the append to make, or false once it is made.
 	Pending() (eventstore.StreamAppend, bool)
 	// Made is told the append's result once it is durable.
-	Made(eventstore.AppendResult)
+	Made(context.Context, eventstore.AppendResult)
 }
 
 // HandleWith is Handle with opts.
@@ -362,7 +362,7 @@ func (h *Handler) write(ctx context.Context, own eventstore.StreamAppend, along 
 			return eventstore.AppendResult{}, err
 		}
 		if alongAt >= 0 {
-			along.Made(results[alongAt])
+			along.Made(ctx, results[alongAt])
 		}
 		return results[len(results)-1], nil
 	}
@@ -372,7 +372,7 @@ func (h *Handler) write(ctx context.Context, own eventstore.StreamAppend, along 
 			return eventstore.AppendResult{}, err
 		}
 		if i == alongAt {
-			along.Made(res)
+			along.Made(ctx, res)
 		}
 	}
 	return h.Store.Append(ctx, own.Stream, own.Expected, own.Events...)

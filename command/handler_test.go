@@ -395,8 +395,8 @@ type along struct {
 	made   *eventstore.AppendResult
 }
 
-func (a *along) Pending() (eventstore.StreamAppend, bool) { return a.append, a.made == nil }
-func (a *along) Made(res eventstore.AppendResult)         { a.made = &res }
+func (a *along) Pending() (eventstore.StreamAppend, bool)            { return a.append, a.made == nil }
+func (a *along) Made(_ context.Context, res eventstore.AppendResult) { a.made = &res }
 
 func newAlong(stream string) *along {
 	return &along{append: eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream,

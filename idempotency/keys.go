@@ -114,11 +114,13 @@ func (c *Claim) Pending() (eventstore.StreamAppend, bool) {
 	return *c.pending, true
 }
 
-// Made records that the claim's append was made, with its result.
-func (c *Claim) Made(res eventstore.AppendResult) {
+// Made records that the claim's append was made, with its result; ctx is the request's, for
+// Keys.Observe, which hears only now that the key is claimed.
+func (c *Claim) Made(ctx context.Context, res eventstore.AppendResult) {
 	c.pending = nil
 	c.Revision = res.Revision
 	c.keys.hold(c.Stream, held{claimed: c.first, revision: res.Revision, claim: c})
+	c.keys.observe(ctx, EventClaimed, c.Stream)
 }
 
 // Refused reports whether err is the refusal of the claim's append, left unmade by Begin,
@@ -247,10 +249,9 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 				orderID = r.NewOrderID()
 			}
 			if deferring {
+				// Claimed once its append is made (Claim.Made, completePending): the store
+				// may yet refuse it.
 				c, err := k.pend(stream, r, orderID, now)
-				if err == nil {
-					k.observe(ctx, EventClaimed, stream)
-				}
 				return c, nil, err
 			}
 			c, err := k.claim(ctx, stream, eventstore.NoStream, r, orderID, now, now.Add(k.ttl()))
@@ -420,6 +421,7 @@ func (k *Keys) completePending(ctx context.Context, c *Claim, out Outcome) error
 	}
 	c.pending, c.Revision, c.Kept = nil, res.Revision-1, true // the claim is the first of the two
 	k.remember(c.Stream, c.first, &Completed{Outcome: out}, false)
+	k.observe(ctx, EventClaimed, c.Stream)
 	k.observe(ctx, EventCompleted, c.Stream)
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -432,7 +433,7 @@ func TestDeferredClaim(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		claim.Made(results[0])
+		claim.Made(ctx, results[0])
 		if _, pending := claim.Pending(); pending {
 			t.Fatal("still pending after Made")
 		}
@@ -613,5 +614,76 @@ func TestReplaysOfOlderKeysLeaveTheNewerRemembered(t *testing.T) {
 	}
 	if reads := counted.reads.Load() - before; reads != n-8 {
 		t.Errorf("replaying %d keys with 8 remembered read the store %d times, want %d", n, reads, n-8)
+	}
+}
+
+// A claim left pending is heard of (Keys.Observe) once the store took it: with the command's
+// events (Claim.Made) or with its outcome, and never if the store refused it (a key of an
+// earlier run that a restart forgot).
+func TestPendingClaimIsObservedOnceMade(t *testing.T) {
+	ctx := context.Background()
+	earlier, _, s := newKeys(t)
+	first, _, err := earlier.Begin(ctx, request("fp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := earlier.Complete(ctx, first, created); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var heard []idempotency.Event
+	keys := &idempotency.Keys{Store: s, Now: earlier.Now, Observe: func(_ context.Context, e idempotency.Event, _ string) {
+		mu.Lock()
+		defer mu.Unlock()
+		heard = append(heard, e)
+	}}
+	took := func() []idempotency.Event {
+		mu.Lock()
+		defer mu.Unlock()
+		h := heard
+		heard = nil
+		return h
+	}
+	begin := func(key string) *idempotency.Claim {
+		t.Helper()
+		r := request("fp")
+		r.Key, r.Defer = key, true
+		c, _, err := keys.Begin(ctx, r)
+		if _, pending := c.Pending(); err != nil || !pending {
+			t.Fatalf("Begin %s with Defer: %+v, %v; want a claim pending", key, c, err)
+		}
+		if h := took(); len(h) != 0 {
+			t.Fatalf("Begin %s with Defer: heard %v before anything was written", key, h)
+		}
+		return c
+	}
+
+	made := begin("k2")
+	own, _ := made.Pending()
+	results, err := s.MultiStreamAppend(ctx, own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	made.Made(ctx, results[0])
+	if err := keys.Complete(ctx, made, created); err != nil {
+		t.Fatal(err)
+	}
+	if h := took(); !slices.Equal(h, []idempotency.Event{idempotency.EventClaimed, idempotency.EventCompleted}) {
+		t.Errorf("a claim made with the command's events: heard %v", h)
+	}
+
+	if err := keys.Complete(ctx, begin("k3"), created); err != nil {
+		t.Fatal(err)
+	}
+	if h := took(); !slices.Equal(h, []idempotency.Event{idempotency.EventClaimed, idempotency.EventCompleted}) {
+		t.Errorf("a claim made with its outcome: heard %v", h)
+	}
+
+	refused := begin("k1")
+	if err := keys.Complete(ctx, refused, created); !refused.Refused(err) {
+		t.Fatalf("Complete of a pending claim of the earlier run's k1: %v; want it refused", err)
+	}
+	if h := took(); len(h) != 0 {
+		t.Errorf("a refused claim: heard %v; want nothing", h)
 	}
 }
