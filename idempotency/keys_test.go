@@ -530,13 +530,12 @@ func TestDeferredClaim(t *testing.T) {
 	})
 }
 
-// A claim pending here has not met the store: a request with another fingerprint waits for it
-// instead of being refused on its word, and gets what the store says once it is settled. (A
-// restart forgot key k1; a request reusing it came first; the genuine retry must get its
-// replay.)
-func TestRequestWaitsForAPendingClaimWhateverItsFingerprint(t *testing.T) {
-	ctx := context.Background()
+// afterARun returns the store of an earlier run of Keys, which completed k1 with created, and
+// that run's Keys, for its clock.
+func afterARun(t *testing.T) (*idempotency.Keys, *sqlite.Store) {
+	t.Helper()
 	earlier, _, s := newKeys(t)
+	ctx := context.Background()
 	first, _, err := earlier.Begin(ctx, request("fp"))
 	if err != nil {
 		t.Fatal(err)
@@ -544,6 +543,16 @@ func TestRequestWaitsForAPendingClaimWhateverItsFingerprint(t *testing.T) {
 	if err := earlier.Complete(ctx, first, created); err != nil {
 		t.Fatal(err)
 	}
+	return earlier, s
+}
+
+// A claim pending here has not met the store: a request with another fingerprint waits for it
+// instead of being refused on its word, and gets what the store says once it is settled. (A
+// restart forgot key k1; a request reusing it came first; the genuine retry must get its
+// replay.)
+func TestRequestWaitsForAPendingClaimWhateverItsFingerprint(t *testing.T) {
+	ctx := context.Background()
+	earlier, s := afterARun(t)
 	keys := &idempotency.Keys{Store: s, Now: earlier.Now, Wait: 50 * time.Millisecond}
 	reuse := request("other")
 	reuse.Defer = true
@@ -622,14 +631,7 @@ func TestReplaysOfOlderKeysLeaveTheNewerRemembered(t *testing.T) {
 // earlier run that a restart forgot).
 func TestPendingClaimIsObservedOnceMade(t *testing.T) {
 	ctx := context.Background()
-	earlier, _, s := newKeys(t)
-	first, _, err := earlier.Begin(ctx, request("fp"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := earlier.Complete(ctx, first, created); err != nil {
-		t.Fatal(err)
-	}
+	earlier, s := afterARun(t)
 	var mu sync.Mutex
 	var heard []idempotency.Event
 	keys := &idempotency.Keys{Store: s, Now: earlier.Now, Observe: func(_ context.Context, e idempotency.Event, _ string) {
