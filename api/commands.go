@@ -169,8 +169,9 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 				// The answer is in the order's stream with the key's events, which this run
 				// wrote: if the outcome is never recorded (a crash), the next retry rebuilds
 				// this very answer from there (FindInOrderStream). So answer now and record it
-				// after, saving the client a wait for the store; duplicates here wait for it
-				// meanwhile.
+				// after, saving the client a wait for the store; its duplicates here get this
+				// answer too (Keys.Answered), rather than wait for the record.
+				s.Keys.Answered(claim, out)
 				s.completing.Add(1)
 				go func() {
 					defer s.completing.Done()

@@ -60,6 +60,8 @@ type held struct {
 	// pending: the claim is not written yet (Request.Defer), so the store has not said whether
 	// the key was free: its fingerprint stands for nothing until then.
 	pending bool
+	// answer is the claim's answer, given before its outcome is recorded (Answered).
+	answer *Outcome
 }
 
 // waiters are the requests of this process waiting for one key's holder.
@@ -268,6 +270,10 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 		case st.first.Fingerprint != r.Fingerprint:
 			k.observe(ctx, EventMismatched, stream)
 			return nil, nil, ErrKeyReused
+		case here && held.answer != nil:
+			// Answered, its outcome on its way to the store.
+			k.observe(ctx, EventReplayed, stream)
+			return nil, held.answer, nil
 		case st.done != nil:
 			k.remember(stream, st.first, st.done, true)
 			k.observe(ctx, EventReplayed, stream)
@@ -433,6 +439,20 @@ func (k *Keys) complete(ctx context.Context, stream string, rev uint64, orderID 
 	}
 	_, err = k.Store.Append(ctx, stream, eventstore.Exact(rev), e)
 	return err
+}
+
+// Answered gives the claim's duplicates in this process its answer out before Complete
+// records it, so that they need not wait for the store: call it only with an answer that the
+// order's stream tells word for word should Complete never be called (a crash), as
+// Request.FindInOrderStream then rebuilds it. Complete or Release still ends the claim.
+func (k *Keys) Answered(c *Claim, out Outcome) {
+	k.mu.Lock()
+	if h, ok := k.holding[c.Stream]; ok && h.claim == c && !h.pending {
+		h.answer = &out
+		k.holding[c.Stream] = h
+	}
+	k.mu.Unlock()
+	k.wake(c.Stream)
 }
 
 // Release gives the key up without an outcome (the request failed with a 5xx), so that a
