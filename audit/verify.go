@@ -62,6 +62,10 @@ type Verifier struct {
 	// verifier runs: orders with events after it are not compared, since the model may only
 	// lag. Zero compares every order.
 	ReadsAt eventstore.Position
+	// Lookups adds the drift check of the payments and client-references lookups in Reads;
+	// LookupsAt is their checkpoint, as ReadsAt is the orders'.
+	Lookups   bool
+	LookupsAt eventstore.Position
 	// Progress, if set, is called now and then with the position reached and the head.
 	Progress func(at, head eventstore.Position)
 }
@@ -88,6 +92,10 @@ func (v *Verifier) Verify(ctx context.Context) (Report, error) {
 	}
 	var rep Report
 	streams := map[string]*stream{}
+	var lk *lookups
+	if v.Reads != nil && v.Lookups {
+		lk = newLookups(v.LookupsAt)
+	}
 	prefix := command.StreamName("")
 	filter := eventstore.Filter{StreamPrefixes: []string{prefix}}
 	// One goroutine reads the log while this one checks it: the two halves take about as
@@ -119,7 +127,11 @@ func (v *Verifier) Verify(ctx context.Context) (Report, error) {
 				st = &stream{lastHash: command.Genesis}
 				streams[e.Stream] = st
 			}
-			rep.Findings = append(rep.Findings, st.check(e)...)
+			found, ev := st.check(e)
+			rep.Findings = append(rep.Findings, found...)
+			if lk != nil {
+				lk.note(e, ev)
+			}
 			st.last = e.Position
 			if v.Progress != nil && rep.Events%100_000 == 0 {
 				v.Progress(e.Position, head)
@@ -146,6 +158,13 @@ func (v *Verifier) Verify(ctx context.Context) (Report, error) {
 		}
 		rep.Findings, rep.RowsChecked = append(rep.Findings, drift...), rows
 	}
+	if lk != nil {
+		drift, rows, err := lk.drift(ctx, v.Reads)
+		if err != nil {
+			return Report{}, err
+		}
+		rep.Findings, rep.RowsChecked = append(rep.Findings, drift...), rep.RowsChecked+rows
+	}
 	sort.SliceStable(rep.Findings, func(i, j int) bool {
 		a, b := rep.Findings[i], rep.Findings[j]
 		if a.Stream != b.Stream {
@@ -166,9 +185,8 @@ func (v *Verifier) Verify(ctx context.Context) (Report, error) {
 	return rep, nil
 }
 
-// check verifies one event of the stream and folds it.
-func (st *stream) check(e eventstore.RecordedEvent) []Finding {
-	var out []Finding
+// check verifies one event of the stream and folds it. It returns the event decoded, or nil.
+func (st *stream) check(e eventstore.RecordedEvent) (out []Finding, ev order.Event) {
 	found := func(kind, detail, expected, got string) {
 		out = append(out, Finding{Kind: kind, Stream: e.Stream, Revision: e.Revision, Detail: detail, Expected: expected, Found: got})
 	}
@@ -216,13 +234,13 @@ func (st *stream) check(e eventstore.RecordedEvent) []Finding {
 		st.next, st.lastHash = e.Revision+1, hash
 	}
 	// The fold and its invariants.
-	ev, err := order.Unmarshal(e.Type, e.Data)
+	ev, err = order.Unmarshal(e.Type, e.Data)
 	if err != nil {
 		if !st.invalid {
 			found(KindInvariant, "the event does not decode: "+err.Error(), "", "")
 			st.invalid = true
 		}
-		return out
+		return out, nil
 	}
 	before := st.fold.Status()
 	if !allowed(before, e.Type) && !st.invalid {
@@ -233,7 +251,7 @@ func (st *stream) check(e eventstore.RecordedEvent) []Finding {
 	if _, ok := ev.(order.PaymentConfirmed); ok {
 		st.paid++
 	}
-	return out
+	return out, ev
 }
 
 // finish checks the invariants of the stream's final state; the totals are sums of its

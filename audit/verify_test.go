@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -23,8 +24,12 @@ func eur(n int64) order.Money { return order.Money{Amount: n, Currency: "EUR"} }
 // lifecycle runs a random-ish life for order id.
 func lifecycle(ctx context.Context, h *command.Handler, id string, n int) error {
 	md := command.Metadata{Principal: "p", IdempotencyKey: "k-" + id}
-	cmds := []order.Command{order.CreateOrder{OrderID: id, CustomerID: fmt.Sprint("c", n%7), Currency: "EUR",
-		Lines: []order.AddLine{{SKU: "a", Quantity: int64(1 + n%3), UnitPrice: eur(250)}}}}
+	create := order.CreateOrder{OrderID: id, CustomerID: fmt.Sprint("c", n%7), Currency: "EUR",
+		Lines: []order.AddLine{{SKU: "a", Quantity: int64(1 + n%3), UnitPrice: eur(250)}}}
+	if n%2 == 0 {
+		create.ClientRef = "ref-" + id
+	}
+	cmds := []order.Command{create}
 	total := eur(int64(1+n%3) * 250)
 	switch n % 4 {
 	case 1:
@@ -81,7 +86,7 @@ func newFixture(t *testing.T, orders int) *fixture {
 
 func (f *fixture) verify(t *testing.T, reads *projections.Queries) audit.Report {
 	t.Helper()
-	rep, err := (&audit.Verifier{Feed: f.store, Reads: reads}).Verify(context.Background())
+	rep, err := (&audit.Verifier{Feed: f.store, Reads: reads, Lookups: reads != nil}).Verify(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +127,7 @@ func TestCleanStoreVerifiesClean(t *testing.T) {
 		n = 1000
 	}
 	f := newFixture(t, n)
-	// The orders read model, built from the same log, must match every fold.
+	// The read models, built from the same log, must match every fold.
 	db, err := sqlite.OpenDB(filepath.Join(f.dir, "readmodels.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -133,14 +138,15 @@ func TestCleanStoreVerifiesClean(t *testing.T) {
 	if len(rep.Findings) != 0 {
 		t.Fatalf("%d findings on a clean store, first: %v", len(rep.Findings), rep.Findings[0])
 	}
-	if rep.Streams != n || rep.RowsChecked != n {
-		t.Fatalf("verified %d streams and %d rows, want %d", rep.Streams, rep.RowsChecked, n)
+	// A row per order, a payment for half of them, a client reference for the other half.
+	if rep.Streams != n || rep.RowsChecked != 2*n {
+		t.Fatalf("verified %d streams and %d rows, want %d and %d", rep.Streams, rep.RowsChecked, n, 2*n)
 	}
 }
 
 func buildReadModel(t *testing.T, db *sql.DB, s *sqlite.Store) {
 	t.Helper()
-	r := &projections.Runner{DB: db, Feed: s, Projections: []projections.Projection{projections.Orders{}}}
+	r := &projections.Runner{DB: db, Feed: s, Projections: []projections.Projection{projections.Orders{}, projections.Lookups{}}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); r.Run(ctx) }()
@@ -148,8 +154,10 @@ func buildReadModel(t *testing.T, db *sql.DB, s *sqlite.Store) {
 	head, _ := s.Head(ctx)
 	wait, stop := context.WithTimeout(ctx, time.Minute)
 	defer stop()
-	if err := r.WaitFor(wait, "orders", head); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"orders", "lookups"} {
+		if err := r.WaitFor(wait, name, head); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -225,5 +233,40 @@ func TestDriftIsNamed(t *testing.T) {
 	rep := f.verify(t, &projections.Queries{DB: db})
 	if len(rep.Findings) != 1 || rep.Findings[0].Kind != audit.KindDrift || rep.Findings[0].Stream != "order-o00005" {
 		t.Fatalf("findings %v, want drift of order-o00005", rep.Findings)
+	}
+}
+
+// A lookup row that leads elsewhere than the log says, one missing and one that no event made
+// are each named at the order event that decides the lookup, or at the order it leads to.
+func TestLookupDriftIsNamed(t *testing.T) {
+	f := newFixture(t, 8)
+	db, err := sqlite.OpenDB(filepath.Join(f.dir, "readmodels.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	buildReadModel(t, db, f.store)
+	for _, q := range []string{
+		`UPDATE payments_g1 SET order_id = 'o00005' WHERE payment_id = 'po00001'`,
+		`DELETE FROM client_references_g1 WHERE order_id = 'o00002'`,
+		`INSERT INTO payments_g1 (principal, payment_id, order_id) VALUES ('p', 'ghost', 'o00003')`,
+	} {
+		if res, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		} else if n, _ := res.RowsAffected(); n != 1 {
+			t.Fatalf("%d rows changed by %s", n, q)
+		}
+	}
+	rep := f.verify(t, &projections.Queries{DB: db})
+	var got []string
+	for _, f := range rep.Findings {
+		got = append(got, fmt.Sprintf("%s %s@%d", f.Kind, f.Stream, f.Revision))
+	}
+	want := []string{"drift order-o00001@2", "drift order-o00002@0", "drift order-o00003@0"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("findings %v, want %v: %v", got, want, rep.Findings)
+	}
+	if rep.Findings[0].Found != "order-o00005" {
+		t.Fatalf("the moved payment's finding: %v, want it to name order-o00005 as found", rep.Findings[0])
 	}
 }

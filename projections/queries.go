@@ -151,6 +151,49 @@ func (q Queries) ClientReferenceOrder(ctx context.Context, principal, customerID
 		principal, customerID, ref)
 }
 
+// PaymentRow is a row of the payments lookup: the order a principal's payment id leads to.
+type PaymentRow struct {
+	Principal, PaymentID, OrderID string
+}
+
+// Payments returns every row of the payments lookup.
+func (q Queries) Payments(ctx context.Context) ([]PaymentRow, error) {
+	return all(ctx, q.DB, `SELECT principal, payment_id, order_id FROM payments`, func(r *PaymentRow) []any {
+		return []any{&r.Principal, &r.PaymentID, &r.OrderID}
+	})
+}
+
+// ClientReferenceRow is a row of the client-references lookup: the order a principal created
+// for its customer with a reference.
+type ClientReferenceRow struct {
+	Principal, CustomerID, ClientReference, OrderID string
+}
+
+// ClientReferences returns every row of the client-references lookup.
+func (q Queries) ClientReferences(ctx context.Context) ([]ClientReferenceRow, error) {
+	return all(ctx, q.DB, `SELECT principal, customer_id, client_reference, order_id FROM client_references`, func(r *ClientReferenceRow) []any {
+		return []any{&r.Principal, &r.CustomerID, &r.ClientReference, &r.OrderID}
+	})
+}
+
+// all reads every row of query into a T, through the columns fields names.
+func all[T any](ctx context.Context, db *sql.DB, query string, fields func(*T) []any) ([]T, error) {
+	rows, err := db.QueryContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		var r T
+		if err := rows.Scan(fields(&r)...); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
 func (q Queries) one(ctx context.Context, query string, args ...any) (string, bool, error) {
 	var v string
 	err := q.DB.QueryRowContext(ctx, query, args...).Scan(&v)

@@ -25,7 +25,8 @@ func runAPI(t *testing.T, args ...string) (string, int) {
 }
 
 // An auditor's tools over the real binary: state at a revision over HTTP, then history,
-// state and verify on the data directory, clean and after tampering.
+// state and verify on the data directory, clean and after tampering with the log and with a
+// lookup.
 func TestAuditTools(t *testing.T) {
 	s := startServer(t, "")
 	id, _ := s.create(t, "audit-create", "c-audit")
@@ -67,9 +68,23 @@ func TestAuditTools(t *testing.T) {
 		t.Fatalf("tamper: %v, %d rows", err, n)
 	}
 	db.Close()
+	// Point the payment's lookup at another order, in the read models' file.
+	rm, err := sqlite.OpenDB(filepath.Join(s.dir, "readmodels.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var payments string
+	if err := rm.QueryRow(`SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'payments_g%'`).Scan(&payments); err != nil {
+		t.Fatal(err)
+	}
+	res, err = rm.Exec(`UPDATE ` + payments + ` SET order_id = 'elsewhere' WHERE payment_id = 'pay-a'`)
+	if n, _ := res.RowsAffected(); err != nil || n != 1 {
+		t.Fatalf("tamper with the payments lookup: %v, %d rows", err, n)
+	}
+	rm.Close()
 	out, code = runAPI(t, "audit", "verify", "--data", s.dir, "--report", report)
-	if code == 0 || !strings.Contains(out, "tampered order-"+id+"@3") {
-		t.Fatalf("verify after tampering: exit %d, want a finding naming order-%s@3:\n%s", code, id, out)
+	if code == 0 || !strings.Contains(out, "tampered order-"+id+"@3") || !strings.Contains(out, "drift order-"+id+"@2") {
+		t.Fatalf("verify after tampering: exit %d, want findings naming order-%s@3 (the event) and @2 (the payment's lookup):\n%s", code, id, out)
 	}
 	if data, err := os.ReadFile(report); err != nil || !strings.Contains(string(data), `"kind": "tampered"`) {
 		t.Fatalf("report: %v\n%s", err, data)

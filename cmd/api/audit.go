@@ -174,7 +174,10 @@ func (c *auditVerifyCmd) Run(ctx context.Context, e *env) error {
 		}
 		defer db.Close()
 		v.Reads = &projections.Queries{DB: db}
-		if v.ReadsAt, err = checkpoint(ctx, db, "orders"); err != nil {
+		if v.ReadsAt, _, err = checkpoint(ctx, db, "orders"); err != nil {
+			return err
+		}
+		if v.LookupsAt, v.Lookups, err = checkpoint(ctx, db, "lookups"); err != nil {
 			return err
 		}
 	}
@@ -218,12 +221,13 @@ func exists(path string) bool {
 	return err == nil
 }
 
-// checkpoint reads a projection's checkpoint from the read-model database.
-func checkpoint(ctx context.Context, db *sql.DB, name string) (eventstore.Position, error) {
+// checkpoint reads a projection's checkpoint from the read-model database, and whether the
+// projection is there at all.
+func checkpoint(ctx context.Context, db *sql.DB, name string) (eventstore.Position, bool, error) {
 	var p eventstore.Position
 	err := db.QueryRowContext(ctx, `SELECT commit_position, prepare_position FROM projection_checkpoints WHERE name = ?`, name).Scan(&p.Commit, &p.Prepare)
 	if errors.Is(err, sql.ErrNoRows) {
-		return eventstore.Position{}, nil
+		return eventstore.Position{}, false, nil
 	}
-	return p, err
+	return p, err == nil, err
 }
