@@ -4,20 +4,38 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/projections"
+	"github.com/google/go-cmp/cmp"
 )
 
-// lookups is what the order streams say the payments and client-references lookups hold, by
-// the rules of their projection (projections.Lookups): a payment id leads to the last order
-// that started a payment with it, a client reference to the first order created with it.
+// lookups is what the log says the lookups hold, by the rules of their projection
+// (projections.Lookups): a payment id leads to the last order that started a payment with it,
+// a client reference to the first order created with it, and a key to its latest claim with
+// the first outcome recorded since its life began.
 type lookups struct {
 	at       eventstore.Position // the lookups' checkpoint; zero: they are caught up
 	payments map[paymentKey]mapped
 	refs     map[refKey]mapped
+	keys     map[keyKey]*keyRow
+	byStream map[string]keyKey // the key of each key stream, from its claims
+}
+
+type keyKey struct{ principal, key string }
+
+// keyRow is the row a key stream makes, and where its events stand.
+type keyRow struct {
+	row      projections.KeyRow
+	stream   string
+	revision uint64 // of the stream's last event read
+	gone     bool   // released without an outcome: the projection deleted the row
+	late     bool   // see mapped
 }
 
 type paymentKey struct{ principal, paymentID string }
@@ -34,12 +52,63 @@ type mapped struct {
 }
 
 func newLookups(at eventstore.Position) *lookups {
-	return &lookups{at: at, payments: map[paymentKey]mapped{}, refs: map[refKey]mapped{}}
+	return &lookups{at: at, payments: map[paymentKey]mapped{}, refs: map[refKey]mapped{},
+		keys: map[keyKey]*keyRow{}, byStream: map[string]keyKey{}}
+}
+
+// after reports whether e comes after the checkpoint.
+func (l *lookups) after(e eventstore.RecordedEvent) bool {
+	return l.at != (eventstore.Position{}) && e.Position.Compare(l.at) > 0
+}
+
+// noteKey takes in the event e of a key stream. Events that do not decode leave the row as it
+// was, as they would fail the projection.
+func (l *lookups) noteKey(e eventstore.RecordedEvent) {
+	switch e.Type {
+	case idempotency.TypeClaimed:
+		var c idempotency.Claimed
+		if json.Unmarshal(e.Data, &c) != nil {
+			return
+		}
+		k := keyKey{c.Principal, c.Key}
+		l.byStream[e.Stream] = k
+		r := l.keys[k]
+		if r == nil || r.gone || !r.row.ExpiresAt.Equal(c.ExpiresAt) {
+			// A new row, or a new life of the key: no outcome yet. A takeover carries the
+			// first claim's expiry and keeps the outcome, if any.
+			r = &keyRow{late: r != nil && r.late}
+			l.keys[k] = r
+		}
+		status, completed := r.row.Status, r.row.CompletedAt
+		r.row = projections.KeyRow{Principal: c.Principal, Key: c.Key, Method: c.Method, Path: c.Path, OrderID: c.OrderID,
+			Status: status, ClaimedAt: c.ClaimedAt, CompletedAt: completed, ExpiresAt: c.ExpiresAt}
+	case idempotency.TypeCompleted:
+		r := l.keys[l.byStream[e.Stream]]
+		var c struct {
+			Status      int       `json:"status"`
+			CompletedAt time.Time `json:"completedAt"`
+		}
+		if r == nil || json.Unmarshal(e.Data, &c) != nil {
+			return
+		}
+		if !r.gone && r.row.Status == 0 {
+			r.row.Status, r.row.CompletedAt = c.Status, c.CompletedAt
+		}
+	case idempotency.TypeReleased:
+		if r := l.keys[l.byStream[e.Stream]]; r != nil && r.row.Status == 0 {
+			r.gone = true
+		}
+	default:
+		return
+	}
+	if r := l.keys[l.byStream[e.Stream]]; r != nil {
+		r.stream, r.revision, r.late = e.Stream, e.Revision, r.late || l.after(e)
+	}
 }
 
 // note takes in the order event e, decoded as ev (nil if it did not decode).
 func (l *lookups) note(e eventstore.RecordedEvent, ev order.Event) {
-	late := l.at != (eventstore.Position{}) && e.Position.Compare(l.at) > 0
+	late := l.after(e)
 	switch ev := ev.(type) {
 	case order.Created:
 		if ev.ClientRef == "" {
@@ -89,7 +158,37 @@ func (l *lookups) drift(ctx context.Context, q *projections.Queries) ([]Finding,
 	out = append(out, missing(l.refs, func(k refKey) string {
 		return fmt.Sprintf("the client-references lookup has no row for reference %q of customer %q of principal %q", k.ref, k.customerID, k.principal)
 	})...)
-	return out, len(payments) + len(refs), nil
+	keys, err := q.Keys(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("read the idempotency-keys lookup: %w", err)
+	}
+	now := time.Now()
+	for _, row := range keys {
+		k := keyKey{row.Principal, row.Key}
+		r := l.keys[k]
+		delete(l.keys, k)
+		switch {
+		case r == nil || r.gone:
+			// The store deletes the stream of a key that expired, and the projection keeps
+			// its last row: it holds nothing a client can use any more.
+			if row.ExpiresAt.After(now) && (r == nil || !r.late) {
+				out = append(out, Finding{Kind: KindDrift, Stream: idempotency.StreamName(row.Principal, row.Key),
+					Detail: fmt.Sprintf("the idempotency-keys lookup has key %q of principal %q, unexpired, but the log holds no claim of it", row.Key, row.Principal)})
+			}
+		case !r.late:
+			if diff := cmp.Diff(r.row, row); diff != "" {
+				out = append(out, Finding{Kind: KindDrift, Stream: r.stream, Revision: r.revision,
+					Detail: fmt.Sprintf("the idempotency-keys lookup's row of key %q of principal %q differs from its stream: %s", row.Key, row.Principal, strings.Join(strings.Fields(diff), " "))})
+			}
+		}
+	}
+	for k, r := range l.keys {
+		if !r.gone && !r.late {
+			out = append(out, Finding{Kind: KindDrift, Stream: r.stream, Revision: r.revision,
+				Detail: fmt.Sprintf("the idempotency-keys lookup has no row for key %q of principal %q", k.key, k.principal)})
+		}
+	}
+	return out, len(payments) + len(refs) + len(keys), nil
 }
 
 // compare checks a lookup row that leads to orderID against want, and marks its key seen by

@@ -11,6 +11,7 @@ import (
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/projections"
 	"github.com/google/go-cmp/cmp"
 )
@@ -62,8 +63,8 @@ type Verifier struct {
 	// verifier runs: orders with events after it are not compared, since the model may only
 	// lag. Zero compares every order.
 	ReadsAt eventstore.Position
-	// Lookups adds the drift check of the payments and client-references lookups in Reads;
-	// LookupsAt is their checkpoint, as ReadsAt is the orders'.
+	// Lookups adds the drift check of the lookups in Reads (payments, client references,
+	// idempotency keys); LookupsAt is their checkpoint, as ReadsAt is the orders'.
 	Lookups   bool
 	LookupsAt eventstore.Position
 	// Progress, if set, is called now and then with the position reached and the head.
@@ -98,6 +99,9 @@ func (v *Verifier) Verify(ctx context.Context) (Report, error) {
 	}
 	prefix := command.StreamName("")
 	filter := eventstore.Filter{StreamPrefixes: []string{prefix}}
+	if lk != nil {
+		filter.StreamPrefixes = append(filter.StreamPrefixes, idempotency.StreamPrefix)
+	}
 	// One goroutine reads the log while this one checks it: the two halves take about as
 	// long, and there are two processors.
 	pages := make(chan []eventstore.RecordedEvent, 8)
@@ -121,6 +125,10 @@ func (v *Verifier) Verify(ctx context.Context) (Report, error) {
 	}()
 	for page := range pages {
 		for _, e := range page {
+			if lk != nil && strings.HasPrefix(e.Stream, idempotency.StreamPrefix) {
+				lk.noteKey(e)
+				continue
+			}
 			rep.Events++
 			st := streams[e.Stream]
 			if st == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/eventstore/sqlite"
+	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/projections"
 	"github.com/google/uuid"
 )
@@ -268,5 +270,67 @@ func TestLookupDriftIsNamed(t *testing.T) {
 	}
 	if rep.Findings[0].Found != "order-o00005" {
 		t.Fatalf("the moved payment's finding: %v, want it to name order-o00005 as found", rep.Findings[0])
+	}
+}
+
+// The idempotency-keys lookup is compared with the key streams: a row whose status differs, a
+// missing row and an unexpired row without a claim are named; the row of a key whose expired
+// stream was deleted is not.
+func TestKeyLookupDriftIsNamed(t *testing.T) {
+	f := newFixture(t, 2)
+	ctx := context.Background()
+	keys := &idempotency.Keys{Store: f.store, TTL: time.Hour}
+	begin := func(key string) *idempotency.Claim {
+		t.Helper()
+		c, _, err := keys.Begin(ctx, idempotency.Request{Principal: "p", Key: key, Method: "POST", Path: "/v1/orders/o00000/lines",
+			Fingerprint: "fp-" + key, OrderID: "o00000", Claimant: "test"})
+		if err != nil || c == nil {
+			t.Fatalf("claim %s: %v", key, err)
+		}
+		return c
+	}
+	if err := keys.Complete(ctx, begin("done"), idempotency.Outcome{Status: 200, Body: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := keys.Release(ctx, begin("released"), "Internal Server Error"); err != nil {
+		t.Fatal(err)
+	}
+	begin("running")
+	db, err := sqlite.OpenDB(filepath.Join(f.dir, "readmodels.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	buildReadModel(t, db, f.store)
+	// Two orders with one payment and one reference between them, and two keys.
+	if rep := f.verify(t, &projections.Queries{DB: db}); len(rep.Findings) != 0 || rep.RowsChecked != 6 {
+		t.Fatalf("%d rows checked, findings %v; want 6 and none", rep.RowsChecked, rep.Findings)
+	}
+	for _, q := range []string{
+		`UPDATE idempotency_keys_g1 SET status = 201 WHERE key = 'done'`,
+		`DELETE FROM idempotency_keys_g1 WHERE key = 'running'`,
+		`INSERT INTO idempotency_keys_g1 (stream, principal, key, method, path, order_id, claimed_at, expires_at)
+			VALUES ('s-ghost', 'p', 'ghost', 'POST', '/v1/orders', 'o9', '2026-11-29T00:00:00Z', '2999-01-01T00:00:00Z')`,
+		`INSERT INTO idempotency_keys_g1 (stream, principal, key, method, path, order_id, claimed_at, expires_at)
+			VALUES ('s-old', 'p', 'old', 'POST', '/v1/orders', 'o9', '2026-11-28T00:00:00Z', '2026-11-28T01:00:00Z')`,
+	} {
+		if res, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		} else if n, _ := res.RowsAffected(); n != 1 {
+			t.Fatalf("%d rows changed by %s", n, q)
+		}
+	}
+	rep := f.verify(t, &projections.Queries{DB: db})
+	got := map[string]bool{}
+	for _, f := range rep.Findings {
+		got[fmt.Sprintf("%s %s@%d", f.Kind, f.Stream, f.Revision)] = true
+	}
+	want := map[string]bool{
+		"drift " + idempotency.StreamName("p", "done") + "@1":    true, // claimed, completed
+		"drift " + idempotency.StreamName("p", "running") + "@0": true,
+		"drift " + idempotency.StreamName("p", "ghost") + "@0":   true,
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("findings %v, want %v: %v", got, want, rep.Findings)
 	}
 }

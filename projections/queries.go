@@ -104,6 +104,7 @@ func (q Queries) ListOrders(ctx context.Context, f OrderFilter) ([]OrderRow, str
 
 // KeyRow summarises an idempotency key.
 type KeyRow struct {
+	Principal   string
 	Key         string
 	Method      string
 	Path        string
@@ -114,20 +115,16 @@ type KeyRow struct {
 	ExpiresAt   time.Time
 }
 
-// Key returns the principal's key, and false if the read model has none.
-func (q Queries) Key(ctx context.Context, principal, key string) (KeyRow, bool, error) {
+const keyColumns = `principal, key, method, path, order_id, status, claimed_at, completed_at, expires_at`
+
+// scanKey reads the keyColumns of one row.
+func scanKey(scan func(...any) error) (KeyRow, error) {
 	var row KeyRow
 	var status sql.NullInt64
 	var claimed, expires string
 	var completed sql.NullString
-	err := q.DB.QueryRowContext(ctx, `SELECT key, method, path, order_id, status, claimed_at, completed_at, expires_at
-		FROM idempotency_keys WHERE principal = ? AND key = ?`, principal, key).
-		Scan(&row.Key, &row.Method, &row.Path, &row.OrderID, &status, &claimed, &completed, &expires)
-	if errors.Is(err, sql.ErrNoRows) {
-		return KeyRow{}, false, nil
-	}
-	if err != nil {
-		return KeyRow{}, false, err
+	if err := scan(&row.Principal, &row.Key, &row.Method, &row.Path, &row.OrderID, &status, &claimed, &completed, &expires); err != nil {
+		return KeyRow{}, err
 	}
 	row.Status = int(status.Int64)
 	row.ClaimedAt, _ = time.Parse(time.RFC3339Nano, claimed)
@@ -135,7 +132,35 @@ func (q Queries) Key(ctx context.Context, principal, key string) (KeyRow, bool, 
 	if completed.Valid {
 		row.CompletedAt, _ = time.Parse(time.RFC3339Nano, completed.String)
 	}
-	return row, true, nil
+	return row, nil
+}
+
+// Key returns the principal's key, and false if the read model has none.
+func (q Queries) Key(ctx context.Context, principal, key string) (KeyRow, bool, error) {
+	row, err := scanKey(q.DB.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM idempotency_keys WHERE principal = ? AND key = ?`,
+		principal, key).Scan)
+	if errors.Is(err, sql.ErrNoRows) {
+		return KeyRow{}, false, nil
+	}
+	return row, err == nil, err
+}
+
+// Keys returns every row of the idempotency-keys lookup.
+func (q Queries) Keys(ctx context.Context) ([]KeyRow, error) {
+	rows, err := q.DB.QueryContext(ctx, `SELECT `+keyColumns+` FROM idempotency_keys`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []KeyRow
+	for rows.Next() {
+		row, err := scanKey(rows.Scan)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, row)
+	}
+	return out, rows.Err()
 }
 
 // PaymentOrder returns the principal's order that started a payment with the id (the latest,
