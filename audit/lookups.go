@@ -2,7 +2,6 @@ package audit
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/projections"
+	json "github.com/goccy/go-json"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -175,7 +175,7 @@ func (l *lookups) drift(ctx context.Context, q *projections.Queries) ([]Finding,
 				out = append(out, Finding{Kind: KindDrift, Stream: idempotency.StreamName(row.Principal, row.Key),
 					Detail: fmt.Sprintf("the idempotency-keys lookup has key %q of principal %q, unexpired, but the log holds no claim of it", row.Key, row.Principal)})
 			}
-		case !r.late:
+		case !r.late && !sameKeyRow(r.row, row):
 			if diff := cmp.Diff(r.row, row); diff != "" {
 				out = append(out, Finding{Kind: KindDrift, Stream: r.stream, Revision: r.revision,
 					Detail: fmt.Sprintf("the idempotency-keys lookup's row of key %q of principal %q differs from its stream: %s", row.Key, row.Principal, strings.Join(strings.Fields(diff), " "))})
@@ -216,4 +216,11 @@ func missing[K comparable](want map[K]mapped, describe func(K) string) []Finding
 		}
 	}
 	return out
+}
+
+// sameKeyRow is cmp.Equal for key rows, at a fraction of its cost: a log holds millions.
+func sameKeyRow(a, b projections.KeyRow) bool {
+	return a.Principal == b.Principal && a.Key == b.Key && a.Method == b.Method && a.Path == b.Path &&
+		a.OrderID == b.OrderID && a.Status == b.Status && a.ClaimedAt.Equal(b.ClaimedAt) &&
+		a.CompletedAt.Equal(b.CompletedAt) && a.ExpiresAt.Equal(b.ExpiresAt)
 }

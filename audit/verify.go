@@ -47,7 +47,8 @@ func (f Finding) String() string {
 
 // Report is the outcome of a verification.
 type Report struct {
-	Streams         int       `json:"streams"`
+	Streams         int       `json:"streams"`    // order streams
+	KeyStreams      int       `json:"keyStreams"` // idempotency key streams, read for the lookups' check
 	Events          uint64    `json:"events"`
 	RowsChecked     int       `json:"rowsChecked"`
 	Seconds         float64   `json:"seconds"`
@@ -125,11 +126,11 @@ func (v *Verifier) Verify(ctx context.Context) (Report, error) {
 	}()
 	for page := range pages {
 		for _, e := range page {
+			rep.Events++
 			if lk != nil && strings.HasPrefix(e.Stream, idempotency.StreamPrefix) {
 				lk.noteKey(e)
 				continue
 			}
-			rep.Events++
 			st := streams[e.Stream]
 			if st == nil {
 				st = &stream{lastHash: command.Genesis}
@@ -167,6 +168,7 @@ func (v *Verifier) Verify(ctx context.Context) (Report, error) {
 		rep.Findings, rep.RowsChecked = append(rep.Findings, drift...), rows
 	}
 	if lk != nil {
+		rep.KeyStreams = len(lk.byStream)
 		drift, rows, err := lk.drift(ctx, v.Reads)
 		if err != nil {
 			return Report{}, err

@@ -195,8 +195,8 @@ func (c *auditVerifyCmd) Run(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "\nverified %d events in %d order streams (%d read-model rows) in %.1fs: %.0f events/s\n",
-		rep.Events, rep.Streams, rep.RowsChecked, rep.Seconds, rep.EventsPerSecond)
+	fmt.Fprintf(e.stdout, "\nverified %d events in %d order streams and %d key streams (%d read-model rows) in %.1fs: %.0f events/s\n",
+		rep.Events, rep.Streams, rep.KeyStreams, rep.RowsChecked, rep.Seconds, rep.EventsPerSecond)
 	for _, f := range rep.Findings {
 		fmt.Fprintln(e.stdout, f)
 	}
