@@ -165,12 +165,14 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 				if err := s.Keys.Release(ctx, claim, http.StatusText(out.Status)); err != nil {
 					s.Log.Warn("release key", "request_id", reqID, "key", idempotency.KeyHash(md.Principal, md.IdempotencyKey), "error", err)
 				}
-			case err == nil && len(res.Events) > 0 && res.Written():
+			case err == nil && len(res.Events) > 0 && res.Written() && !claim.Takeover:
 				// The answer is in the order's stream with the key's events, which this run
 				// wrote: if the outcome is never recorded (a crash), the next retry rebuilds
 				// this very answer from there (FindInOrderStream). So answer now and record it
 				// after, saving the client a wait for the store; its duplicates here get this
-				// answer too (Keys.Answered), rather than wait for the record.
+				// answer too (Keys.Answered), rather than wait for the record. Not after a
+				// takeover: the request taken over may still record its own outcome first,
+				// which then stands (Claim.Prior).
 				s.Keys.Answered(claim, out)
 				s.completing.Add(1)
 				go func() {

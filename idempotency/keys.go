@@ -441,10 +441,11 @@ func (k *Keys) complete(ctx context.Context, stream string, rev uint64, orderID 
 	return err
 }
 
-// Answered gives the claim's duplicates in this process its answer out before Complete
-// records it, so that they need not wait for the store: call it only with an answer that the
-// order's stream tells word for word should Complete never be called (a crash), as
-// Request.FindInOrderStream then rebuilds it. Complete or Release still ends the claim.
+// Answered hands the claim's answer to its duplicates in this process before Complete records
+// it, so that they need not wait for the store. Call it only with an answer that no other
+// outcome can precede (the claim is not a takeover) and that the order's stream tells word
+// for word should Complete never be called (a crash), as Request.FindInOrderStream then
+// rebuilds it. Complete or Release still ends the claim.
 func (k *Keys) Answered(c *Claim, out Outcome) {
 	k.mu.Lock()
 	if h, ok := k.holding[c.Stream]; ok && h.claim == c && !h.pending {
