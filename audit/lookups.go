@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -20,14 +19,14 @@ import (
 // a client reference to the first order created with it, and a key to its latest claim with
 // the first outcome recorded since its life began.
 type lookups struct {
-	at       eventstore.Position // the lookups' checkpoint; zero: they are caught up
+	rows     projections.LookupRows // as of their checkpoint, rows.At
 	payments map[paymentKey]mapped
 	refs     map[refKey]mapped
-	keys     map[keyKey]*keyRow
-	byStream map[string]keyKey // the key of each key stream, from its claims
+	keys     map[keyID]*keyRow
+	byStream map[string]keyID // the key of each key stream, from its claims
 }
 
-type keyKey struct{ principal, key string }
+type keyID struct{ principal, key string }
 
 // keyRow is the row a key stream makes, and where its events stand.
 type keyRow struct {
@@ -46,19 +45,19 @@ type refKey struct{ principal, customerID, ref string }
 type mapped struct {
 	stream   string
 	revision uint64
-	// late: an event after the checkpoint changed or could have changed it, so the lookup
-	// may lag (or be ahead of the checkpoint read at the start): it is not compared.
+	// late: an event after the checkpoint changed or could have changed it, which the rows
+	// do not hold yet: it is not compared.
 	late bool
 }
 
-func newLookups(at eventstore.Position) *lookups {
-	return &lookups{at: at, payments: map[paymentKey]mapped{}, refs: map[refKey]mapped{},
-		keys: map[keyKey]*keyRow{}, byStream: map[string]keyKey{}}
+func newLookups(rows projections.LookupRows) *lookups {
+	return &lookups{rows: rows, payments: map[paymentKey]mapped{}, refs: map[refKey]mapped{},
+		keys: map[keyID]*keyRow{}, byStream: map[string]keyID{}}
 }
 
 // after reports whether e comes after the checkpoint.
 func (l *lookups) after(e eventstore.RecordedEvent) bool {
-	return l.at != (eventstore.Position{}) && e.Position.Compare(l.at) > 0
+	return e.Position.Compare(l.rows.At) > 0
 }
 
 // noteKey takes in the event e of a key stream. Events that do not decode leave the row as it
@@ -70,7 +69,7 @@ func (l *lookups) noteKey(e eventstore.RecordedEvent) {
 		if json.Unmarshal(e.Data, &c) != nil {
 			return
 		}
-		k := keyKey{c.Principal, c.Key}
+		k := keyID{c.Principal, c.Key}
 		l.byStream[e.Stream] = k
 		r := l.keys[k]
 		if r == nil || r.gone || !r.row.ExpiresAt.Equal(c.ExpiresAt) {
@@ -124,7 +123,8 @@ func (l *lookups) note(e eventstore.RecordedEvent, ev order.Event) {
 	}
 }
 
-// principalOf is the principal in an order event's metadata, as the projection reads it.
+// principalOf is the principal in an order event's metadata, read as the projection reads it
+// but not with its code: the check stands apart from what it checks.
 func principalOf(e eventstore.RecordedEvent) string {
 	var md struct {
 		Principal string `json:"principal"`
@@ -133,16 +133,10 @@ func principalOf(e eventstore.RecordedEvent) string {
 	return md.Principal
 }
 
-// drift compares every row of the two lookups with what the log says.
-func (l *lookups) drift(ctx context.Context, q *projections.Queries) ([]Finding, int, error) {
-	payments, err := q.Payments(ctx)
-	if err != nil {
-		return nil, 0, fmt.Errorf("read the payments lookup: %w", err)
-	}
-	refs, err := q.ClientReferences(ctx)
-	if err != nil {
-		return nil, 0, fmt.Errorf("read the client-references lookup: %w", err)
-	}
+// drift compares every row of the lookups with what the log says, and returns how many rows
+// it compared.
+func (l *lookups) drift() ([]Finding, int) {
+	payments, refs, keys := l.rows.Payments, l.rows.ClientReferences, l.rows.Keys
 	var out []Finding
 	for _, r := range payments {
 		what := fmt.Sprintf("the payments lookup: payment %q of principal %q", r.PaymentID, r.Principal)
@@ -158,22 +152,23 @@ func (l *lookups) drift(ctx context.Context, q *projections.Queries) ([]Finding,
 	out = append(out, missing(l.refs, func(k refKey) string {
 		return fmt.Sprintf("the client-references lookup has no row for reference %q of customer %q of principal %q", k.ref, k.customerID, k.principal)
 	})...)
-	keys, err := q.Keys(ctx)
-	if err != nil {
-		return nil, 0, fmt.Errorf("read the idempotency-keys lookup: %w", err)
-	}
 	now := time.Now()
 	for _, row := range keys {
-		k := keyKey{row.Principal, row.Key}
+		k := keyID{row.Principal, row.Key}
 		r := l.keys[k]
 		delete(l.keys, k)
 		switch {
-		case r == nil || r.gone:
+		case r == nil:
 			// The store deletes the stream of a key that expired, and the projection keeps
 			// its last row: it holds nothing a client can use any more.
-			if row.ExpiresAt.After(now) && (r == nil || !r.late) {
+			if row.ExpiresAt.After(now) {
 				out = append(out, Finding{Kind: KindDrift, Stream: idempotency.StreamName(row.Principal, row.Key),
 					Detail: fmt.Sprintf("the idempotency-keys lookup has key %q of principal %q, unexpired, but the log holds no claim of it", row.Key, row.Principal)})
+			}
+		case r.gone:
+			if !r.late {
+				out = append(out, Finding{Kind: KindDrift, Stream: r.stream, Revision: r.revision,
+					Detail: fmt.Sprintf("the idempotency-keys lookup has key %q of principal %q, which was released without an outcome", row.Key, row.Principal)})
 			}
 		case !r.late && !sameKeyRow(r.row, row):
 			if diff := cmp.Diff(r.row, row); diff != "" {
@@ -188,7 +183,7 @@ func (l *lookups) drift(ctx context.Context, q *projections.Queries) ([]Finding,
 				Detail: fmt.Sprintf("the idempotency-keys lookup has no row for key %q of principal %q", k.key, k.principal)})
 		}
 	}
-	return out, len(payments) + len(refs) + len(keys), nil
+	return out, len(payments) + len(refs) + len(keys)
 }
 
 // compare checks a lookup row that leads to orderID against want, and marks its key seen by

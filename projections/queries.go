@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/acme/orders/domain/order"
+	"github.com/acme/orders/eventstore"
 )
 
 // Queries reads the read models through their views. It is safe for concurrent use.
@@ -145,24 +146,6 @@ func (q Queries) Key(ctx context.Context, principal, key string) (KeyRow, bool, 
 	return row, err == nil, err
 }
 
-// Keys returns every row of the idempotency-keys lookup.
-func (q Queries) Keys(ctx context.Context) ([]KeyRow, error) {
-	rows, err := q.DB.QueryContext(ctx, `SELECT `+keyColumns+` FROM idempotency_keys`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []KeyRow
-	for rows.Next() {
-		row, err := scanKey(rows.Scan)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, row)
-	}
-	return out, rows.Err()
-}
-
 // PaymentOrder returns the principal's order that started a payment with the id (the latest,
 // if several did).
 func (q Queries) PaymentOrder(ctx context.Context, principal, paymentID string) (string, bool, error) {
@@ -181,42 +164,82 @@ type PaymentRow struct {
 	Principal, PaymentID, OrderID string
 }
 
-// Payments returns every row of the payments lookup.
-func (q Queries) Payments(ctx context.Context) ([]PaymentRow, error) {
-	return all(ctx, q.DB, `SELECT principal, payment_id, order_id FROM payments`, func(r *PaymentRow) []any {
-		return []any{&r.Principal, &r.PaymentID, &r.OrderID}
-	})
-}
-
 // ClientReferenceRow is a row of the client-references lookup: the order a principal created
 // for its customer with a reference.
 type ClientReferenceRow struct {
 	Principal, CustomerID, ClientReference, OrderID string
 }
 
-// ClientReferences returns every row of the client-references lookup.
-func (q Queries) ClientReferences(ctx context.Context) ([]ClientReferenceRow, error) {
-	return all(ctx, q.DB, `SELECT principal, customer_id, client_reference, order_id FROM client_references`, func(r *ClientReferenceRow) []any {
-		return []any{&r.Principal, &r.CustomerID, &r.ClientReference, &r.OrderID}
-	})
+// LookupRows is every row of the lookups read model as of its checkpoint.
+type LookupRows struct {
+	At               eventstore.Position // the checkpoint: the rows hold every event up to it, none after
+	Payments         []PaymentRow
+	ClientReferences []ClientReferenceRow
+	Keys             []KeyRow
 }
 
-// all reads every row of query into a T, through the columns fields names.
-func all[T any](ctx context.Context, db *sql.DB, query string, fields func(*T) []any) ([]T, error) {
-	rows, err := db.QueryContext(ctx, query)
+// LookupRows reads every row of the lookups and their checkpoint in one read transaction, so
+// that the rows are the checkpoint's while the projection goes on. ok is false if the file
+// has no lookups, or lookups of another version than Lookups.Version, whose rows mean other
+// things.
+func (q Queries) LookupRows(ctx context.Context) (rows LookupRows, ok bool, err error) {
+	tx, err := q.DB.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return LookupRows{}, false, err
+	}
+	defer tx.Rollback()
+	// A checkpoint table from before projections had versions has no version column: its
+	// lookups are of version 1.
+	var columns, versioned int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(name = 'version'), 0) FROM pragma_table_info('projection_checkpoints')`).
+		Scan(&columns, &versioned); err != nil || columns == 0 {
+		return LookupRows{}, false, err
+	}
+	version := `1`
+	if versioned > 0 {
+		version = `version`
+	}
+	var v int
+	err = tx.QueryRowContext(ctx, `SELECT commit_position, prepare_position, `+version+` FROM projection_checkpoints WHERE name = ?`,
+		Lookups{}.Name()).Scan(&rows.At.Commit, &rows.At.Prepare, &v)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && v != (Lookups{}).Version() {
+		return LookupRows{}, false, nil
+	}
+	if err != nil {
+		return LookupRows{}, false, err
+	}
+	if rows.Payments, err = all(ctx, tx, `SELECT principal, payment_id, order_id FROM payments`, func(scan func(...any) error) (r PaymentRow, err error) {
+		return r, scan(&r.Principal, &r.PaymentID, &r.OrderID)
+	}); err != nil {
+		return LookupRows{}, false, err
+	}
+	if rows.ClientReferences, err = all(ctx, tx, `SELECT principal, customer_id, client_reference, order_id FROM client_references`, func(scan func(...any) error) (r ClientReferenceRow, err error) {
+		return r, scan(&r.Principal, &r.CustomerID, &r.ClientReference, &r.OrderID)
+	}); err != nil {
+		return LookupRows{}, false, err
+	}
+	if rows.Keys, err = all(ctx, tx, `SELECT `+keyColumns+` FROM idempotency_keys`, scanKey); err != nil {
+		return LookupRows{}, false, err
+	}
+	return rows, true, nil
+}
+
+// all reads every row of query, each with row.
+func all[T any](ctx context.Context, tx *sql.Tx, query string, row func(scan func(...any) error) (T, error)) ([]T, error) {
+	rs, err := tx.QueryContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
+	defer rs.Close()
 	var out []T
-	for rows.Next() {
-		var r T
-		if err := rows.Scan(fields(&r)...); err != nil {
+	for rs.Next() {
+		r, err := row(rs.Scan)
+		if err != nil {
 			return nil, err
 		}
 		out = append(out, r)
 	}
-	return out, rows.Err()
+	return out, rs.Err()
 }
 
 func (q Queries) one(ctx context.Context, query string, args ...any) (string, bool, error) {

@@ -151,6 +151,10 @@ func TestUpgradeRebuildsOutdatedProjection(t *testing.T) {
 			if _, err := db.Exec(tc.more); err != nil {
 				t.Fatal(err)
 			}
+			// An auditor reads no rows of version 1 as this version's.
+			if _, ok, err := (projections.Queries{DB: db}).LookupRows(ctx); err != nil || ok {
+				t.Errorf("LookupRows of version 1: ok %v, %v; want none, no error", ok, err)
+			}
 
 			feed := gatedFeed{Feed: s, open: make(chan struct{})}
 			r, stop := runRunner(t, db, feed)
@@ -175,6 +179,9 @@ func TestUpgradeRebuildsOutdatedProjection(t *testing.T) {
 			}
 			q := projections.Queries{DB: db}
 			checkLookups(t, q, map[string]string{"alice": "o-alice", "bob": "o-bob"}, "c-1", "po-1", "pay-1")
+			if rows, ok, err := q.LookupRows(ctx); err != nil || !ok || rows.At != head || len(rows.Payments) != 2 || len(rows.ClientReferences) != 2 {
+				t.Errorf("LookupRows after the rebuild: %+v, ok %v, %v; want two payments and two references at %v", rows, ok, err, head)
+			}
 			if st := statusOf(t, r, "lookups"); st.State != projections.StateLive || st.Rebuild != nil || st.Generation != 2 {
 				t.Errorf("lookups after the rebuild: %+v; want live at generation 2", st)
 			}

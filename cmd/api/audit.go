@@ -174,10 +174,7 @@ func (c *auditVerifyCmd) Run(ctx context.Context, e *env) error {
 		}
 		defer db.Close()
 		v.Reads = &projections.Queries{DB: db}
-		if v.ReadsAt, _, err = checkpoint(ctx, db, "orders"); err != nil {
-			return err
-		}
-		if v.LookupsAt, v.Lookups, err = checkpoint(ctx, db, "lookups"); err != nil {
+		if v.ReadsAt, err = checkpoint(ctx, db, "orders"); err != nil {
 			return err
 		}
 	}
@@ -197,6 +194,9 @@ func (c *auditVerifyCmd) Run(ctx context.Context, e *env) error {
 	}
 	fmt.Fprintf(e.stdout, "\nverified %d events in %d order streams and %d key streams (%d read-model rows) in %.1fs: %.0f events/s\n",
 		rep.Events, rep.Streams, rep.KeyStreams, rep.RowsChecked, rep.Seconds, rep.EventsPerSecond)
+	if v.Reads != nil && !rep.LookupsCompared {
+		fmt.Fprintln(e.stdout, "the lookups were not compared: the read models hold none of this version (a rebuild will make them)")
+	}
 	for _, f := range rep.Findings {
 		fmt.Fprintln(e.stdout, f)
 	}
@@ -221,13 +221,12 @@ func exists(path string) bool {
 	return err == nil
 }
 
-// checkpoint reads a projection's checkpoint from the read-model database, and whether the
-// projection is there at all.
-func checkpoint(ctx context.Context, db *sql.DB, name string) (eventstore.Position, bool, error) {
+// checkpoint reads a projection's checkpoint from the read-model database.
+func checkpoint(ctx context.Context, db *sql.DB, name string) (eventstore.Position, error) {
 	var p eventstore.Position
 	err := db.QueryRowContext(ctx, `SELECT commit_position, prepare_position FROM projection_checkpoints WHERE name = ?`, name).Scan(&p.Commit, &p.Prepare)
 	if errors.Is(err, sql.ErrNoRows) {
-		return eventstore.Position{}, false, nil
+		return eventstore.Position{}, nil
 	}
-	return p, err == nil, err
+	return p, err
 }
