@@ -192,13 +192,20 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 				// it instead. A claim left to be written with the outcome was never checked
 				// against the store: if that append fails, refused because the key was not new
 				// after all or for any other reason, this answer stands on nothing: see what the
-				// key holds.
+				// key holds. An answer that could not be recorded is not given.
 				_, pending := claim.Pending()
-				if err := s.complete(ctx, reqID, claim, md, out, res); pending && err != nil {
+				err := s.complete(ctx, reqID, claim, md, out, res)
+				switch {
+				case pending && err != nil:
 					keyReq.Defer = false
 					continue
-				}
-				if claim.Prior != nil {
+				case errors.Is(err, idempotency.ErrTakenOver):
+					// Another request runs the key now: its outcome is the one to get.
+					writeProblem(c, problemOf(err), http.Header{"Retry-After": {"1"}})
+					return nil
+				case err != nil:
+					return err // not recorded: not given
+				case claim.Prior != nil:
 					return s.write(c, *claim.Prior, true)
 				}
 			}

@@ -22,6 +22,9 @@ var (
 	ErrKeyReused = errors.New("Idempotency-Key was already used for a different request")
 	// ErrInFlight: the request that holds the key has not finished within the wait bound.
 	ErrInFlight = errors.New("a request with this Idempotency-Key is still in progress")
+	// ErrTakenOver: while the request ran, its key was taken over by another (its lease ran
+	// out), which now decides the outcome. It is an ErrInFlight to the client.
+	ErrTakenOver = fmt.Errorf("%w: another request took the key over", ErrInFlight)
 	// ErrMalformedBody: the body to fingerprint is not JSON.
 	ErrMalformedBody = errors.New("request body is not JSON")
 )

@@ -377,8 +377,11 @@ func (k *Keys) claimed(r Request, orderID string, now, expires time.Time) Claime
 	}
 }
 
-// Complete records the outcome of the claim's request. If the claim was taken over meanwhile,
-// the first outcome recorded stands and this one is dropped: both come from the same effect.
+// Complete records the outcome of the claim's request. If another request recorded an outcome
+// first (a retry that found the effect in the order's stream), that one stands: Complete sets
+// Prior, to answer with, and records nothing. If another request took the key over (the
+// claim's lease ran out), Complete records nothing and returns ErrTakenOver: this outcome may
+// have been decided on an older state of the order than the taker's, whose outcome stands.
 //
 // A claim left unmade (Claim.Pending) is appended with its outcome, in one append. If that is
 // refused because the key stream exists after all, Complete records nothing and returns an
@@ -388,31 +391,28 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 		return k.completePending(ctx, c, out)
 	}
 	defer k.letGo(c)
-	rev := c.Revision
-	for range 5 {
-		err := k.complete(ctx, c.Stream, rev, c.OrderID, out)
-		if err == nil {
-			c.Kept = rev == c.Revision && !c.Takeover
-			k.remember(c.Stream, c.first, &Completed{Outcome: out}, false)
-			k.observe(ctx, EventCompleted, c.Stream)
-		}
-		if !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
-			return err
-		}
-		st, err := k.read(ctx, c.Stream)
-		if err != nil {
-			return err
-		}
-		if st.done != nil || !st.exists {
-			k.remember(c.Stream, st.first, st.done, false)
-			if st.done != nil {
-				c.Prior = &st.done.Outcome
-			}
-			return nil
-		}
-		rev = st.revision
+	err := k.complete(ctx, c.Stream, c.Revision, c.OrderID, out)
+	if err == nil {
+		c.Kept = !c.Takeover
+		k.remember(c.Stream, c.first, &Completed{Outcome: out}, false)
+		k.observe(ctx, EventCompleted, c.Stream)
+		return nil
 	}
-	return fmt.Errorf("complete key: %w", eventstore.ErrWrongExpectedRevision)
+	if !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
+		return err
+	}
+	st, err := k.read(ctx, c.Stream)
+	switch {
+	case err != nil:
+		return err
+	case st.done != nil:
+		k.remember(c.Stream, st.first, st.done, false)
+		c.Prior = &st.done.Outcome
+		return nil
+	case !st.exists:
+		return nil // expired and deleted meanwhile: nothing to record
+	}
+	return ErrTakenOver
 }
 
 func (k *Keys) completePending(ctx context.Context, c *Claim, out Outcome) error {
