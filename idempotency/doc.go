@@ -42,5 +42,7 @@
 //
 // The lease is not what prevents a second effect: command events carry the key and ids derived
 // from it, so even a takeover racing a slow first request appends the command once (see package
-// command). The lease only bounds how long a retry waits for a request that died.
+// command). The lease only bounds how long a retry waits for a request that died. What it does
+// decide is whose outcome stands: a request that outlived its lease records none
+// (ErrTakenOver), since it may have decided on an older state of the order than its taker.
 package idempotency
