@@ -37,6 +37,9 @@ type route struct {
 // (see command), but not forever.
 const commandTimeout = 30 * time.Second
 
+// releaseTimeout bounds the release of a key whose outcome could not be recorded.
+const releaseTimeout = 5 * time.Second
+
 // command serves a route: check the request, then run it once per Idempotency-Key.
 func (s *Server) command(rt route) echo.HandlerFunc {
 	return func(c echo.Context) error {
@@ -165,14 +168,13 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 				if err := s.Keys.Release(ctx, claim, http.StatusText(out.Status)); err != nil {
 					s.Log.Warn("release key", "request_id", reqID, "key", idempotency.KeyHash(md.Principal, md.IdempotencyKey), "error", err)
 				}
-			case err == nil && len(res.Events) > 0 && res.Written() && !claim.Takeover:
+			case err == nil && len(res.Events) > 0 && res.Written():
 				// The answer is in the order's stream with the key's events, which this run
-				// wrote: if the outcome is never recorded (a crash), the next retry rebuilds
-				// this very answer from there (FindInOrderStream). So answer now and record it
-				// after, saving the client a wait for the store; its duplicates here get this
-				// answer too (Keys.Answered), rather than wait for the record. Not after a
-				// takeover: the request taken over may still record its own outcome first,
-				// which then stands (Claim.Prior).
+				// wrote: if the outcome is never recorded (a crash, or a takeover after this
+				// run's lease), the next retry rebuilds this very answer from there
+				// (FindInOrderStream). So answer now and record it after, saving the client a
+				// wait for the store; its duplicates here get this answer too (Keys.Answered),
+				// rather than wait for the record.
 				s.Keys.Answered(claim, out)
 				s.completing.Add(1)
 				go func() {
@@ -204,7 +206,13 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 					writeProblem(c, problemOf(err), http.Header{"Retry-After": {"1"}})
 					return nil
 				case err != nil:
-					return err // not recorded: not given
+					// Not recorded, so not given: let the key go, so that a retry runs the
+					// command at once rather than after the lease. If the outcome did land,
+					// the release is refused and the retry gets it.
+					ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+					defer cancel()
+					s.Keys.Release(ctx, claim, "outcome not recorded")
+					return err
 				case claim.Prior != nil:
 					return s.write(c, *claim.Prior, true)
 				}
@@ -220,6 +228,9 @@ func (s *Server) complete(ctx context.Context, requestID string, claim *idempote
 	switch {
 	case claim.Refused(err):
 		// Recorded nothing, and wrote nothing else: the caller starts again.
+	case errors.Is(err, idempotency.ErrTakenOver):
+		// This run outlived its lease: the taker's outcome stands.
+		s.Log.Info("record outcome", "request_id", requestID, "key", idempotency.KeyHash(md.Principal, md.IdempotencyKey), "error", err)
 	case err != nil:
 		// The effect, if any, is in the order's stream with its key: the next retry completes
 		// the record from there.

@@ -119,6 +119,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if p.Status >= 500 {
 		s.Log.Error("request failed", "request_id", requestID(c), "error", err)
 	}
+	if p.Status == http.StatusServiceUnavailable && c.Response().Header().Get("Retry-After") == "" {
+		c.Response().Header().Set("Retry-After", "1") // the problem's text promises one
+	}
 	writeProblem(c, p, nil)
 }
 

@@ -410,7 +410,8 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 		c.Prior = &st.done.Outcome
 		return nil
 	case !st.exists:
-		return nil // expired and deleted meanwhile: nothing to record
+		// Expired and deleted meanwhile, past its TTL: no retry expects its outcome any more.
+		return nil
 	}
 	return ErrTakenOver
 }
@@ -442,10 +443,9 @@ func (k *Keys) complete(ctx context.Context, stream string, rev uint64, orderID 
 }
 
 // Answered hands the claim's answer to its duplicates in this process before Complete records
-// it, so that they need not wait for the store. Call it only with an answer that no other
-// outcome can precede (the claim is not a takeover) and that the order's stream tells word
-// for word should Complete never be called (a crash), as Request.FindInOrderStream then
-// rebuilds it. Complete or Release still ends the claim.
+// it, so that they need not wait for the store. Call it only with an answer that the order's
+// stream tells word for word should it never be recorded (a crash, a takeover), as
+// Request.FindInOrderStream then rebuilds it. Complete or Release still ends the claim.
 func (k *Keys) Answered(c *Claim, out Outcome) {
 	k.mu.Lock()
 	if h, ok := k.holding[c.Stream]; ok && h.claim == c && !h.pending {

@@ -235,7 +235,39 @@ func TestTakeoverAfterLeaseOrRelease(t *testing.T) {
 	}
 	_, replay, err := keys.Begin(ctx, request("fp"))
 	if err != nil || replay == nil || replay.Body != later.Body {
-		t.Fatalf("replay after both completed: %+v, %v; want the taker's", replay, err)
+		t.Fatalf("replay after the taker completed: %+v, %v; want the taker's", replay, err)
+	}
+
+	// The other order: the taker records first, and the slow first holder learns its outcome
+	// (Prior) to answer with; or the taker releases the key, and the first records nothing
+	// all the same.
+	for _, taker := range []string{"completes", "releases"} {
+		r := request("fp")
+		r.Key = "k-" + taker
+		first, _, err := keys.Begin(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Add(11 * time.Second)
+		second, _, err := keys.Begin(ctx, r)
+		if err != nil || second == nil || !second.Takeover {
+			t.Fatalf("takeover of %s: %+v, %v", r.Key, second, err)
+		}
+		if taker == "completes" {
+			err = keys.Complete(ctx, second, later)
+		} else {
+			err = keys.Release(ctx, second, "Service Unavailable")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = keys.Complete(ctx, first, created)
+		switch {
+		case taker == "completes" && (err != nil || first.Prior == nil || first.Prior.Body != later.Body):
+			t.Errorf("the first holder after the taker completed: %v, Prior %+v; want the taker's outcome", err, first.Prior)
+		case taker == "releases" && !errors.Is(err, idempotency.ErrTakenOver):
+			t.Errorf("the first holder after the taker released: %v; want ErrTakenOver", err)
+		}
 	}
 
 	// A released key is taken over at once, lease or not.

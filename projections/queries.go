@@ -183,11 +183,18 @@ type LookupRows struct {
 // has no lookups, or lookups of another version than Lookups.Version, whose rows mean other
 // things.
 func (q Queries) LookupRows(ctx context.Context) (rows LookupRows, ok bool, err error) {
-	tx, err := q.DB.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	// A deferred transaction, begun by hand: the driver begins every other one IMMEDIATE (the
+	// store's files are opened so), which would take the write lock from a live projection.
+	// In WAL mode the first read fixes the snapshot until the ROLLBACK.
+	tx, err := q.DB.Conn(ctx)
 	if err != nil {
 		return LookupRows{}, false, err
 	}
-	defer tx.Rollback()
+	defer tx.Close()
+	if _, err := tx.ExecContext(ctx, `BEGIN DEFERRED`); err != nil {
+		return LookupRows{}, false, err
+	}
+	defer tx.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`)
 	// A checkpoint table from before projections had versions has no version column: its
 	// lookups are of version 1.
 	var columns, versioned int
@@ -225,7 +232,7 @@ func (q Queries) LookupRows(ctx context.Context) (rows LookupRows, ok bool, err 
 }
 
 // all reads every row of query, each with row.
-func all[T any](ctx context.Context, tx *sql.Tx, query string, row func(scan func(...any) error) (T, error)) ([]T, error) {
+func all[T any](ctx context.Context, tx *sql.Conn, query string, row func(scan func(...any) error) (T, error)) ([]T, error) {
 	rs, err := tx.QueryContext(ctx, query)
 	if err != nil {
 		return nil, err

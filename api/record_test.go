@@ -1,0 +1,81 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/acme/orders/command"
+	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/eventstore/sqlite"
+	"github.com/acme/orders/idempotency"
+)
+
+// failingOutcomes is a store that appends to one stream at a time, as KurrentDB does (so a
+// key's claim is written before its command runs), and fails to record a key's outcome while
+// fail is set.
+type failingOutcomes struct {
+	eventstore.Store
+	fail atomic.Bool
+}
+
+func (f *failingOutcomes) Append(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) (eventstore.AppendResult, error) {
+	if f.fail.Load() && len(events) > 0 && events[len(events)-1].Type == idempotency.TypeCompleted {
+		return eventstore.AppendResult{}, fmt.Errorf("%w: no space left on device", eventstore.ErrUnavailable)
+	}
+	return f.Store.Append(ctx, stream, expected, events...)
+}
+
+// An answer whose outcome cannot be recorded is not given: the client gets 503 with
+// Retry-After, and the key is let go, so that its retry runs at once and then replays.
+func TestAnswerNotRecordedIsNotGiven(t *testing.T) {
+	s, err := sqlite.Open(t.TempDir(), sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	store := &failingOutcomes{Store: s}
+	srv := &Server{Store: store, Feed: s, Orders: &command.Handler{Store: store}, Keys: &idempotency.Keys{Store: store},
+		IDs: command.NewOrderIDs(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	h := srv.Handler()
+	pay := func() *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/v1/orders/01ARZ3NDEKTSV4RRFFQ69G5FAV/payments",
+			strings.NewReader(`{"paymentId":"pay-1","amount":100}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "k1")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+
+	store.fail.Store(true)
+	if r := pay(); r.Code != http.StatusServiceUnavailable || r.Header().Get("Retry-After") == "" {
+		t.Fatalf("with the outcome unrecorded: %d %v %s; want 503 with Retry-After", r.Code, r.Header(), r.Body)
+	}
+	store.fail.Store(false)
+	first := pay()
+	if first.Code != http.StatusNotFound || first.Header().Get("Idempotent-Replayed") != "" {
+		t.Fatalf("the retry: %d %v %s; want the command run at once: 404, not a replay", first.Code, first.Header(), first.Body)
+	}
+	if again := pay(); again.Code != first.Code || again.Body.String() != first.Body.String() || again.Header().Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("the next retry: %d %s; want the replay of %d %s", again.Code, again.Body, first.Code, first.Body)
+	}
+	var types []string
+	for e, err := range s.ReadStream(context.Background(), idempotency.StreamName("local", "k1"), eventstore.ReadStreamOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, e.Type)
+	}
+	want := []string{idempotency.TypeClaimed, idempotency.TypeReleased, idempotency.TypeClaimed, idempotency.TypeCompleted}
+	if !slices.Equal(types, want) {
+		t.Fatalf("key stream %v, want %v", types, want)
+	}
+}
