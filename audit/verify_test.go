@@ -130,12 +130,7 @@ func TestCleanStoreVerifiesClean(t *testing.T) {
 	}
 	f := newFixture(t, n)
 	// The read models, built from the same log, must match every fold.
-	db, err := sqlite.OpenDB(filepath.Join(f.dir, "readmodels.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	buildReadModel(t, db, f.store)
+	db := f.readModels(t)
 	rep := f.verify(t, &projections.Queries{DB: db})
 	if len(rep.Findings) != 0 {
 		t.Fatalf("%d findings on a clean store, first: %v", len(rep.Findings), rep.Findings[0])
@@ -144,6 +139,19 @@ func TestCleanStoreVerifiesClean(t *testing.T) {
 	if rep.Streams != n || rep.RowsChecked != 2*n {
 		t.Fatalf("verified %d streams and %d rows, want %d and %d", rep.Streams, rep.RowsChecked, n, 2*n)
 	}
+}
+
+// readModels opens the fixture's read-model file, closed when the test ends, and builds both
+// read models in it up to the log's head.
+func (f *fixture) readModels(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sqlite.OpenDB(filepath.Join(f.dir, "readmodels.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	buildReadModel(t, db, f.store)
+	return db
 }
 
 func buildReadModel(t *testing.T, db *sql.DB, s *sqlite.Store) {
@@ -223,12 +231,7 @@ func TestBrokenLinkAndJumpAreNamed(t *testing.T) {
 
 func TestDriftIsNamed(t *testing.T) {
 	f := newFixture(t, 8)
-	db, err := sqlite.OpenDB(filepath.Join(f.dir, "readmodels.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	buildReadModel(t, db, f.store)
+	db := f.readModels(t)
 	if _, err := db.Exec(`UPDATE orders_g1 SET state = CAST(json_set(state, '$.Total.Amount', 1) AS BLOB) WHERE id = 'o00005'`); err != nil {
 		t.Fatal(err)
 	}
@@ -242,12 +245,7 @@ func TestDriftIsNamed(t *testing.T) {
 // are each named at the order event that decides the lookup, or at the order it leads to.
 func TestLookupDriftIsNamed(t *testing.T) {
 	f := newFixture(t, 8)
-	db, err := sqlite.OpenDB(filepath.Join(f.dir, "readmodels.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	buildReadModel(t, db, f.store)
+	db := f.readModels(t)
 	for _, q := range []string{
 		`UPDATE payments_g1 SET order_id = 'o00005' WHERE payment_id = 'po00001'`,
 		`DELETE FROM client_references_g1 WHERE order_id = 'o00002'`,
@@ -279,22 +277,8 @@ func TestLaggingLookupsAreNotDrift(t *testing.T) {
 	f := newFixture(t, 4)
 	ctx := context.Background()
 	keys := &idempotency.Keys{Store: f.store, TTL: time.Hour}
-	claim := func(key string) *idempotency.Claim {
-		t.Helper()
-		c, _, err := keys.Begin(ctx, idempotency.Request{Principal: "p", Key: key, Method: "POST", Path: "/v1/orders/o00000/payments",
-			Fingerprint: "fp", OrderID: "o00000", Claimant: "test"})
-		if err != nil || c == nil {
-			t.Fatalf("claim %s: %v", key, err)
-		}
-		return c
-	}
-	running, releasing := claim("running"), claim("releasing")
-	db, err := sqlite.OpenDB(filepath.Join(f.dir, "readmodels.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	buildReadModel(t, db, f.store)
+	running, releasing := claimKey(t, keys, "running"), claimKey(t, keys, "releasing")
+	db := f.readModels(t)
 
 	// After the checkpoint: a key completed, one released, one claimed; a payment started on
 	// an order that had none, and an order created with a client reference.
@@ -304,7 +288,7 @@ func TestLaggingLookupsAreNotDrift(t *testing.T) {
 	if err := keys.Release(ctx, releasing, "Internal Server Error"); err != nil {
 		t.Fatal(err)
 	}
-	claim("new")
+	claimKey(t, keys, "new")
 	md := command.Metadata{Principal: "p", IdempotencyKey: "late-payment"}
 	if _, err := f.h.Handle(ctx, "o00000", order.StartPayment{PaymentID: "po00000", Amount: eur(250)}, md); err != nil {
 		t.Fatal(err)
@@ -320,6 +304,17 @@ func TestLaggingLookupsAreNotDrift(t *testing.T) {
 	if len(rep.Findings) != 0 || !rep.LookupsCompared {
 		t.Fatalf("lookups compared %v, findings %v; want compared, none", rep.LookupsCompared, rep.Findings)
 	}
+}
+
+// claimKey claims principal p's key for a command on order o00000.
+func claimKey(t *testing.T, keys *idempotency.Keys, key string) *idempotency.Claim {
+	t.Helper()
+	c, _, err := keys.Begin(context.Background(), idempotency.Request{Principal: "p", Key: key, Method: "POST",
+		Path: "/v1/orders/o00000/lines", Fingerprint: "fp-" + key, OrderID: "o00000", Claimant: "test"})
+	if err != nil || c == nil {
+		t.Fatalf("claim %s: %v", key, err)
+	}
+	return c
 }
 
 // checkpointOf reads a projection's checkpoint.
@@ -339,28 +334,14 @@ func TestKeyLookupDriftIsNamed(t *testing.T) {
 	f := newFixture(t, 2)
 	ctx := context.Background()
 	keys := &idempotency.Keys{Store: f.store, TTL: time.Hour}
-	begin := func(key string) *idempotency.Claim {
-		t.Helper()
-		c, _, err := keys.Begin(ctx, idempotency.Request{Principal: "p", Key: key, Method: "POST", Path: "/v1/orders/o00000/lines",
-			Fingerprint: "fp-" + key, OrderID: "o00000", Claimant: "test"})
-		if err != nil || c == nil {
-			t.Fatalf("claim %s: %v", key, err)
-		}
-		return c
-	}
-	if err := keys.Complete(ctx, begin("done"), idempotency.Outcome{Status: 200, Body: "{}"}); err != nil {
+	if err := keys.Complete(ctx, claimKey(t, keys, "done"), idempotency.Outcome{Status: 200, Body: "{}"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := keys.Release(ctx, begin("released"), "Internal Server Error"); err != nil {
+	if err := keys.Release(ctx, claimKey(t, keys, "released"), "Internal Server Error"); err != nil {
 		t.Fatal(err)
 	}
-	begin("running")
-	db, err := sqlite.OpenDB(filepath.Join(f.dir, "readmodels.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	buildReadModel(t, db, f.store)
+	claimKey(t, keys, "running")
+	db := f.readModels(t)
 	// Two orders with one payment and one reference between them, and two keys.
 	if rep := f.verify(t, &projections.Queries{DB: db}); len(rep.Findings) != 0 || rep.RowsChecked != 6 {
 		t.Fatalf("%d rows checked, findings %v; want 6 and none", rep.RowsChecked, rep.Findings)
