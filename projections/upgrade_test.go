@@ -206,3 +206,34 @@ func TestUpgradeRebuildsOutdatedProjection(t *testing.T) {
 		})
 	}
 }
+
+// An auditor's read of every lookup row does not take the write lock: it proceeds while the
+// projections' writer holds a transaction open, and leaves the writer free meanwhile.
+func TestLookupRowsLeaveTheWriterAlone(t *testing.T) {
+	s, db := open(t, t.TempDir())
+	t.Cleanup(func() { db.Close(); s.Close() })
+	_, stop := runRunner(t, db, s)
+	stop()
+	ctx := context.Background()
+	writer, err := db.BeginTx(ctx, nil) // IMMEDIATE, as every transaction of the runner
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Rollback()
+	read := make(chan error, 1)
+	go func() {
+		_, ok, err := (projections.Queries{DB: db}).LookupRows(ctx)
+		if err == nil && !ok {
+			err = errors.New("no lookups")
+		}
+		read <- err
+	}()
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Fatalf("LookupRows beside an open write transaction: %v", err)
+		}
+	case <-time.After(5 * time.Second): // the write lock's busy timeout is 10 s
+		t.Fatal("LookupRows waited for the writer's transaction")
+	}
+}
