@@ -58,14 +58,12 @@ type Report struct {
 }
 
 // Verifier checks a log. Set Feed; Reads adds the drift check of the orders read model and,
-// if the file holds them at this build's version, of the lookups.
+// if the file holds them at this build's version, of the lookups. The read models are read as
+// of a snapshot taken before the log, with their checkpoints: what changed after a checkpoint
+// is not compared, since the model may only lag, so the check can run beside a live server.
 type Verifier struct {
 	Feed  eventstore.Feed
 	Reads *projections.Queries
-	// ReadsAt is the orders read model's checkpoint, when it is being updated while the
-	// verifier runs: orders with events after it are not compared, since the model may only
-	// lag. Zero compares every order.
-	ReadsAt eventstore.Position
 	// Progress, if set, is called now and then with the position reached and the head.
 	Progress func(at, head eventstore.Position)
 }
@@ -92,11 +90,20 @@ func (v *Verifier) Verify(ctx context.Context) (Report, error) {
 	}
 	var rep Report
 	streams := map[string]*stream{}
-	// The lookups are read before the log, as of their checkpoint: every row then comes
-	// from an event the log holds, and what changed after the checkpoint is not compared.
+	// The read models are fixed before the log is read: every row then comes from an event
+	// the log holds.
+	var snap *projections.Snapshot
+	var ordersAt eventstore.Position
 	var lk *lookups
 	if v.Reads != nil {
-		rows, ok, err := v.Reads.LookupRows(ctx)
+		if snap, err = v.Reads.Snapshot(ctx); err != nil {
+			return Report{}, fmt.Errorf("read the read models: %w", err)
+		}
+		defer snap.Close()
+		if ordersAt, _, _, err = snap.Checkpoint(ctx, projections.Orders{}.Name()); err != nil {
+			return Report{}, fmt.Errorf("read the orders' checkpoint: %w", err)
+		}
+		rows, ok, err := snap.LookupRows(ctx)
 		if err != nil {
 			return Report{}, fmt.Errorf("read the lookups: %w", err)
 		}
@@ -166,8 +173,8 @@ func (v *Verifier) Verify(ctx context.Context) (Report, error) {
 				Detail: fmt.Sprintf("revision %d is not in the log", rev)})
 		}
 	}
-	if v.Reads != nil {
-		drift, rows, err := v.drift(ctx, streams)
+	if snap != nil {
+		drift, rows, err := drift(ctx, snap, ordersAt, streams)
 		if err != nil {
 			return Report{}, err
 		}
@@ -331,14 +338,15 @@ func invariants(s order.State, confirmed int) []string {
 	return out
 }
 
-// drift compares every row of the orders read model with its fold.
-func (v *Verifier) drift(ctx context.Context, streams map[string]*stream) ([]Finding, int, error) {
+// drift compares every row of the orders read model in snap with its fold, but for orders with
+// events after at, the model's checkpoint.
+func drift(ctx context.Context, snap *projections.Snapshot, at eventstore.Position, streams map[string]*stream) ([]Finding, int, error) {
 	var out []Finding
 	prefix := command.StreamName("")
 	seen := map[string]bool{}
 	rows := 0
 	for cursor := ""; ; {
-		page, next, err := v.Reads.ListOrders(ctx, projections.OrderFilter{After: cursor, Limit: 500})
+		page, next, err := snap.ListOrders(ctx, projections.OrderFilter{After: cursor, Limit: 500})
 		if err != nil {
 			return nil, 0, fmt.Errorf("read the orders read model: %w", err)
 		}
@@ -351,7 +359,7 @@ func (v *Verifier) drift(ctx context.Context, streams map[string]*stream) ([]Fin
 				out = append(out, Finding{Kind: KindDrift, Stream: name, Detail: "a read-model row without events"})
 				continue
 			}
-			if v.ReadsAt != (eventstore.Position{}) && st.last.Compare(v.ReadsAt) > 0 {
+			if st.last.Compare(at) > 0 {
 				continue // changed after the model's checkpoint: it may only lag
 			}
 			fold := st.fold.State()
@@ -366,7 +374,7 @@ func (v *Verifier) drift(ctx context.Context, streams map[string]*stream) ([]Fin
 		cursor = next
 	}
 	for name, st := range streams {
-		lagging := v.ReadsAt != (eventstore.Position{}) && st.last.Compare(v.ReadsAt) > 0
+		lagging := st.last.Compare(at) > 0
 		if !seen[name] && !lagging && st.fold.State().Version > 0 {
 			out = append(out, Finding{Kind: KindDrift, Stream: name, Revision: uint64(st.fold.State().Version - 1), Detail: "no read-model row for the order"})
 		}

@@ -55,6 +55,16 @@ type OrderFilter struct {
 
 // ListOrders returns a page of orders and the cursor of the next page ("" at the end).
 func (q Queries) ListOrders(ctx context.Context, f OrderFilter) ([]OrderRow, string, error) {
+	return listOrders(ctx, q.DB, f)
+}
+
+// querier is what a query needs of a *sql.DB, *sql.Conn or *sql.Tx.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func listOrders(ctx context.Context, db querier, f OrderFilter) ([]OrderRow, string, error) {
 	limit := f.Limit
 	if limit <= 0 || limit > 500 {
 		limit = 50
@@ -74,7 +84,7 @@ func (q Queries) ListOrders(ctx context.Context, f OrderFilter) ([]OrderRow, str
 	}
 	query += ` ORDER BY id DESC LIMIT ?`
 	args = append(args, limit+1)
-	rows, err := q.DB.QueryContext(ctx, query, args...)
+	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, "", err
 	}
@@ -178,62 +188,95 @@ type LookupRows struct {
 	Keys             []KeyRow
 }
 
-// LookupRows reads every row of the lookups and their checkpoint in one read transaction, so
-// that the rows are the checkpoint's while the projection goes on. ok is false if the file
-// has no lookups, or lookups of another version than Lookups.Version, whose rows mean other
-// things.
-func (q Queries) LookupRows(ctx context.Context) (rows LookupRows, ok bool, err error) {
-	// A deferred transaction, begun by hand: the driver begins every other one IMMEDIATE (the
-	// store's files are opened so), which would take the write lock from a live projection.
-	// In WAL mode the first read fixes the snapshot until the ROLLBACK.
-	tx, err := q.DB.Conn(ctx)
+// Snapshot is the read models as of one moment: its reads all see the same state, however far
+// the projections go on meanwhile. Close it when done; while it is open, the read-model file's
+// WAL cannot be checkpointed past it.
+type Snapshot struct {
+	conn *sql.Conn
+}
+
+// Snapshot opens a snapshot of the read models, taken now. It takes no write lock: a deferred
+// transaction begun by hand, since the driver begins every other one IMMEDIATE (the store's
+// files are opened so), which would hold up the projections' writer. In WAL mode the first
+// read fixes the snapshot until the end of the transaction.
+func (q Queries) Snapshot(ctx context.Context) (*Snapshot, error) {
+	conn, err := q.DB.Conn(ctx)
 	if err != nil {
-		return LookupRows{}, false, err
+		return nil, err
 	}
-	defer tx.Close()
-	if _, err := tx.ExecContext(ctx, `BEGIN DEFERRED`); err != nil {
-		return LookupRows{}, false, err
+	if _, err := conn.ExecContext(ctx, `BEGIN DEFERRED`); err != nil {
+		conn.Close()
+		return nil, err
 	}
-	defer tx.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`)
+	var n int
+	if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema`).Scan(&n); err != nil {
+		conn.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`)
+		conn.Close()
+		return nil, err
+	}
+	return &Snapshot{conn: conn}, nil
+}
+
+// Close ends the snapshot.
+func (s *Snapshot) Close() error {
+	_, err := s.conn.ExecContext(context.Background(), `ROLLBACK`)
+	return errors.Join(err, s.conn.Close())
+}
+
+// ListOrders is Queries.ListOrders in the snapshot.
+func (s *Snapshot) ListOrders(ctx context.Context, f OrderFilter) ([]OrderRow, string, error) {
+	return listOrders(ctx, s.conn, f)
+}
+
+// Checkpoint returns the projection's checkpoint and the version of its live generation. ok
+// is false if the file has no such projection.
+func (s *Snapshot) Checkpoint(ctx context.Context, name string) (at eventstore.Position, version int, ok bool, err error) {
 	// A checkpoint table from before projections had versions has no version column: its
-	// lookups are of version 1.
+	// generations are of version 1.
 	var columns, versioned int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(name = 'version'), 0) FROM pragma_table_info('projection_checkpoints')`).
+	if err := s.conn.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(name = 'version'), 0) FROM pragma_table_info('projection_checkpoints')`).
 		Scan(&columns, &versioned); err != nil || columns == 0 {
-		return LookupRows{}, false, err
+		return eventstore.Position{}, 0, false, err
 	}
-	version := `1`
+	column := `1`
 	if versioned > 0 {
-		version = `version`
+		column = `version`
 	}
-	var v int
-	err = tx.QueryRowContext(ctx, `SELECT commit_position, prepare_position, `+version+` FROM projection_checkpoints WHERE name = ?`,
-		Lookups{}.Name()).Scan(&rows.At.Commit, &rows.At.Prepare, &v)
-	if errors.Is(err, sql.ErrNoRows) || err == nil && v != (Lookups{}).Version() {
-		return LookupRows{}, false, nil
+	err = s.conn.QueryRowContext(ctx, `SELECT commit_position, prepare_position, `+column+` FROM projection_checkpoints WHERE name = ?`, name).
+		Scan(&at.Commit, &at.Prepare, &version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return eventstore.Position{}, 0, false, nil
 	}
-	if err != nil {
+	return at, version, err == nil, err
+}
+
+// LookupRows reads every row of the lookups and their checkpoint. ok is false if the file has
+// no lookups, or lookups of another version than Lookups.Version, whose rows mean other things.
+func (s *Snapshot) LookupRows(ctx context.Context) (rows LookupRows, ok bool, err error) {
+	at, version, ok, err := s.Checkpoint(ctx, Lookups{}.Name())
+	if err != nil || !ok || version != (Lookups{}).Version() {
 		return LookupRows{}, false, err
 	}
-	if rows.Payments, err = all(ctx, tx, `SELECT principal, payment_id, order_id FROM payments`, func(scan func(...any) error) (r PaymentRow, err error) {
+	rows.At = at
+	if rows.Payments, err = all(ctx, s.conn, `SELECT principal, payment_id, order_id FROM payments`, func(scan func(...any) error) (r PaymentRow, err error) {
 		return r, scan(&r.Principal, &r.PaymentID, &r.OrderID)
 	}); err != nil {
 		return LookupRows{}, false, err
 	}
-	if rows.ClientReferences, err = all(ctx, tx, `SELECT principal, customer_id, client_reference, order_id FROM client_references`, func(scan func(...any) error) (r ClientReferenceRow, err error) {
+	if rows.ClientReferences, err = all(ctx, s.conn, `SELECT principal, customer_id, client_reference, order_id FROM client_references`, func(scan func(...any) error) (r ClientReferenceRow, err error) {
 		return r, scan(&r.Principal, &r.CustomerID, &r.ClientReference, &r.OrderID)
 	}); err != nil {
 		return LookupRows{}, false, err
 	}
-	if rows.Keys, err = all(ctx, tx, `SELECT `+keyColumns+` FROM idempotency_keys`, scanKey); err != nil {
+	if rows.Keys, err = all(ctx, s.conn, `SELECT `+keyColumns+` FROM idempotency_keys`, scanKey); err != nil {
 		return LookupRows{}, false, err
 	}
 	return rows, true, nil
 }
 
 // all reads every row of query, each with row.
-func all[T any](ctx context.Context, tx *sql.Conn, query string, row func(scan func(...any) error) (T, error)) ([]T, error) {
-	rs, err := tx.QueryContext(ctx, query)
+func all[T any](ctx context.Context, db querier, query string, row func(scan func(...any) error) (T, error)) ([]T, error) {
+	rs, err := db.QueryContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}

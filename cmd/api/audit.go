@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -174,9 +173,6 @@ func (c *auditVerifyCmd) Run(ctx context.Context, e *env) error {
 		}
 		defer db.Close()
 		v.Reads = &projections.Queries{DB: db}
-		if v.ReadsAt, err = checkpoint(ctx, db, "orders"); err != nil {
-			return err
-		}
 	}
 	if f, ok := e.stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		var bar *progressbar.ProgressBar
@@ -219,14 +215,4 @@ func (c *auditVerifyCmd) Run(ctx context.Context, e *env) error {
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
-}
-
-// checkpoint reads a projection's checkpoint from the read-model database.
-func checkpoint(ctx context.Context, db *sql.DB, name string) (eventstore.Position, error) {
-	var p eventstore.Position
-	err := db.QueryRowContext(ctx, `SELECT commit_position, prepare_position FROM projection_checkpoints WHERE name = ?`, name).Scan(&p.Commit, &p.Prepare)
-	if errors.Is(err, sql.ErrNoRows) {
-		return eventstore.Position{}, nil
-	}
-	return p, err
 }
