@@ -47,9 +47,10 @@ func (f Finding) String() string {
 
 // Report is the outcome of a verification.
 type Report struct {
-	Streams         int       `json:"streams"`    // order streams
-	KeyStreams      int       `json:"keyStreams"` // idempotency key streams, read for the lookups' check
-	LookupsCompared bool      `json:"lookupsCompared"`
+	Streams         int       `json:"streams"`         // order streams
+	KeyStreams      int       `json:"keyStreams"`      // idempotency key streams, read for the lookups' check
+	OrdersCompared  bool      `json:"ordersCompared"`  // the orders read model was there, at this build's version
+	LookupsCompared bool      `json:"lookupsCompared"` // and the lookups
 	Events          uint64    `json:"events"`
 	RowsChecked     int       `json:"rowsChecked"`
 	Seconds         float64   `json:"seconds"`
@@ -92,18 +93,23 @@ func (v *Verifier) Verify(ctx context.Context) (Report, error) {
 	streams := map[string]*stream{}
 	// The read models are fixed before the log is read: every row then comes from an event
 	// the log holds.
-	var snap *projections.Snapshot
+	var snap *projections.Snapshot // of the orders read model, if it is to be compared
 	var ordersAt eventstore.Position
 	var lk *lookups
 	if v.Reads != nil {
-		if snap, err = v.Reads.Snapshot(ctx); err != nil {
+		s, err := v.Reads.Snapshot(ctx)
+		if err != nil {
 			return Report{}, fmt.Errorf("read the read models: %w", err)
 		}
-		defer snap.Close()
-		if ordersAt, _, _, err = snap.Checkpoint(ctx, projections.Orders{}.Name()); err != nil {
+		defer s.Close()
+		at, version, ok, err := s.Checkpoint(ctx, projections.Orders{}.Name())
+		if err != nil {
 			return Report{}, fmt.Errorf("read the orders' checkpoint: %w", err)
 		}
-		rows, ok, err := snap.LookupRows(ctx)
+		if ok && version == (projections.Orders{}).Version() {
+			snap, ordersAt = s, at
+		}
+		rows, ok, err := s.LookupRows(ctx)
 		if err != nil {
 			return Report{}, fmt.Errorf("read the lookups: %w", err)
 		}
@@ -178,7 +184,7 @@ func (v *Verifier) Verify(ctx context.Context) (Report, error) {
 		if err != nil {
 			return Report{}, err
 		}
-		rep.Findings, rep.RowsChecked = append(rep.Findings, drift...), rows
+		rep.Findings, rep.RowsChecked, rep.OrdersCompared = append(rep.Findings, drift...), rows, true
 	}
 	if lk != nil {
 		rep.KeyStreams, rep.LookupsCompared = len(lk.byStream), true

@@ -301,8 +301,8 @@ func TestLaggingLookupsAreNotDrift(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Findings) != 0 || !rep.LookupsCompared {
-		t.Fatalf("lookups compared %v, findings %v; want compared, none", rep.LookupsCompared, rep.Findings)
+	if len(rep.Findings) != 0 || !rep.OrdersCompared || !rep.LookupsCompared {
+		t.Fatalf("orders compared %v, lookups %v, findings %v; want both compared, none", rep.OrdersCompared, rep.LookupsCompared, rep.Findings)
 	}
 }
 
