@@ -86,17 +86,25 @@ func TestClaimCompleteReplay(t *testing.T) {
 	}
 }
 
-// Duplicates of a request this process is running wait for it without touching the store, and
-// replay its outcome as soon as it is recorded.
-func TestDuplicatesWaitForTheHolder(t *testing.T) {
+// heldWithCounts claims k1 on keys whose store counts the reads and appends made through it,
+// and whose duplicates wait up to 5 s.
+func heldWithCounts(t *testing.T) (*idempotency.Keys, *countingStore, *idempotency.Claim) {
+	t.Helper()
 	keys, _, s := newKeys(t)
 	counted := &countingStore{Store: s}
 	keys.Store, keys.Wait = counted, 5*time.Second
-	ctx := context.Background()
-	claim, _, err := keys.Begin(ctx, request("fp"))
+	claim, _, err := keys.Begin(context.Background(), request("fp"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return keys, counted, claim
+}
+
+// Duplicates of a request this process is running wait for it without touching the store, and
+// replay its outcome as soon as it is recorded.
+func TestDuplicatesWaitForTheHolder(t *testing.T) {
+	keys, counted, claim := heldWithCounts(t)
+	ctx := context.Background()
 	const n = 20
 	var wg sync.WaitGroup
 	var replays atomic.Int32
@@ -130,14 +138,8 @@ func TestDuplicatesWaitForTheHolder(t *testing.T) {
 // Duplicates of a request answered before its outcome is recorded get that answer at once,
 // from this process's memory: they neither wait for the record nor read the store.
 func TestDuplicatesTakeTheAnswerGivenBeforeItsRecord(t *testing.T) {
-	keys, _, s := newKeys(t)
-	counted := &countingStore{Store: s}
-	keys.Store, keys.Wait = counted, 5*time.Second
+	keys, counted, claim := heldWithCounts(t)
 	ctx := context.Background()
-	claim, _, err := keys.Begin(ctx, request("fp"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	waiting := make(chan *idempotency.Outcome, 1)
 	go func() {
 		_, replay, err := keys.Begin(ctx, request("fp"))
@@ -172,7 +174,7 @@ func TestDuplicatesTakeTheAnswerGivenBeforeItsRecord(t *testing.T) {
 	if err := keys.Complete(ctx, claim, created); err != nil || !claim.Kept {
 		t.Fatalf("Complete: %v, kept %v", err, claim.Kept)
 	}
-	if types := keyEvents(t, s, request("fp")); !slices.Equal(types, []string{idempotency.TypeClaimed, idempotency.TypeCompleted}) {
+	if types := keyEvents(t, counted.Store, request("fp")); !slices.Equal(types, []string{idempotency.TypeClaimed, idempotency.TypeCompleted}) {
 		t.Fatalf("key stream %v, want claimed and completed", types)
 	}
 }
