@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/acme/orders/eventstore"
@@ -32,11 +33,12 @@ func (s *Server) ObserveKey(ctx context.Context, e idempotency.Event, keyHash st
 	if s.Metrics != nil {
 		s.Metrics.keys.WithLabelValues(string(e)).Inc()
 	}
-	attrs := []any{"event", string(e), "key_hash", keyHash}
 	if info, ok := ctx.Value(requestInfoKey{}).(*requestInfo); ok {
-		attrs = append(attrs, "request_id", info.id, "principal", info.principal)
+		s.Log.LogAttrs(ctx, slog.LevelInfo, "idempotency key", slog.String("event", string(e)), slog.String("key_hash", keyHash),
+			slog.String("request_id", info.id), slog.String("principal", info.principal))
+		return
 	}
-	s.Log.Info("idempotency key", attrs...)
+	s.Log.LogAttrs(ctx, slog.LevelInfo, "idempotency key", slog.String("event", string(e)), slog.String("key_hash", keyHash))
 }
 
 // DefaultRequestTimeout bounds a request's work when Server.RequestTimeout is 0.
