@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/acme/orders/command"
+	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/eventstore/sqlite"
 	"github.com/acme/orders/idempotency"
 )
@@ -17,15 +18,7 @@ import (
 // one whose cost the load harness's replay phase measures against its baseline. The server
 // logs as in production (JSON lines, to a discarded writer).
 func BenchmarkReplay(b *testing.B) {
-	s, err := sqlite.Open(b.TempDir(), sqlite.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
-	srv := &Server{Store: s, Feed: s, Orders: &command.Handler{Store: s}, Keys: &idempotency.Keys{Store: s},
-		Fingerprints: idempotency.NewFingerprints(100), IDs: command.NewOrderIDs(), Metrics: NewMetrics(),
-		Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
-	srv.Keys.Observe = srv.ObserveKey
+	srv, _ := newServer(b, nil)
 	h := srv.Handler()
 	create := func() *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, "/v1/orders",
@@ -46,4 +39,24 @@ func BenchmarkReplay(b *testing.B) {
 			b.Fatalf("replay: %d %v", r.Code, r.Header())
 		}
 	}
+}
+
+// newServer serves the commands on an embedded store in a temporary directory, which wrap, if
+// set, wraps for the server; it logs as in production, to a discarded writer.
+func newServer(tb testing.TB, wrap func(eventstore.Store) eventstore.Store) (*Server, *sqlite.Store) {
+	tb.Helper()
+	s, err := sqlite.Open(tb.TempDir(), sqlite.Config{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	store := eventstore.Store(s)
+	if wrap != nil {
+		store = wrap(s)
+	}
+	srv := &Server{Store: store, Feed: s, Orders: &command.Handler{Store: store}, Keys: &idempotency.Keys{Store: store},
+		Fingerprints: idempotency.NewFingerprints(100), IDs: command.NewOrderIDs(), Metrics: NewMetrics(),
+		Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+	srv.Keys.Observe = srv.ObserveKey
+	return srv, s
 }

@@ -3,8 +3,6 @@ package api
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -12,9 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/acme/orders/command"
 	"github.com/acme/orders/eventstore"
-	"github.com/acme/orders/eventstore/sqlite"
 	"github.com/acme/orders/idempotency"
 )
 
@@ -36,14 +32,8 @@ func (f *failingOutcomes) Append(ctx context.Context, stream string, expected ev
 // An answer whose outcome cannot be recorded is not given: the client gets 503 with
 // Retry-After, and the key is let go, so that its retry runs at once and then replays.
 func TestAnswerNotRecordedIsNotGiven(t *testing.T) {
-	s, err := sqlite.Open(t.TempDir(), sqlite.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	store := &failingOutcomes{Store: s}
-	srv := &Server{Store: store, Feed: s, Orders: &command.Handler{Store: store}, Keys: &idempotency.Keys{Store: store},
-		IDs: command.NewOrderIDs(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	store := &failingOutcomes{}
+	srv, s := newServer(t, func(s eventstore.Store) eventstore.Store { store.Store = s; return store })
 	h := srv.Handler()
 	pay := func() *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, "/v1/orders/01ARZ3NDEKTSV4RRFFQ69G5FAV/payments",
