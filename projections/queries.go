@@ -58,10 +58,9 @@ func (q Queries) ListOrders(ctx context.Context, f OrderFilter) ([]OrderRow, str
 	return listOrders(ctx, q.DB, f)
 }
 
-// querier is what a query needs of a *sql.DB, *sql.Conn or *sql.Tx.
+// querier is what a listing needs of a *sql.DB or *sql.Conn.
 type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 func listOrders(ctx context.Context, db querier, f OrderFilter) ([]OrderRow, string, error) {
