@@ -12,7 +12,8 @@ import (
 // checkpoints them into the database file, rather than SQLite's 1,000: pages that change again
 // before the checkpoint are copied once. It raised concurrent appends from about 20,000 to
 // 25,000 events/s here, and for the read models it took checkpoint writes from 0.67 to 0.22
-// per append under the load (docs/benchmarks.md).
+// per append under the load (docs/benchmarks.md). The store's writer does not checkpoint in
+// its commits at all: see Store.checkpointer.
 const checkpointPages = "10000"
 
 // writeConn is the writer's driver connection and its prepared statements. It speaks
@@ -22,12 +23,21 @@ type writeConn struct {
 
 	stream, insertStream, updateStream, deleteStream driverStmt
 	insertEvent, findEvent, eventsFrom, deleteEvents driverStmt
+	checkpoint                                       driverStmt
 }
 
 func newWriteConn(dc any) (*writeConn, error) {
 	conn, ok := dc.(driver.Conn)
 	if !ok {
 		return nil, fmt.Errorf("driver connection %T is not a driver.Conn", dc)
+	}
+	// The writer checkpoints between its transactions, never in a commit (Store.checkpointer).
+	ex, ok := dc.(driver.ExecerContext)
+	if !ok {
+		return nil, fmt.Errorf("driver connection %T cannot execute a statement directly", dc)
+	}
+	if _, err := ex.ExecContext(context.Background(), `PRAGMA wal_autocheckpoint = 0`, nil); err != nil {
+		return nil, fmt.Errorf("turn off checkpoints in commits: %w", err)
 	}
 	w := &writeConn{conn: conn}
 	for _, p := range []struct {
@@ -45,6 +55,7 @@ func newWriteConn(dc any) (*writeConn, error) {
 		{&w.eventsFrom, `SELECT id, revision, position FROM events
 			WHERE stream_id = ? AND revision >= ? ORDER BY revision LIMIT ?`},
 		{&w.deleteEvents, `DELETE FROM events WHERE stream_id = ?`},
+		{&w.checkpoint, `PRAGMA wal_checkpoint(PASSIVE)`},
 	} {
 		st, err := conn.Prepare(p.sql)
 		if err != nil {
@@ -58,7 +69,7 @@ func newWriteConn(dc any) (*writeConn, error) {
 
 func (w *writeConn) close() {
 	for _, st := range []driverStmt{w.stream, w.insertStream, w.updateStream, w.deleteStream,
-		w.insertEvent, w.findEvent, w.eventsFrom, w.deleteEvents} {
+		w.insertEvent, w.findEvent, w.eventsFrom, w.deleteEvents, w.checkpoint} {
 		if st.stmt != nil {
 			st.stmt.Close()
 		}

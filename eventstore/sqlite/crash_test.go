@@ -36,7 +36,9 @@ func TestCrashChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("runs only as TestCrash's child process")
 	}
-	s, err := sqlite.Open(dir, sqlite.Config{})
+	// The checkpointer copies the WAL after every tick in which anything was written, so that
+	// the longer rounds kill the child between and during copies too.
+	s, err := sqlite.Open(dir, sqlite.Config{CheckpointEvents: 1})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -71,7 +73,8 @@ func TestCrashChild(t *testing.T) {
 
 // TestCrash kills a child process that appends in a loop with SIGKILL at random moments, 20
 // times on the same data directory, and checks after each crash that every acknowledged append
-// is stored whole and that no append is half written.
+// is stored whole and that no append is half written. Every fifth round lasts long enough for
+// the checkpointer to copy the WAL and start it over.
 func TestCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts 20 child processes")
@@ -79,7 +82,11 @@ func TestCrash(t *testing.T) {
 	dir := t.TempDir()
 	for round := range 20 {
 		prefix := fmt.Sprintf("crash%02d", round)
-		acked := runAndKill(t, dir, prefix, time.Duration(20+rand.IntN(200))*time.Millisecond)
+		d := time.Duration(20+rand.IntN(200)) * time.Millisecond
+		if round%5 == 4 {
+			d = time.Duration(1100+rand.IntN(1000)) * time.Millisecond
+		}
+		acked := runAndKill(t, dir, prefix, d)
 
 		s, err := sqlite.Open(dir, sqlite.Config{})
 		if err != nil {

@@ -20,9 +20,17 @@
 // The writer caches stream rows (it is the only writer, so its cache is the truth), and an
 // append costs one INSERT per event. The writer and the readers call the driver through
 // database/sql/driver rather than database/sql, whose per-statement and per-column wrapping
-// cost more than SQLite itself (see docs/benchmarks.md). The WAL is checkpointed every 10,000
-// pages instead of 1,000, so that pages written again between checkpoints are copied once; the
-// read models' database (OpenDB) is too.
+// cost more than SQLite itself (see docs/benchmarks.md).
+//
+// # Checkpoints
+//
+// No commit copies the WAL into the database file: a checkpointer does, on a connection of its
+// own, beside the writer, every 20,000 events or 5 s of writes (Config.CheckpointEvents), so
+// that pages written again between copies are copied once. Then the writer, between two
+// transactions, copies the few pages committed meanwhile, and the WAL starts over. SQLite's
+// own checkpoint would run inside the commit that crosses its threshold and hold every append
+// waiting for the next one. The read models' database (OpenDB) checkpoints in its commits,
+// every 10,000 pages instead of SQLite's 1,000.
 //
 // # Reads
 //

@@ -116,6 +116,10 @@ func (s *Store) serve(conn *writeConn) {
 		select {
 		case r := <-s.requests:
 			batch = append(batch, r)
+		case done := <-s.finish:
+			conn.checkpoint.query() // see Store.checkpointer
+			close(done)
+			continue
 		case <-s.closing:
 			return
 		}
@@ -224,6 +228,7 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 		w.rollback()
 		return -1, 0, fmt.Errorf("commit: %w", err)
 	}
+	s.writtenOrDeleted.Add(uint64(len(w.written) + len(w.deleted)))
 	s.tail.add(w.written, w.deleted)
 	clear(w.written) // the tail copied the events: let their bytes go with the tail's
 	s.kept = w.written
