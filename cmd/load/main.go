@@ -357,6 +357,16 @@ func report(w io.Writer, f Figures) {
 	row("replays", "server", f.Server.Replays)
 	tw.Flush()
 	fmt.Fprintln(w)
+	fmt.Fprintln(tw, "server commands, by command\tanswers\tp50\tp95\tp99\tmax\t")
+	for _, c := range f.Server.Commands.ByCommand {
+		name := c.Command
+		if c.Replayed {
+			name += ", replayed"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%v\t%v\t%v\t%v\t\n", name, c.Answers, round(c.Latency.P50), round(c.Latency.P95), round(c.Latency.P99), round(c.Latency.Max))
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
 	fmt.Fprintln(tw, "processor use (cores)\ttarget\tharness\tother processes\tidle\ttarget time per command\t")
 	cpu := func(phase, target string, c CPU) {
 		fmt.Fprintf(tw, "%s %s\t%.2f\t%.2f\t%.2f\t%.2f\t%v\t\n", phase, target, c.Target, c.Harness, c.Others, c.Idle, c.TargetPerCommand.Round(time.Microsecond))

@@ -14,6 +14,7 @@ import (
 
 // request is one HTTP request of the workload.
 type request struct {
+	command           string // the workload's name of the command, for the figures
 	method, path, key string
 	body              []byte // nil: no body
 }
@@ -118,7 +119,7 @@ func (w *worker) send(ctx context.Context, r request) (reply, error) {
 	}
 	end := time.Now()
 	out := reply{status: res.StatusCode, header: res.Header, body: raw}
-	w.rec.request(start, end, out)
+	w.rec.request(r.command, start, end, out)
 	return out, nil
 }
 

@@ -92,7 +92,7 @@ type Command struct {
 }
 
 func (c *Command) request() request {
-	return request{method: c.Method, path: c.Path, key: c.Key, body: c.Body}
+	return request{command: c.Name, method: c.Method, path: c.Path, key: c.Key, body: c.Body}
 }
 
 func (c *Command) reply() reply {
@@ -201,7 +201,7 @@ func (r *Report) order(ctx context.Context, w *worker, o *Order) error {
 		return nil // the create was never acknowledged: nothing to find it by
 	}
 	r.Orders++
-	res, err := w.settle(ctx, request{method: http.MethodGet, path: "/v1/orders/" + o.ID + "/events"})
+	res, err := w.settle(ctx, request{command: "get-history", method: http.MethodGet, path: "/v1/orders/" + o.ID + "/events"})
 	if err != nil {
 		return err
 	}
@@ -283,7 +283,7 @@ func (r *Report) order(ctx context.Context, w *worker, o *Order) error {
 		return nil // an unanswered command may have changed it
 	}
 
-	res, err = w.settle(ctx, request{method: http.MethodGet, path: "/v1/orders/" + o.ID})
+	res, err = w.settle(ctx, request{command: "get-order", method: http.MethodGet, path: "/v1/orders/" + o.ID})
 	if err != nil {
 		return err
 	}

@@ -332,7 +332,7 @@ func (w *worker) lifecycle(ctx context.Context, n int) {
 // command sends c, again as RetryShare says, and records its answer in o. It reports whether
 // the command was acknowledged with status want.
 func (w *worker) command(ctx context.Context, o *Order, c *Command, want int) (reply, bool) {
-	req := request{method: c.Method, path: c.Path, key: c.Key, body: c.Body}
+	req := c.request()
 	copies := 1
 	again := false
 	if w.chance(w.cfg.RetryShare) {
@@ -442,10 +442,11 @@ func (w *worker) deliver(ctx context.Context, o *Order, path, payment string) bo
 	replies := make([]reply, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
+	confirm := func(key string) *Command {
+		return &Command{Name: "confirm-payment", Method: http.MethodPost, Path: p, Key: key, Body: body, Delivery: true}
+	}
 	for i, key := range keys {
-		wg.Go(func() {
-			replies[i], errs[i] = w.settle(ctx, request{method: http.MethodPost, path: p, key: key, body: body})
-		})
+		wg.Go(func() { replies[i], errs[i] = w.settle(ctx, confirm(key).request()) })
 	}
 	wg.Wait()
 	byKey := map[string][]reply{}
@@ -466,13 +467,13 @@ func (w *worker) deliver(ctx context.Context, o *Order, path, payment string) bo
 	all := true
 	for _, key := range keys {
 		if _, ok := byKey[key]; !ok {
-			o.unknown(&Command{Name: "confirm-payment", Method: http.MethodPost, Path: p, Key: key, Body: body, Delivery: true})
+			o.unknown(confirm(key))
 			all = false
 		}
 	}
 	for _, key := range order {
-		c := &Command{Name: "confirm-payment", Method: http.MethodPost, Path: p, Key: key, Body: body, Delivery: true}
-		r := w.original(request{method: c.Method, path: p, key: key, body: body}, byKey[key])
+		c := confirm(key)
+		r := w.original(c.request(), byKey[key])
 		w.acknowledge(o, c, r)
 		if r.status != http.StatusOK {
 			w.rec.errorf("%v: %v, want 200", c.request(), r)

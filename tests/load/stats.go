@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -15,13 +16,24 @@ type Stats struct {
 	Commands int `json:"commands"`
 	// Requests are the HTTP answers in the window: commands, their retries and duplicate
 	// deliveries, replays.
-	Requests   int      `json:"requests"`
-	Replays    int      `json:"replays"`    // answers with Idempotent-Replayed: true
-	Conflicts  int      `json:"conflicts"`  // 409 answers (in flight, concurrent modification)
-	Errors     int      `json:"errors"`     // 5xx, unexpected answers, requests given up
-	Unanswered int      `json:"unanswered"` // transport errors (a crashed server), retried
-	Latency    Latency  `json:"latency"`    // of every answer in the window
-	Samples    []string `json:"errorSamples,omitempty"`
+	Requests   int     `json:"requests"`
+	Replays    int     `json:"replays"`    // answers with Idempotent-Replayed: true
+	Conflicts  int     `json:"conflicts"`  // 409 answers (in flight, concurrent modification)
+	Errors     int     `json:"errors"`     // 5xx, unexpected answers, requests given up
+	Unanswered int     `json:"unanswered"` // transport errors (a crashed server), retried
+	Latency    Latency `json:"latency"`    // of every answer in the window
+	// ByCommand splits the answers by command, first runs and replays apart: which of them
+	// make the tail.
+	ByCommand []CommandLatency `json:"byCommand,omitempty"`
+	Samples   []string         `json:"errorSamples,omitempty"`
+}
+
+// CommandLatency are the answers to one command of the workload in a window.
+type CommandLatency struct {
+	Command  string  `json:"command"`
+	Replayed bool    `json:"replayed"` // answers with Idempotent-Replayed: true
+	Answers  int     `json:"answers"`
+	Latency  Latency `json:"latency"`
 }
 
 // CommandsPerSecond is the rate of acknowledged commands.
@@ -67,16 +79,18 @@ type recorder struct {
 
 // answer is one HTTP answer.
 type answer struct {
+	command  string
 	end      time.Time
 	latency  time.Duration
 	replayed bool
 	conflict bool
 }
 
-func (r *recorder) request(start, end time.Time, out reply) {
+func (r *recorder) request(command string, start, end time.Time, out reply) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.answers = append(r.answers, answer{end: end, latency: end.Sub(start), replayed: out.replayed(), conflict: out.status == http.StatusConflict})
+	r.answers = append(r.answers, answer{command: command, end: end, latency: end.Sub(start), replayed: out.replayed(),
+		conflict: out.status == http.StatusConflict})
 }
 
 func (r *recorder) ack() {
@@ -108,6 +122,11 @@ func (r *recorder) errorf(format string, args ...any) {
 func stats(recs []*recorder, from, to time.Time) Stats {
 	s := Stats{Elapsed: to.Sub(from)}
 	var lat []time.Duration
+	type kind struct {
+		command  string
+		replayed bool
+	}
+	byKind := map[kind][]time.Duration{}
 	in := func(t time.Time) bool { return !t.Before(from) && !t.After(to) }
 	for _, r := range recs {
 		r.mu.Lock()
@@ -117,6 +136,8 @@ func stats(recs []*recorder, from, to time.Time) Stats {
 			}
 			s.Requests++
 			lat = append(lat, a.latency)
+			k := kind{a.command, a.replayed}
+			byKind[k] = append(byKind[k], a.latency)
 			if a.replayed {
 				s.Replays++
 			}
@@ -139,10 +160,26 @@ func stats(recs []*recorder, from, to time.Time) Stats {
 		}
 		r.mu.Unlock()
 	}
-	slices.Sort(lat)
-	if n := len(lat); n > 0 {
-		q := func(p float64) time.Duration { return lat[min(n-1, int(p*float64(n)))] }
-		s.Latency = Latency{P50: q(0.50), P95: q(0.95), P99: q(0.99), Max: lat[n-1]}
+	s.Latency = percentiles(lat)
+	for k, lat := range byKind {
+		s.ByCommand = append(s.ByCommand, CommandLatency{Command: k.command, Replayed: k.replayed, Answers: len(lat), Latency: percentiles(lat)})
 	}
+	slices.SortFunc(s.ByCommand, func(a, b CommandLatency) int {
+		if a.Command == b.Command && a.Replayed != b.Replayed {
+			return map[bool]int{false: -1, true: 1}[a.Replayed]
+		}
+		return strings.Compare(a.Command, b.Command)
+	})
 	return s
+}
+
+// percentiles sorts lat and reads its percentiles.
+func percentiles(lat []time.Duration) Latency {
+	slices.Sort(lat)
+	n := len(lat)
+	if n == 0 {
+		return Latency{}
+	}
+	q := func(p float64) time.Duration { return lat[min(n-1, int(p*float64(n)))] }
+	return Latency{P50: q(0.50), P95: q(0.95), P99: q(0.99), Max: lat[n-1]}
 }
