@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -95,6 +96,43 @@ func TestCrash(t *testing.T) {
 		checkWhole(t, s, prefix, acked)
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// What a killed process left in the WAL is copied into the database file as soon as the next
+// process writes, rather than 5 s or 20,000 events later: a server killed again and again would
+// otherwise never copy it, and each start would read all of it again (the crash loop of
+// tests/crashloop_test.go saw the WAL grow to 140 MB over 40 kills, and each start slow down
+// from 65 to 320 ms).
+func TestLeftoverWALIsCopiedAfterTheFirstWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a child process")
+	}
+	dir := t.TempDir()
+	runAndKill(t, dir, "left", 300*time.Millisecond)
+	size := func() int64 {
+		t.Helper()
+		fi, err := os.Stat(filepath.Join(dir, sqlite.FileName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	left := size()
+
+	s, err := sqlite.Open(dir, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	event := eventstore.EventData{ID: uuid.New(), Type: "crash.test.v1", Data: []byte(`{}`)}
+	if _, err := s.Append(context.Background(), "after", eventstore.NoStream, event); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(3 * time.Second); size() == left; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the database file is still %d bytes 3 s after the first write: the WAL left behind was not copied", left)
 		}
 	}
 }

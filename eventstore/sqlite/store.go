@@ -192,28 +192,46 @@ func (s *Store) checkpointer() {
 	defer close(s.checkpoints)
 	tick := time.NewTicker(checkpointTick)
 	defer tick.Stop()
-	copied, at := s.writtenOrDeleted.Load(), time.Now() // changes at the last copy, and its time
+	// The first copy follows this process's first write at once, and copies what an earlier
+	// process left in the WAL: a server killed again and again within a second would
+	// otherwise never copy it, and each start would read all of it again. A process that only
+	// reads (the audit commands) never copies.
+	var copied uint64 // events written or streams deleted at the last copy
+	var at time.Time  // when it started
 	for {
+		changes := s.writtenOrDeleted.Load()
+		if changes-copied >= uint64(s.cfg.CheckpointEvents) || changes != copied && (at.IsZero() || time.Since(at) >= checkpointAfter) {
+			copied, at = changes, time.Now()
+			if !s.copyWAL() {
+				return
+			}
+		}
+		var written <-chan struct{} // closed by the next commit, until the first copy
+		if at.IsZero() {
+			written = s.changes()
+		}
 		select {
 		case <-tick.C:
+		case <-written:
 		case <-s.closing:
 			return
 		}
-		changes := s.writtenOrDeleted.Load()
-		if changes-copied < uint64(s.cfg.CheckpointEvents) && (changes == copied || time.Since(at) < checkpointAfter) {
-			continue
-		}
-		copied, at = changes, time.Now()
-		for range 2 {
-			s.ckpt.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
-		}
-		done := make(chan struct{})
-		select {
-		case s.finish <- done:
-			<-done
-		case <-s.closing:
-			return
-		}
+	}
+}
+
+// copyWAL copies the WAL into the database file, twice beside the writer and then by the
+// writer between two transactions (see checkpointer). It returns false if the store closed.
+func (s *Store) copyWAL() bool {
+	for range 2 {
+		s.ckpt.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
+	}
+	done := make(chan struct{})
+	select {
+	case s.finish <- done:
+		<-done
+		return true
+	case <-s.closing:
+		return false
 	}
 }
 
