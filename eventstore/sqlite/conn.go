@@ -13,7 +13,7 @@ import (
 // before the checkpoint are copied once. It raised concurrent appends from about 20,000 to
 // 25,000 events/s here, and for the read models it took checkpoint writes from 0.67 to 0.22
 // per append under the load (docs/benchmarks.md). The store's writer does not checkpoint in
-// its commits at all: see Store.checkpointer.
+// its commits at all (see Store.checkpointer).
 const checkpointPages = "10000"
 
 // writeConn is the writer's driver connection and its prepared statements. It speaks
@@ -31,15 +31,14 @@ func newWriteConn(dc any) (*writeConn, error) {
 	if !ok {
 		return nil, fmt.Errorf("driver connection %T is not a driver.Conn", dc)
 	}
-	// The writer checkpoints between its transactions, never in a commit (Store.checkpointer).
-	ex, ok := dc.(driver.ExecerContext)
-	if !ok {
-		return nil, fmt.Errorf("driver connection %T cannot execute a statement directly", dc)
-	}
-	if _, err := ex.ExecContext(context.Background(), `PRAGMA wal_autocheckpoint = 0`, nil); err != nil {
-		return nil, fmt.Errorf("turn off checkpoints in commits: %w", err)
-	}
 	w := &writeConn{conn: conn}
+	// The writer copies the WAL between its transactions, never in a commit (see
+	// Store.checkpointer).
+	for _, pragma := range []string{`PRAGMA wal_autocheckpoint = 0`, `PRAGMA journal_size_limit = ` + walSizeLimit} {
+		if err := w.execOnce(pragma); err != nil {
+			return nil, err
+		}
+	}
 	for _, p := range []struct {
 		stmt *driverStmt
 		sql  string
@@ -65,6 +64,34 @@ func newWriteConn(dc any) (*writeConn, error) {
 		p.stmt.stmt = st
 	}
 	return w, nil
+}
+
+// walSizeLimit is the size in bytes (128 MiB) the WAL file is cut back to when it starts over,
+// after a reader kept it from doing so for a while: above what the WAL reaches between two
+// copies under the load (docs/benchmarks.md), so that it is not cut and grown again each time.
+const walSizeLimit = "134217728"
+
+// execOnce prepares, runs and closes a statement that returns no rows the writer needs.
+func (w *writeConn) execOnce(query string) error {
+	st, err := w.conn.Prepare(query)
+	if err != nil {
+		return fmt.Errorf("%s: %w", query, err)
+	}
+	defer st.Close()
+	if _, err := (driverStmt{st}).query(); err != nil {
+		return fmt.Errorf("%s: %w", query, err)
+	}
+	return nil
+}
+
+// copyWAL copies into the database file what the WAL holds beyond what was copied (as much
+// as the readers allow), and returns how many frames the WAL holds.
+func (w *writeConn) copyWAL() (frames int64, ok bool) {
+	rows, err := w.checkpoint.query()
+	if err != nil || len(rows) != 1 || len(rows[0]) != 3 {
+		return 0, false
+	}
+	return asInt(rows[0][1]), true
 }
 
 func (w *writeConn) close() {

@@ -39,7 +39,7 @@ func TestCrashChild(t *testing.T) {
 	}
 	// The checkpointer copies the WAL after every tick in which anything was written, so that
 	// the longer rounds kill the child between and during copies too.
-	s, err := sqlite.Open(dir, sqlite.Config{CheckpointEvents: 1})
+	s, err := sqlite.Open(dir, sqlite.Config{CheckpointFrames: 1})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)

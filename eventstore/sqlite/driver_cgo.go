@@ -20,7 +20,8 @@ const driverOwnsBlobs = true
 // Every connection maps the file into memory for reads (a page read is then a memory access
 // instead of a pread system call, which doubled long scans here), except the store's readers of
 // streams, which turn it off (see Store.rdb). And a connection that commits checkpoints every
-// 10,000 pages of WAL (checkpointPages).
+// 10,000 pages of WAL (checkpointPages), except the store's writer, which turns that off (see
+// Store.checkpointer).
 var sqliteDriver = &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
 	_, err := c.Exec(`PRAGMA mmap_size = 1073741824; PRAGMA wal_autocheckpoint = `+checkpointPages, nil)
 	return err
@@ -44,7 +45,8 @@ func (c dsnConnector) Driver() driver.Driver                        { return sql
 // storeOptions are DSN options for the store's own connections. _mutex=no drops SQLite's
 // per-connection mutex, which the driver otherwise takes and releases for every column of
 // every row (7% of a long read here): each of these connections is used by one goroutine at
-// a time, the writer's by the writer and a reader's by the read that took it from the pool.
+// a time, the writer's by the writer, the checkpointer's by the checkpointer, and a reader's
+// by the read that took it from the pool.
 const storeOptions = "&_mutex=no"
 
 // dsn opens path in WAL mode with the given synchronous setting (see the package doc).

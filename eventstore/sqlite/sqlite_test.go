@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,9 +35,8 @@ func MustOpen(tb testing.TB, dir string) *sqlite.Store {
 	return s
 }
 
-// Every connection of the read models checkpoints at the same size of WAL (the store's writer
-// leaves its checkpoints to the checkpointer).
-func TestReadModelsCheckpointLikeTheStore(t *testing.T) {
+// Every connection of the read models checkpoints at 10,000 pages of WAL, not SQLite's 1,000.
+func TestReadModelsCheckpointEvery10000Pages(t *testing.T) {
 	db, err := sqlite.OpenDB(filepath.Join(t.TempDir(), "readmodels.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +65,7 @@ func TestReadModelsCheckpointLikeTheStore(t *testing.T) {
 // started over would hold every byte of them.
 func TestCheckpointsStartTheWALOver(t *testing.T) {
 	dir := t.TempDir()
-	s, err := sqlite.Open(dir, sqlite.Config{CheckpointEvents: 1})
+	s, err := sqlite.Open(dir, sqlite.Config{CheckpointFrames: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,5 +100,61 @@ func TestCheckpointsStartTheWALOver(t *testing.T) {
 	}
 	if n != events {
 		t.Errorf("%d events after reopening, want %d", n, events)
+	}
+}
+
+// A reader that began before a copy of the WAL keeps it from starting over. Once the reader
+// ends, the WAL starts over within a few commits, not at the next copy (5 s later here).
+func TestWALStartsOverOnceAReaderLetsGo(t *testing.T) {
+	dir := t.TempDir()
+	s := MustOpen(t, dir)
+	defer s.Close()
+	ctx := context.Background()
+	appendOne := func() {
+		t.Helper()
+		_, err := s.Append(ctx, "s", eventstore.Any, eventstore.EventData{ID: uuid.New(), Type: "test.v1", Data: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	restarts := func() uint32 { // the WAL header's checkpoint sequence number
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dir, sqlite.FileName+"-wal"))
+		if err != nil || len(b) < 32 {
+			t.Fatalf("read the WAL header: %v (%d bytes)", err, len(b))
+		}
+		return binary.BigEndian.Uint32(b[12:16])
+	}
+
+	db, err := sqlite.OpenDB(filepath.Join(dir, sqlite.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	reader, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	var n int
+	if _, err := reader.ExecContext(ctx, `BEGIN`); err != nil { // deferred: a reader
+		t.Fatal(err)
+	}
+	if err := reader.QueryRowContext(ctx, `SELECT count(*) FROM events`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+
+	appendOne()                        // the first write: the checkpointer copies the WAL at once
+	time.Sleep(300 * time.Millisecond) // long enough for that copy, a few milliseconds
+	appendOne()
+	before := restarts()
+	if _, err := reader.ExecContext(ctx, `ROLLBACK`); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		appendOne()
+	}
+	if after := restarts(); after == before {
+		t.Errorf("the WAL did not start over after the reader ended (checkpoint sequence %d)", after)
 	}
 }

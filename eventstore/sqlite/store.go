@@ -39,9 +39,9 @@ type Config struct {
 	// OnBatch, if set, is called by the writer after each commit with the number of appends
 	// and deletes it held. It must not block.
 	OnBatch func(size int)
-	// CheckpointEvents is how many events written (or streams deleted) start the next copy of
-	// the WAL into the database file (see Store.checkpointer); 0 means 20,000.
-	CheckpointEvents int
+	// CheckpointFrames is how many frames (pages) of WAL not yet copied into the database
+	// file start the next copy (see Store.checkpointer); 0 means 20,000, about 80 MB.
+	CheckpointFrames int
 }
 
 // Store is the embedded event store. It is safe for concurrent use.
@@ -66,11 +66,11 @@ type Store struct {
 	close    sync.Once
 
 	// ckpt is the checkpointer's connection; finish is how it asks the writer to copy the
-	// rest of the WAL, and writtenOrDeleted counts the events written and streams deleted.
-	ckpt             *sql.DB
-	finish           chan chan struct{}
-	writtenOrDeleted atomic.Uint64
-	checkpoints      chan struct{} // closed when the checkpointer has stopped
+	// rest of the WAL; wrote says that this process has written.
+	ckpt         *sql.DB
+	finish       chan chan struct{}
+	wrote        atomic.Bool
+	checkpointed chan struct{} // closed when the checkpointer has stopped
 
 	head atomic.Uint64 // position of the last committed event
 	tail tail          // the latest events, for subscriptions
@@ -90,8 +90,8 @@ func Open(dir string, cfg Config) (*Store, error) {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 256
 	}
-	if cfg.CheckpointEvents <= 0 {
-		cfg.CheckpointEvents = 20_000
+	if cfg.CheckpointFrames <= 0 {
+		cfg.CheckpointFrames = 20_000
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open event store: %w", err)
@@ -130,17 +130,18 @@ func Open(dir string, cfg Config) (*Store, error) {
 	ckpt.SetMaxOpenConns(1)
 
 	s := &Store{
-		cfg:      cfg,
-		wdb:      wdb,
-		rdb:      rdb,
-		logs:     logs,
-		ckpt:     ckpt,
-		requests: make(chan *request),
-		finish:   make(chan chan struct{}),
-		closing:  make(chan struct{}),
-		written:  make(chan struct{}),
-		changed:  make(chan struct{}),
-		streams:  map[string]streamRow{},
+		cfg:          cfg,
+		wdb:          wdb,
+		rdb:          rdb,
+		logs:         logs,
+		ckpt:         ckpt,
+		requests:     make(chan *request),
+		finish:       make(chan chan struct{}),
+		checkpointed: make(chan struct{}),
+		closing:      make(chan struct{}),
+		written:      make(chan struct{}),
+		changed:      make(chan struct{}),
+		streams:      map[string]streamRow{},
 	}
 	var head sql.NullInt64
 	err = wdb.QueryRow(`SELECT seq FROM sqlite_sequence WHERE name = 'events'`).Scan(&head)
@@ -161,53 +162,55 @@ func Open(dir string, cfg Config) (*Store, error) {
 		s.closeDBs()
 		return nil, fmt.Errorf("open event store %s: %w", path, err)
 	}
-	s.checkpoints = make(chan struct{})
 	go s.checkpointer()
 	return s, nil
 }
 
-// The checkpointer copies the WAL into the database file once Config.CheckpointEvents events
-// have been written since it last did, or after checkpointAfter if any were; it looks every
-// checkpointTick. Under the load that is every 2–3 s and up to 27,000 pages of WAL (115 MB),
-// where SQLite's own checkpoints ran every 10,000 pages: a page written again between two
-// copies is copied once.
+// The checkpointer looks at the WAL every checkpointTick, and copies it once it holds
+// Config.CheckpointFrames frames not yet copied, or checkpointAfter after the last copy if it
+// holds any. Under the load that is every 2–3 s and up to 27,000 frames; SQLite's own
+// checkpoints ran every 10,000. A page written again between two copies is copied once.
 const (
 	checkpointAfter = 5 * time.Second
 	checkpointTick  = time.Second
 )
 
 // checkpointer copies the WAL into the database file beside the writer, so that no append
-// waits for a checkpoint. SQLite's own checkpoint runs in the commit that crosses 10,000 pages
+// waits for a checkpoint. SQLite's own checkpoint runs in the commit that crosses 10,000 frames
 // of WAL: under the load it held that commit, and every append waiting for the next one, for
 // 40–70 ms about once a second (docs/benchmarks.md). A checkpoint on another connection copies
 // without the write lock, but it never catches up with a writer that keeps appending, and the
 // WAL starts over only once all of it is copied. So the checkpointer copies twice, the second
 // time what was committed during the first, and then the writer copies, between two
 // transactions, what was committed during the second; its next transaction starts the WAL
-// over, unless a reader still reads from it (as with SQLite's own checkpoints).
+// over (see walRestart for the readers that keep it from doing so).
+//
+// The first copy follows this process's first write at once, and with it what an earlier
+// process left in the WAL: a server killed again and again within seconds would otherwise
+// never copy it, and each start would read all of it again. A process that only reads (the
+// audit commands) never copies.
 //
 // A checkpoint that fails leaves the WAL longer and the next tries again: the disk that fails
 // it fails the commits too, and they report it.
 func (s *Store) checkpointer() {
-	defer close(s.checkpoints)
+	defer close(s.checkpointed)
 	tick := time.NewTicker(checkpointTick)
 	defer tick.Stop()
-	// The first copy follows this process's first write at once, and copies what an earlier
-	// process left in the WAL: a server killed again and again within a second would
-	// otherwise never copy it, and each start would read all of it again. A process that only
-	// reads (the audit commands) never copies.
-	var copied uint64 // events written or streams deleted at the last copy
-	var at time.Time  // when it started
+	var last time.Time // when the last copy started
 	for {
-		changes := s.writtenOrDeleted.Load()
-		if changes-copied >= uint64(s.cfg.CheckpointEvents) || changes != copied && (at.IsZero() || time.Since(at) >= checkpointAfter) {
-			copied, at = changes, time.Now()
-			if !s.copyWAL() {
-				return
+		if s.wrote.Load() {
+			var busy, frames, copied int
+			err := s.ckpt.QueryRow(`PRAGMA wal_checkpoint(NOOP)`).Scan(&busy, &frames, &copied)
+			behind := frames - copied
+			if err == nil && (behind >= s.cfg.CheckpointFrames || behind > 0 && (last.IsZero() || time.Since(last) >= checkpointAfter)) {
+				last = time.Now()
+				if !s.copyWAL() {
+					return
+				}
 			}
 		}
 		var written <-chan struct{} // closed by the next commit, until the first copy
-		if at.IsZero() {
+		if last.IsZero() {
 			written = s.changes()
 		}
 		select {
@@ -278,7 +281,7 @@ func (s *Store) Close() error {
 		s.closed.Store(true)
 		close(s.closing)
 		<-s.written
-		<-s.checkpoints
+		<-s.checkpointed
 		err = s.closeDBs()
 	})
 	return err

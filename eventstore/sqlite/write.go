@@ -111,13 +111,14 @@ func (s *Store) writer(conn *sql.Conn, ready chan<- error) {
 // fsync), and answers each, until the store closes.
 func (s *Store) serve(conn *writeConn) {
 	batch := make([]*request, 0, s.cfg.MaxBatch)
+	var restart walRestart
 	for {
 		batch = batch[:0]
 		select {
 		case r := <-s.requests:
 			batch = append(batch, r)
 		case done := <-s.finish:
-			conn.checkpoint.query() // see Store.checkpointer
+			restart.copied(conn)
 			close(done)
 			continue
 		case <-s.closing:
@@ -148,7 +149,48 @@ func (s *Store) serve(conn *writeConn) {
 		if s.cfg.OnBatch != nil {
 			s.cfg.OnBatch(len(batch))
 		}
+		restart.committed(conn)
 	}
+}
+
+// restartTries bounds how many commits in a row the writer copies the WAL again after it
+// failed to start over; the checkpointer's next round tries again.
+const restartTries = 8
+
+// walRestart follows the WAL after the writer's part of a copy (see Store.checkpointer). The
+// WAL starts over in the next write transaction only if every frame was copied and no reader
+// still reads from it; a reader that began before the copy keeps the frames after its state
+// from being copied, or holds the WAL. Then the writer copies again after each commit, until
+// the WAL has started over: it then holds fewer frames than before. SQLite's own checkpoints
+// would retry at every commit the same way.
+type walRestart struct {
+	frames int64 // in the WAL after the last copy; 0: not waiting for a start over
+	tries  int
+}
+
+// copied copies the rest of the WAL, and waits for it to start over.
+func (r *walRestart) copied(conn *writeConn) {
+	frames, ok := conn.copyWAL()
+	*r = walRestart{}
+	if ok && frames > 0 {
+		r.frames = frames
+	}
+}
+
+// committed checks, after a commit, whether the WAL started over, and copies it again if not.
+func (r *walRestart) committed(conn *writeConn) {
+	if r.frames == 0 {
+		return
+	}
+	frames, ok := conn.copyWAL()
+	r.tries++
+	if !ok || frames < r.frames || r.tries >= restartTries {
+		// Started over; or the copy failed, or readers held it too long: the checkpointer's
+		// next round tries again.
+		*r = walRestart{}
+		return
+	}
+	r.frames = frames
 }
 
 // maxCachedStreams bounds the writer's stream cache; past it the cache starts again empty.
@@ -228,7 +270,9 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 		w.rollback()
 		return -1, 0, fmt.Errorf("commit: %w", err)
 	}
-	s.writtenOrDeleted.Add(uint64(len(w.written) + len(w.deleted)))
+	if len(w.written) > 0 || len(w.deleted) > 0 {
+		s.wrote.Store(true)
+	}
 	s.tail.add(w.written, w.deleted)
 	clear(w.written) // the tail copied the events: let their bytes go with the tail's
 	s.kept = w.written
