@@ -23,7 +23,7 @@ type writeConn struct {
 
 	stream, insertStream, updateStream, deleteStream driverStmt
 	insertEvent, findEvent, eventsFrom, deleteEvents driverStmt
-	checkpoint                                       driverStmt
+	checkpoint, walFrames                            driverStmt
 }
 
 func newWriteConn(dc any) (*writeConn, error) {
@@ -55,6 +55,7 @@ func newWriteConn(dc any) (*writeConn, error) {
 			WHERE stream_id = ? AND revision >= ? ORDER BY revision LIMIT ?`},
 		{&w.deleteEvents, `DELETE FROM events WHERE stream_id = ?`},
 		{&w.checkpoint, `PRAGMA wal_checkpoint(PASSIVE)`},
+		{&w.walFrames, `PRAGMA wal_checkpoint(NOOP)`},
 	} {
 		st, err := conn.Prepare(p.sql)
 		if err != nil {
@@ -86,8 +87,13 @@ func (w *writeConn) execOnce(query string) error {
 
 // copyWAL copies into the database file what the WAL holds beyond what was copied (as much
 // as the readers allow), and returns how many frames the WAL holds.
-func (w *writeConn) copyWAL() (frames int64, ok bool) {
-	rows, err := w.checkpoint.query()
+func (w *writeConn) copyWAL() (frames int64, ok bool) { return walResult(w.checkpoint.query()) }
+
+// framesInWAL returns how many frames the WAL holds, copying nothing.
+func (w *writeConn) framesInWAL() (frames int64, ok bool) { return walResult(w.walFrames.query()) }
+
+// walResult reads the frames in the WAL from a wal_checkpoint pragma's row.
+func walResult(rows [][]driver.Value, err error) (frames int64, ok bool) {
 	if err != nil || len(rows) != 1 || len(rows[0]) != 3 {
 		return 0, false
 	}
@@ -96,7 +102,7 @@ func (w *writeConn) copyWAL() (frames int64, ok bool) {
 
 func (w *writeConn) close() {
 	for _, st := range []driverStmt{w.stream, w.insertStream, w.updateStream, w.deleteStream,
-		w.insertEvent, w.findEvent, w.eventsFrom, w.deleteEvents, w.checkpoint} {
+		w.insertEvent, w.findEvent, w.eventsFrom, w.deleteEvents, w.checkpoint, w.walFrames} {
 		if st.stmt != nil {
 			st.stmt.Close()
 		}

@@ -182,7 +182,10 @@ func (r *walRestart) committed(conn *writeConn) {
 	if r.frames == 0 {
 		return
 	}
-	frames, ok := conn.copyWAL()
+	frames, ok := conn.framesInWAL()
+	if ok && frames >= r.frames {
+		frames, ok = conn.copyWAL()
+	}
 	r.tries++
 	if !ok || frames < r.frames || r.tries >= restartTries {
 		// Started over; or the copy failed, or readers held it too long: the checkpointer's
