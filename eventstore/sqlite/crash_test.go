@@ -37,8 +37,8 @@ func TestCrashChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("runs only as TestCrash's child process")
 	}
-	// The checkpointer copies the WAL after every tick in which anything was written, so that
-	// the longer rounds kill the child between and during copies too.
+	// The checkpointer copies the WAL at every tick at which it holds a frame not yet copied,
+	// so that the longer rounds kill the child between and during copies too.
 	s, err := sqlite.Open(dir, sqlite.Config{CheckpointFrames: 1})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -101,7 +101,7 @@ func TestCrash(t *testing.T) {
 }
 
 // What a killed process left in the WAL is copied into the database file as soon as the next
-// process writes, rather than 5 s or 20,000 events later: a server killed again and again would
+// process writes, rather than 5 s or 20,000 frames later: a server killed again and again would
 // otherwise never copy it, and each start would read all of it again (the crash loop of
 // tests/crashloop_test.go saw the WAL grow to 140 MB over 40 kills, and each start slow down
 // from 65 to 320 ms).
