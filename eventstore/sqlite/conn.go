@@ -26,7 +26,9 @@ type writeConn struct {
 	checkpoint, walFrames                            driverStmt
 }
 
-func newWriteConn(dc any) (*writeConn, error) {
+// newWriteConn prepares the writer's statements on dc. walLimit is the size in bytes the WAL
+// file is cut back to when it starts over (see walSizeLimit).
+func newWriteConn(dc any, walLimit int64) (*writeConn, error) {
 	conn, ok := dc.(driver.Conn)
 	if !ok {
 		return nil, fmt.Errorf("driver connection %T is not a driver.Conn", dc)
@@ -34,7 +36,7 @@ func newWriteConn(dc any) (*writeConn, error) {
 	w := &writeConn{conn: conn}
 	// The writer copies the WAL between its transactions, never in a commit (see
 	// Store.checkpointer).
-	for _, pragma := range []string{`PRAGMA wal_autocheckpoint = 0`, `PRAGMA journal_size_limit = ` + walSizeLimit} {
+	for _, pragma := range []string{`PRAGMA wal_autocheckpoint = 0`, fmt.Sprintf(`PRAGMA journal_size_limit = %d`, walLimit)} {
 		if err := w.execOnce(pragma); err != nil {
 			return nil, err
 		}
@@ -67,10 +69,15 @@ func newWriteConn(dc any) (*writeConn, error) {
 	return w, nil
 }
 
-// walSizeLimit is the size in bytes (128 MiB) the WAL file is cut back to when it starts over,
-// after a reader kept it from doing so for a while: above what the WAL reaches between two
-// copies under the load (docs/benchmarks.md), so that it is not cut and grown again each time.
-const walSizeLimit = "134217728"
+// walSizeLimit is the size in bytes the WAL file is cut back to when it starts over, after a
+// reader kept it from doing so for a while: at least 128 MiB, and half again what a round of
+// checkpointFrames frames of 4 KiB pages takes, which the WAL reaches between two copies
+// (about 110 MB under the load, docs/benchmarks.md), so that it is not cut and grown again
+// each time.
+func walSizeLimit(checkpointFrames int) int64 {
+	const frame = 4096 + 24 // a page and its frame header
+	return max(128<<20, int64(checkpointFrames)*frame*3/2)
+}
 
 // execOnce prepares, runs and closes a statement that returns no rows the writer needs.
 func (w *writeConn) execOnce(query string) error {
@@ -85,19 +92,23 @@ func (w *writeConn) execOnce(query string) error {
 	return nil
 }
 
+// walState is how many frames the WAL holds, and how many of them are in the database file.
+// Both fall only when the WAL starts over.
+type walState struct{ frames, copied int64 }
+
 // copyWAL copies into the database file what the WAL holds beyond what was copied (as much
-// as the readers allow), and returns how many frames the WAL holds.
-func (w *writeConn) copyWAL() (frames int64, ok bool) { return walResult(w.checkpoint.query()) }
+// as the readers allow). ok is false if it failed or another copy was under way.
+func (w *writeConn) copyWAL() (walState, bool) { return walResult(w.checkpoint.query()) }
 
-// framesInWAL returns how many frames the WAL holds, copying nothing.
-func (w *writeConn) framesInWAL() (frames int64, ok bool) { return walResult(w.walFrames.query()) }
+// lookAtWAL reads the WAL's state, copying nothing.
+func (w *writeConn) lookAtWAL() (walState, bool) { return walResult(w.walFrames.query()) }
 
-// walResult reads the frames in the WAL from a wal_checkpoint pragma's row.
-func walResult(rows [][]driver.Value, err error) (frames int64, ok bool) {
-	if err != nil || len(rows) != 1 || len(rows[0]) != 3 {
-		return 0, false
+// walResult reads a wal_checkpoint pragma's row: busy, frames, copied.
+func walResult(rows [][]driver.Value, err error) (walState, bool) {
+	if err != nil || len(rows) != 1 || len(rows[0]) != 3 || asInt(rows[0][0]) != 0 {
+		return walState{}, false
 	}
-	return asInt(rows[0][1]), true
+	return walState{frames: asInt(rows[0][1]), copied: asInt(rows[0][2])}, true
 }
 
 func (w *writeConn) close() {

@@ -27,13 +27,13 @@
 // No commit copies the WAL into the database file: a checkpointer does, on a connection of its
 // own, beside the writer, once 20,000 frames (pages) are not yet copied or 5 s after its last
 // copy (Config.CheckpointFrames), so that pages written again between copies are copied once.
-// Then the writer, between two transactions, copies the few pages committed meanwhile, and the
-// WAL starts over at its next transaction, unless a reader that began before the copy still
-// reads from it; then the writer copies again after each commit, up to 8, until it has. SQLite's
-// own checkpoint would run inside the commit that crosses its threshold and hold every append
-// waiting for the next one. The WAL file is cut back to 128 MiB when it starts over. The read
-// models' database (OpenDB) checkpoints in its commits, every 10,000 pages instead of SQLite's
-// 1,000.
+// Then the writer, between two transactions, copies the few pages committed meanwhile (never
+// more than 2,000), and the WAL starts over at its next transaction, unless a reader that began
+// before the copy still reads from it; then the writer copies again after each commit, up to
+// 8, until it has. SQLite's own checkpoint would run inside the commit that crosses its
+// threshold and hold every append waiting for the next one. The WAL file is cut back to 128 MiB
+// (or more, for a larger threshold) when it starts over. The read models' database (OpenDB)
+// checkpoints in its commits, every 10,000 pages instead of SQLite's 1,000.
 //
 // # Reads
 //

@@ -126,8 +126,8 @@ func Open(dir string, cfg Config) (*Store, error) {
 		return db
 	}
 	rdb, logs := pool(readConnector{Connector: base}, readers), pool(readConnector{Connector: base, mmap: true}, logReaders)
-	// The checkpointer's connection syncs like the writer's (synchronous=FULL): a copy syncs
-	// the database file before the WAL may start over and its frames be written again.
+	// The checkpointer's connection must not be synchronous=OFF, with which a copy would not
+	// sync the database file before the WAL may start over and its frames be written again.
 	ckpt := sql.OpenDB(base)
 	ckpt.SetMaxOpenConns(1)
 
@@ -196,32 +196,25 @@ const (
 // it fails the commits too, and they report it.
 func (s *Store) checkpointer() {
 	defer close(s.checkpointed)
-	// Closing the store interrupts a copy under way: a copy that stops leaves the WAL as it
-	// was, and the last connection to close copies all of it.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-s.closing
-		cancel()
-	}()
 	tick := time.NewTicker(checkpointTick)
 	defer tick.Stop()
 	var last time.Time // when the last copy started
 	for {
-		if s.wrote.Load() {
-			var busy, frames, copied int
-			err := s.ckpt.QueryRowContext(ctx, `PRAGMA wal_checkpoint(NOOP)`).Scan(&busy, &frames, &copied)
-			behind := frames - copied
-			if err == nil && (behind >= s.cfg.CheckpointFrames || behind > 0 && (last.IsZero() || time.Since(last) >= checkpointAfter)) {
-				last = time.Now()
-				if !s.copyWAL(ctx) {
-					return
-				}
-			}
-		}
+		// Taken before the look, so that a first commit after it still wakes the loop.
 		var written <-chan struct{} // closed by the next commit, until the first copy
 		if last.IsZero() {
 			written = s.changes()
+		}
+		if s.wrote.Load() {
+			var busy, frames, copied int
+			err := s.ckpt.QueryRow(`PRAGMA wal_checkpoint(NOOP)`).Scan(&busy, &frames, &copied)
+			behind := frames - copied
+			if err == nil && busy == 0 && (behind >= s.cfg.CheckpointFrames || behind > 0 && (last.IsZero() || time.Since(last) >= checkpointAfter)) {
+				last = time.Now()
+				if !s.copyWAL() {
+					return
+				}
+			}
 		}
 		select {
 		case <-tick.C:
@@ -234,9 +227,11 @@ func (s *Store) checkpointer() {
 
 // copyWAL copies the WAL into the database file, twice beside the writer and then by the
 // writer between two transactions (see checkpointer). It returns false if the store closed.
-func (s *Store) copyWAL(ctx context.Context) bool {
+// (A copy under way when the store closes runs to its end; the last connection to close
+// copies the rest.)
+func (s *Store) copyWAL() bool {
 	for range 2 {
-		s.ckpt.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`)
+		s.ckpt.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
 	}
 	done := make(chan struct{})
 	select {

@@ -92,7 +92,7 @@ func (s *Store) submit(r *request) error {
 func (s *Store) writer(conn *sql.Conn, ready chan<- error) {
 	defer close(s.written)
 	err := conn.Raw(func(dc any) error {
-		w, err := newWriteConn(dc)
+		w, err := newWriteConn(dc, walSizeLimit(s.cfg.CheckpointFrames))
 		if err != nil {
 			return err
 		}
@@ -118,7 +118,11 @@ func (s *Store) serve(conn *writeConn) {
 		case r := <-s.requests:
 			batch = append(batch, r)
 		case done := <-s.finish:
-			restart.copied(conn)
+			select {
+			case <-s.closing: // both were ready: closing comes first
+			default:
+				restart.copied(conn)
+			}
 			close(done)
 			continue
 		case <-s.closing:
@@ -157,43 +161,64 @@ func (s *Store) serve(conn *writeConn) {
 // failed to start over; the checkpointer's next round tries again.
 const restartTries = 8
 
+// writerCopyMax is the most frames the writer copies itself: more is the checkpointer's work,
+// beside the writer, in its next round. Past a reader that held the copies back, what waits to
+// be copied can be a whole round's frames, which would hold the commits behind it.
+const writerCopyMax = 2_000
+
 // walRestart follows the WAL after the writer's part of a copy (see Store.checkpointer). The
 // WAL starts over in the next write transaction only if every frame was copied and no reader
 // still reads from it; a reader that began before the copy keeps the frames after its state
 // from being copied, or holds the WAL. Then the writer copies again after each commit, until
-// the WAL has started over: it then holds fewer frames than before. SQLite's own checkpoints
-// would retry at every commit the same way.
+// the WAL has started over, which it tells by fewer frames, or fewer copied, than before.
+// SQLite's own checkpoints would retry at every commit the same way.
 type walRestart struct {
-	frames int64 // in the WAL after the last copy; 0: not waiting for a start over
-	tries  int
+	waiting bool
+	last    walState // after the last copy
+	tries   int
 }
 
 // copied copies the rest of the WAL, and waits for it to start over.
 func (r *walRestart) copied(conn *writeConn) {
-	frames, ok := conn.copyWAL()
 	*r = walRestart{}
-	if ok && frames > 0 {
-		r.frames = frames
-	}
+	r.copy(conn)
 }
 
 // committed checks, after a commit, whether the WAL started over, and copies it again if not.
 func (r *walRestart) committed(conn *writeConn) {
-	if r.frames == 0 {
+	if !r.waiting {
 		return
 	}
-	frames, ok := conn.framesInWAL()
-	if ok && frames >= r.frames {
-		frames, ok = conn.copyWAL()
-	}
-	r.tries++
-	if !ok || frames < r.frames || r.tries >= restartTries {
-		// Started over; or the copy failed, or readers held it too long: the checkpointer's
-		// next round tries again.
-		*r = walRestart{}
+	if r.tries++; r.tries > restartTries {
+		*r = walRestart{} // readers held it too long: the checkpointer's next round tries again
 		return
 	}
-	r.frames = frames
+	wal, ok := conn.lookAtWAL()
+	switch {
+	case !ok:
+		return // a copy under way on the checkpointer's connection: look after the next commit
+	case wal.frames < r.last.frames || wal.copied < r.last.copied:
+		*r = walRestart{} // started over
+		return
+	}
+	r.copy(conn)
+}
+
+// copy copies what the WAL holds beyond what was copied, unless that is more than
+// writerCopyMax frames, and then waits for the WAL to start over.
+func (r *walRestart) copy(conn *writeConn) {
+	wal, ok := conn.lookAtWAL()
+	if !ok || wal.frames == 0 || wal.frames-wal.copied > writerCopyMax {
+		r.waiting = false
+		return
+	}
+	if wal.frames > wal.copied {
+		if wal, ok = conn.copyWAL(); !ok {
+			r.waiting = false
+			return
+		}
+	}
+	r.waiting, r.last = true, wal
 }
 
 // maxCachedStreams bounds the writer's stream cache; past it the cache starts again empty.
