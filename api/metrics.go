@@ -27,6 +27,7 @@ type Metrics struct {
 	keys     *prometheus.CounterVec
 	appends  *prometheus.HistogramVec
 	batches  prometheus.Histogram
+	wal      *prometheus.GaugeVec
 	requests *prometheus.HistogramVec
 }
 
@@ -52,13 +53,17 @@ func NewMetrics() *Metrics {
 			Help:    "Appends and deletes committed together by one group commit (one disk sync) of the embedded store.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 10), // 1 to 512
 		}),
+		wal: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "orders_eventstore_wal_frames",
+			Help: "Frames (pages) in the embedded store's write-ahead log: all of them, and those not yet copied into the database file (not_copied). Both fall when the log starts over.",
+		}, []string{"frames"}),
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "orders_http_request_duration_seconds",
 			Help:    "Latency of HTTP requests by method, route (its pattern, never its values) and status.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14), // 0.5 ms to 4 s
 		}, []string{"method", "route", "status"}),
 	}
-	m.Registry.MustRegister(m.commands, m.keys, m.appends, m.batches, m.requests,
+	m.Registry.MustRegister(m.commands, m.keys, m.appends, m.batches, m.wal, m.requests,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
 	for _, e := range idempotency.Events {
@@ -69,6 +74,13 @@ func NewMetrics() *Metrics {
 
 // ObserveBatch records the size of a group commit: give it to sqlite.Config.OnBatch.
 func (m *Metrics) ObserveBatch(size int) { m.batches.Observe(float64(size)) }
+
+// ObserveWAL records the size of the embedded store's write-ahead log: give it to
+// sqlite.Config.OnWAL.
+func (m *Metrics) ObserveWAL(frames, notCopied int) {
+	m.wal.WithLabelValues("all").Set(float64(frames))
+	m.wal.WithLabelValues("not_copied").Set(float64(notCopied))
+}
 
 // TimeAppends returns s with the latency of its appends recorded. A store that appends to
 // several streams at once stays one.

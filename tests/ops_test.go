@@ -83,6 +83,15 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("%s = %v; want at least 1", series, m[series])
 		}
 	}
+	// The write-ahead log's size is read after the first write, and then about once a second.
+	for deadline := time.Now().Add(5 * time.Second); m[`orders_eventstore_wal_frames{frames="all"}`] < 1; m = s.metrics(t) {
+		if time.Now().After(deadline) {
+			t.Errorf("orders_eventstore_wal_frames{frames=\"all\"} = %v 5 s after the first write; want at least 1",
+				m[`orders_eventstore_wal_frames{frames="all"}`])
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	for _, p := range []string{"orders", "lookups"} {
 		for _, name := range []string{"checkpoint_position", "head_position", "lag_events", "lag_seconds"} {
 			if _, ok := m[fmt.Sprintf(`orders_projection_%s{projection=%q}`, name, p)]; !ok {

@@ -16,6 +16,7 @@ import (
 	"github.com/acme/orders/api"
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/eventstore/kurrent"
+	"github.com/acme/orders/eventstore/sqlite"
 	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/projections"
 )
@@ -63,7 +64,7 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	}
 	defer release()
 	metrics := api.NewMetrics()
-	store, err := cmd.Backend.openWith(ctx, cmd.Data, log, metrics.ObserveBatch)
+	store, err := cmd.Backend.openWith(ctx, cmd.Data, log, sqlite.Config{OnBatch: metrics.ObserveBatch, OnWAL: metrics.ObserveWAL})
 	if err != nil {
 		return err
 	}

@@ -32,12 +32,12 @@ const connectTimeout = 15 * time.Second
 // open opens the chosen store. A KurrentDB store is asked for its head once, so that a wrong
 // address or credentials stop the start instead of failing every request.
 func (f storeFlags) open(ctx context.Context, dataDir string, log *slog.Logger) (backend, error) {
-	return f.openWith(ctx, dataDir, log, nil)
+	return f.openWith(ctx, dataDir, log, sqlite.Config{})
 }
 
-// openWith is open for the service, whose embedded store reports the size of each group commit
-// to onBatch, for metrics.
-func (f storeFlags) openWith(ctx context.Context, dataDir string, log *slog.Logger, onBatch func(int)) (backend, error) {
+// openWith is open for the service, whose embedded store reports to the hooks of embedded
+// (its group commits and its write-ahead log), for metrics.
+func (f storeFlags) openWith(ctx context.Context, dataDir string, log *slog.Logger, embedded sqlite.Config) (backend, error) {
 	switch f.Store {
 	case "kurrentdb":
 		if f.KurrentDBURL == "" {
@@ -55,6 +55,6 @@ func (f storeFlags) openWith(ctx context.Context, dataDir string, log *slog.Logg
 		}
 		return s, nil
 	default:
-		return sqlite.Open(dataDir, sqlite.Config{OnBatch: onBatch})
+		return sqlite.Open(dataDir, embedded)
 	}
 }

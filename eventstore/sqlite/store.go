@@ -42,6 +42,10 @@ type Config struct {
 	// CheckpointFrames is how many frames (pages) of WAL not yet copied into the database
 	// file start the next copy (see Store.checkpointer); 0 means 20,000, about 80 MB.
 	CheckpointFrames int
+	// OnWAL, if set, is called by the checkpointer about once a second while this process
+	// writes, with the frames in the WAL and how many of them are not yet copied into the
+	// database file. It must not block.
+	OnWAL func(frames, notCopied int)
 }
 
 // Store is the embedded event store. It is safe for concurrent use.
@@ -209,6 +213,9 @@ func (s *Store) checkpointer() {
 			var busy, frames, copied int
 			err := s.ckpt.QueryRow(`PRAGMA wal_checkpoint(NOOP)`).Scan(&busy, &frames, &copied)
 			behind := frames - copied
+			if err == nil && busy == 0 && s.cfg.OnWAL != nil {
+				s.cfg.OnWAL(frames, behind)
+			}
 			if err == nil && busy == 0 && (behind >= s.cfg.CheckpointFrames || behind > 0 && (last.IsZero() || time.Since(last) >= checkpointAfter)) {
 				last = time.Now()
 				if !s.copyWAL() {
