@@ -181,7 +181,9 @@ type walRestart struct {
 // copied copies the rest of the WAL, and waits for it to start over.
 func (r *walRestart) copied(conn *writeConn) {
 	*r = walRestart{}
-	r.copy(conn)
+	if wal, ok := conn.lookAtWAL(); ok {
+		r.copy(conn, wal)
+	}
 }
 
 // committed checks, after a commit, whether the WAL started over, and copies it again if not.
@@ -201,18 +203,18 @@ func (r *walRestart) committed(conn *writeConn) {
 		*r = walRestart{} // started over
 		return
 	}
-	r.copy(conn)
+	r.copy(conn, wal)
 }
 
-// copy copies what the WAL holds beyond what was copied, unless that is more than
-// writerCopyMax frames, and then waits for the WAL to start over.
-func (r *walRestart) copy(conn *writeConn) {
-	wal, ok := conn.lookAtWAL()
-	if !ok || wal.frames == 0 || wal.frames-wal.copied > writerCopyMax {
+// copy copies what the WAL, in state wal, holds beyond what was copied, unless that is more
+// than writerCopyMax frames, and then waits for the WAL to start over.
+func (r *walRestart) copy(conn *writeConn, wal walState) {
+	if wal.frames == 0 || wal.frames-wal.copied > writerCopyMax {
 		r.waiting = false
 		return
 	}
 	if wal.frames > wal.copied {
+		var ok bool
 		if wal, ok = conn.copyWAL(); !ok {
 			r.waiting = false
 			return
