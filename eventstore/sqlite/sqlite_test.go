@@ -107,7 +107,16 @@ func TestCheckpointsStartTheWALOver(t *testing.T) {
 // ends, the WAL starts over within a few commits, not at the next copy (5 s later here).
 func TestWALStartsOverOnceAReaderLetsGo(t *testing.T) {
 	dir := t.TempDir()
-	s := MustOpen(t, dir)
+	polls := make(chan struct{}, 16) // the checkpointer's looks at the WAL (Config.OnWAL)
+	s, err := sqlite.Open(dir, sqlite.Config{OnWAL: func(int, int) {
+		select {
+		case polls <- struct{}{}:
+		default:
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer s.Close()
 	ctx := context.Background()
 	appendOne := func() {
@@ -144,8 +153,16 @@ func TestWALStartsOverOnceAReaderLetsGo(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	appendOne()                        // the first write: the checkpointer copies the WAL at once
-	time.Sleep(300 * time.Millisecond) // long enough for that copy, a few milliseconds
+	// The first write: the checkpointer looks at the WAL and copies it at once, the writer's
+	// part included, before it looks again a second later.
+	appendOne()
+	for range 2 {
+		select {
+		case <-polls:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the checkpointer did not look at the WAL twice in 10 s")
+		}
+	}
 	appendOne()
 	before := restarts()
 	if _, err := reader.ExecContext(ctx, `ROLLBACK`); err != nil {
