@@ -225,8 +225,8 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 			}
 		}
 		fresh = false
-		switch {
-		case st.exists && !st.first.ExpiresAt.After(now):
+		switch decide(st, Holding{Here: here, Pending: held.pending, Answered: held.answer != nil}, r.Fingerprint, now) {
+		case StepForget:
 			// Expired: forget it and start again as a new request.
 			err := k.Store.DeleteStream(ctx, stream, eventstore.Exact(st.revision))
 			if err != nil && !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
@@ -239,7 +239,7 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 			// keeps a stream's metadata is the store's business.
 			expiring = k.Expire == nil
 			continue
-		case !st.exists:
+		case StepClaim:
 			if !expiring {
 				if err := k.Expire(ctx, stream, k.ttl()); err != nil {
 					return nil, nil, fmt.Errorf("set key expiry: %w", err)
@@ -264,21 +264,17 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 				k.observe(ctx, EventClaimed, stream)
 			}
 			return c, nil, err
-		case here && held.pending:
-			// A claim here not written yet: whether the key was its to claim, only its append
-			// will tell. Whatever the fingerprints, wait for it like for any holder.
-		case st.first.Fingerprint != r.Fingerprint:
+		case StepRefuse:
 			k.observe(ctx, EventMismatched, stream)
 			return nil, nil, ErrKeyReused
-		case here && held.answer != nil:
-			// Answered, its outcome on its way to the store.
+		case StepReplay:
 			k.observe(ctx, EventReplayed, stream)
-			return nil, held.answer, nil
-		case st.done != nil:
+			if here && held.answer != nil {
+				return nil, held.answer, nil // its outcome on its way to the store
+			}
 			k.remember(stream, st.first, st.done, true)
-			k.observe(ctx, EventReplayed, stream)
 			return nil, &st.done.Outcome, nil
-		case st.released || !st.current.LeaseUntil.After(now):
+		case StepTakeOver:
 			c, err := k.claim(ctx, stream, eventstore.Exact(st.revision), r, st.first.OrderID, now, st.first.ExpiresAt)
 			if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
 				continue // another taker won

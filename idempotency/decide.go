@@ -1,0 +1,79 @@
+package idempotency
+
+import "time"
+
+// Phase is where a key stands in its life, as its recorded events tell.
+type Phase string
+
+// The phases of a key. A key moves Unclaimed → Running → Finished, or from Running to
+// Abandoned when its holder dies or lets it go, and back to Running when a request takes it
+// over; any phase ends in Expired once the first claim is older than the TTL.
+const (
+	Unclaimed Phase = "unclaimed" // no claim recorded: the key is new
+	Running   Phase = "running"   // claimed, its lease not over: a request is running the command
+	Abandoned Phase = "abandoned" // claimed, but released (a 5xx) or its lease is over
+	Finished  Phase = "finished"  // its outcome is recorded
+	Expired   Phase = "expired"   // past its TTL: deleted, it is new again
+)
+
+// Step is what a request does next with its key.
+type Step string
+
+// The steps a request may take.
+const (
+	StepClaim    Step = "claim"     // claim the key, then run the command
+	StepReplay   Step = "replay"    // answer with the outcome recorded (or given here)
+	StepWait     Step = "wait"      // another request runs the command: wait for its outcome
+	StepTakeOver Step = "take-over" // claim the key from a request that died or let go
+	StepRefuse   Step = "refuse"    // the key was used for another request: ErrKeyReused
+	StepForget   Step = "forget"    // delete the expired key, then start again as new
+)
+
+// Holding is what this process knows of its own claim of a key, beyond the key's stream.
+type Holding struct {
+	Here     bool // a request of this process holds the key
+	Pending  bool // its claim is not written yet: only its append will tell whether it stands
+	Answered bool // it gave its answer, which is on its way to the store
+}
+
+// phase returns the key's phase at now.
+func (s keyState) phase(now time.Time) Phase {
+	switch {
+	case !s.exists:
+		return Unclaimed
+	case !s.first.ExpiresAt.After(now):
+		return Expired
+	case s.done != nil:
+		return Finished
+	case s.released || !s.current.LeaseUntil.After(now):
+		return Abandoned
+	}
+	return Running
+}
+
+// decide is the key's life as a pure function: the next step of a request with fingerprint
+// at now, given the key's stream folded (s) and this process's own claim of it (h).
+func decide(s keyState, h Holding, fingerprint string, now time.Time) Step {
+	switch s.phase(now) {
+	case Expired:
+		return StepForget
+	case Unclaimed:
+		return StepClaim
+	}
+	switch {
+	case h.Here && h.Pending:
+		// Whatever the fingerprints, the claim stands for nothing until it is written.
+		return StepWait
+	case s.first.Fingerprint != fingerprint:
+		return StepRefuse
+	case h.Here && h.Answered:
+		return StepReplay
+	}
+	switch s.phase(now) {
+	case Finished:
+		return StepReplay
+	case Abandoned:
+		return StepTakeOver
+	}
+	return StepWait
+}
