@@ -277,11 +277,15 @@ func (s *Server) respond(rt route, orderID string, res command.Result, err error
 	if err != nil {
 		p := problemOf(err)
 		body, _ := json.Marshal(p)
-		return idempotency.Outcome{
+		out := idempotency.Outcome{
 			Status:  p.Status,
 			Headers: map[string]string{echo.HeaderContentType: "application/problem+json"},
 			Body:    string(body) + "\n",
 		}
+		if errors.Is(err, command.ErrConflict) {
+			out.Headers["Retry-After"] = "1" // other processes won the order for the whole retry budget
+		}
+		return out
 	}
 	body, _ := json.Marshal(viewOrder(res.State))
 	out := idempotency.Outcome{

@@ -1,6 +1,7 @@
 package command
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,9 +34,10 @@ type Handler struct {
 	Store eventstore.Store
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Attempts bounds how often a command is decided again after a concurrent change; 0
-	// means 5.
-	Attempts int
+	// RetryFor bounds how long a command is decided again after another process changed its
+	// order meanwhile; 0 means 2 seconds. Commands of this process on one order never refuse
+	// each other: they run one after another. A negative RetryFor never retries.
+	RetryFor time.Duration
 	// Remember is how many orders are kept in memory as last folded or written, so that a
 	// command on one of them reads nothing before its append (see recent); 0 means 10,000, a
 	// negative number none.
@@ -44,6 +46,8 @@ type Handler struct {
 	memoryOnce sync.Once
 	recent     *lru.Cache[string, recent] // see memory
 	rememberMu sync.Mutex
+
+	queues queues
 }
 
 // Result is the outcome of a command.
@@ -120,10 +124,12 @@ func (h *Handler) HandleWith(ctx context.Context, id string, c order.Command, md
 	at, isNew := opts.At, opts.New
 	stream := StreamName(id)
 	md.Command = c.CommandName()
-	attempts := h.Attempts
-	if attempts <= 0 {
-		attempts = 5
+	leave, err := h.queues.enter(ctx, id)
+	if err != nil {
+		return Result{}, err
 	}
+	defer leave()
+	retryUntil := time.Now().Add(cmp.Or(h.RetryFor, 2*time.Second))
 	refMine := false // the create's client reference is claimed for its order already
 	for attempt := 1; ; attempt++ {
 		o, remembered := Order{}, true // a new order, as if remembered: checked by the store
@@ -182,7 +188,7 @@ func (h *Handler) HandleWith(ctx context.Context, id string, c order.Command, md
 		// them (returned as is).
 		if wrong := (*eventstore.WrongExpectedRevisionError)(nil); errors.As(err, &wrong) {
 			switch {
-			case wrong.Stream == stream && attempt < attempts:
+			case wrong.Stream == stream && time.Now().Before(retryUntil):
 				if err := backoff(ctx, attempt); err != nil {
 					return Result{}, err
 				}
@@ -396,9 +402,9 @@ func (h *Handler) Settle(res Result) {
 	}
 }
 
-// backoff sleeps a jittered, growing while before attempt+1.
+// backoff sleeps a jittered, growing while (up to 128 ms) before attempt+1.
 func backoff(ctx context.Context, attempt int) error {
-	d := time.Duration(rand.Int64N(int64(time.Millisecond) << attempt))
+	d := time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, 7)))
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

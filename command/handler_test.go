@@ -152,7 +152,6 @@ func TestHandleRetryAfterLostAnswerDoesNotRunTwice(t *testing.T) {
 
 func TestHandleConcurrentCommandsAllApply(t *testing.T) {
 	h, s := newHandler(t)
-	h.Attempts = 50
 	ctx := context.Background()
 	if _, err := h.Handle(ctx, "o1", create("o1"), keyed("k0", "fp0")); err != nil {
 		t.Fatal(err)
@@ -207,7 +206,7 @@ func TestHandleGivesUpWithConflict(t *testing.T) {
 	if _, err := h.Handle(ctx, "o1", create("o1"), keyed("k0", "fp0")); err != nil {
 		t.Fatal(err)
 	}
-	racing := &command.Handler{Store: racingStore{s}, Now: h.Now, Attempts: 3}
+	racing := &command.Handler{Store: racingStore{s}, Now: h.Now, RetryFor: 50 * time.Millisecond}
 	_, err := racing.Handle(ctx, "o1", order.AddLine{SKU: "sku-9", Quantity: 1, UnitPrice: eur(1)}, keyed("k1", "fp1"))
 	if !errors.Is(err, command.ErrConflict) || !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
 		t.Fatalf("got %v, want ErrConflict wrapping the wrong expected revision", err)
@@ -290,7 +289,6 @@ func TestHandleRefusesAnotherPrincipal(t *testing.T) {
 // as a repeat with the winner's result.
 func TestHandleSameKeyConcurrentlyTakesEffectOnce(t *testing.T) {
 	h, s := newHandler(t)
-	h.Attempts = 50
 	ctx := context.Background()
 	if _, err := h.Handle(ctx, "o1", create("o1"), keyed("k0", "fp0")); err != nil {
 		t.Fatal(err)

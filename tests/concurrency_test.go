@@ -160,3 +160,42 @@ func TestPaymentCallbackDeliveredManyTimes(t *testing.T) {
 		t.Errorf("duplicate charge %v; want pay-2, %d, already-paid", dup, orderTotal)
 	}
 }
+
+// addsAtOnce sends n adds of distinct lines to order id at once, each with its own key, the
+// i-th to nodes[i%len(nodes)], and returns their responses.
+func addsAtOnce(t *testing.T, nodes []*server, id string, n int) []outcome {
+	t.Helper()
+	outs := make([]outcome, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		outs[i].req = request{method: "POST", path: "/v1/orders/" + id + "/lines", key: fmt.Sprint("add-line-", i),
+			body: line{SKU: fmt.Sprint("sku-at-once-", i), Quantity: 1, UnitPrice: 100}}
+		node := nodes[i%len(nodes)]
+		wg.Go(func() {
+			<-start
+			outs[i].res, outs[i].err = node.send(t, outs[i].req)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return outs
+}
+
+// Commands on one order that reach one server at once run one after another there: none is
+// refused because the others changed the order.
+func TestConcurrentCommandsOnOneOrderAllSucceed(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "")
+	id, _ := s.create(t, "create-busy-order", "c-busy")
+	const n = 40
+	for i, o := range addsAtOnce(t, []*server{s}, id, n) {
+		if o.err != nil || o.res.status != http.StatusOK {
+			t.Errorf("add %d: %v %v; want 200", i, o.res, o.err)
+		}
+	}
+	r := s.do(t, "GET", "/v1/orders/"+id, "", nil)
+	if lines, _ := r.json["lines"].([]any); len(lines) != n+1 {
+		t.Errorf("the order has %d lines after %d adds, want %d", len(lines), n, n+1)
+	}
+}

@@ -208,3 +208,33 @@ func TestKurrentKeyExpiresByMaxAge(t *testing.T) {
 	}
 	checkReplay(t, second, nodes[0].do(t, "POST", "/v1/orders", key, orderFor("c-maxage-2")))
 }
+
+// Distinct commands on one order spread over two API nodes on one KurrentDB: each node runs
+// its own one after another, and the optimistic append guards between them. Every command is
+// applied once; one refused because the other node kept winning says when to retry.
+func TestKurrentConcurrentCommandsOnOneOrderOnTwoNodes(t *testing.T) {
+	t.Parallel()
+	url := kurrentURL(t)
+	nodes := []*server{startServer(t, "", kurrentArgs(url)...), startServer(t, "", kurrentArgs(url)...)}
+	id, _ := nodes[0].create(t, "create-two-node-order", "c-two-node-order")
+	const n = 40
+	applied := 1 // the create's line
+	for i, o := range addsAtOnce(t, nodes, id, n) {
+		switch {
+		case o.err != nil:
+			t.Errorf("add %d: %v", i, o.err)
+		case o.res.status == http.StatusOK:
+			applied++
+		case o.res.status == http.StatusConflict && o.res.header.Get("Retry-After") != "":
+			checkProblem(t, o.res, http.StatusConflict, "concurrent-modification")
+		default:
+			t.Errorf("add %d (node %d): %v; want 200, or 409 with Retry-After", i, i%2, o.res)
+		}
+	}
+	for i, node := range nodes {
+		evs := node.events(t, id)
+		if got := count(evs, "order.line-added.v1", "", ""); got != applied {
+			t.Errorf("node %d: %d lines added in the order's events, want %d (each answered 200, once)", i, got, applied)
+		}
+	}
+}
