@@ -37,7 +37,8 @@ func buildAndRun(m *testing.M) int {
 	defer os.RemoveAll(dir)
 
 	binary = filepath.Join(dir, "api")
-	args := []string{"build", "-o", binary}
+	// The crash tests need the hooks that kill the server at chosen points (cmd/api/hooks_crash.go).
+	args := []string{"build", "-tags", "crashhooks", "-o", binary}
 	if raceEnabled {
 		// A race inside the server must fail the suite just like one inside a test.
 		args = append(args, "-race")
