@@ -117,20 +117,29 @@ func problemOf(err error) Problem {
 		// The connection's read deadline: the client sent its body too slowly.
 		return problem("malformed-request", "the request body did not arrive in time")
 	case errors.As(err, &he):
-		switch he.Code {
-		case http.StatusNotFound:
-			return problem("not-found", "no such route")
-		case http.StatusMethodNotAllowed:
-			return problem("method-not-allowed", "")
-		case http.StatusRequestEntityTooLarge:
-			return problem("payload-too-large", "")
-		case http.StatusUnsupportedMediaType:
-			return problem("unsupported-media-type", "")
-		case http.StatusUnauthorized:
-			return problem("unauthorized", "")
-		case http.StatusBadRequest:
-			return problem("malformed-request", "")
+		if p, ok := httpProblem(he.Code); ok {
+			return p
 		}
 	}
 	return problem("internal", "internal error")
+}
+
+// httpProblem is the problem of a status that echo answered with itself (no route, a body too
+// large, ...), if it is one the API names.
+func httpProblem(status int) (Problem, bool) {
+	switch status {
+	case http.StatusNotFound:
+		return problem("not-found", "no such route"), true
+	case http.StatusMethodNotAllowed:
+		return problem("method-not-allowed", ""), true
+	case http.StatusRequestEntityTooLarge:
+		return problem("payload-too-large", ""), true
+	case http.StatusUnsupportedMediaType:
+		return problem("unsupported-media-type", ""), true
+	case http.StatusUnauthorized:
+		return problem("unauthorized", ""), true
+	case http.StatusBadRequest:
+		return problem("malformed-request", ""), true
+	}
+	return Problem{}, false
 }
