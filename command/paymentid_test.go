@@ -10,6 +10,8 @@ import (
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/eventstore/kurrent"
+	"github.com/acme/orders/eventstore/kurrent/kurrenttest"
 	"github.com/google/uuid"
 )
 
@@ -18,17 +20,37 @@ func startPay(paymentID string) order.StartPayment {
 }
 
 // forEachStore runs test on the embedded store as it is (claims appended with the order's
-// events in one step) and as a store that appends to one stream at a time (claims first).
+// events in one step), as a store that appends to one stream at a time (claims first), and on
+// the KurrentDB backend (a test server), which appends one stream at a time too.
 func forEachStore(t *testing.T, test func(t *testing.T, h *command.Handler)) {
-	for _, multi := range []bool{true, false} {
-		t.Run(map[bool]string{true: "OneStep", false: "ClaimFirst"}[multi], func(t *testing.T) {
+	for _, name := range []string{"OneStep", "ClaimFirst", "KurrentDB"} {
+		t.Run(name, func(t *testing.T) {
 			h, s := newHandler(t)
-			if !multi {
+			switch name {
+			case "ClaimFirst":
 				h.Store = singleStore{s}
+			case "KurrentDB":
+				h.Store = kurrentStore(t)
 			}
 			test(t, h)
 		})
 	}
+}
+
+// kurrentStore is the KurrentDB backend on a test server of its own.
+func kurrentStore(t *testing.T) *kurrent.Store {
+	t.Helper()
+	srv, err := kurrenttest.Start("127.0.0.1:0", t.TempDir(), kurrenttest.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	s, err := kurrent.Open(kurrent.Config{URL: srv.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // created creates the orders ids as principal.
@@ -104,11 +126,16 @@ func TestPaymentIDClaimWithAKeyReusedOnAnotherOrder(t *testing.T) {
 	})
 }
 
-// Orders racing to start one payment id: exactly one gets it, on every store.
+// Orders racing to start one payment id, through handlers of their own as on several nodes:
+// exactly one gets it, on every store.
 func TestPaymentIDRace(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *command.Handler) {
 		ctx := context.Background()
 		const rounds, racers = 10, 4
+		nodes := make([]*command.Handler, racers)
+		for i := range nodes {
+			nodes[i] = &command.Handler{Store: h.Store, Now: h.Now}
+		}
 		for r := range rounds {
 			var ids []string
 			for i := range racers {
@@ -119,7 +146,7 @@ func TestPaymentIDRace(t *testing.T) {
 			var wg sync.WaitGroup
 			for i, id := range ids {
 				wg.Go(func() {
-					_, errs[i] = h.Handle(ctx, id, startPay(fmt.Sprint("pay-", r)), as("alice", "start-"+id))
+					_, errs[i] = nodes[i].Handle(ctx, id, startPay(fmt.Sprint("pay-", r)), as("alice", "start-"+id))
 				})
 			}
 			wg.Wait()
