@@ -31,9 +31,14 @@ type orderView struct {
 	Carrier          string       `json:"carrier,omitempty"`
 	TrackingNumber   string       `json:"trackingNumber,omitempty"`
 	DuplicateCharges []chargeView `json:"duplicateCharges,omitempty"`
-	Version          int64        `json:"version"`
-	CreatedAt        time.Time    `json:"createdAt"`
-	UpdatedAt        time.Time    `json:"updatedAt"`
+	// An order records every duplicate charge, however many: the answer shows the first
+	// shownCharges, their count and total, and where the rest are.
+	DuplicateChargeCount  int       `json:"duplicateChargeCount,omitempty"`
+	DuplicateChargeTotal  int64     `json:"duplicateChargeTotal,omitempty"`
+	DuplicateChargeEvents string    `json:"duplicateChargeEvents,omitempty"` // only if some are not shown
+	Version               int64     `json:"version"`
+	CreatedAt             time.Time `json:"createdAt"`
+	UpdatedAt             time.Time `json:"updatedAt"`
 }
 
 type lineView struct {
@@ -59,11 +64,19 @@ func viewOrder(s order.State) orderView {
 	for i, l := range s.Lines {
 		v.Lines[i] = lineView{SKU: l.SKU, Quantity: l.Quantity, UnitPrice: l.UnitPrice.Amount}
 	}
-	for _, c := range s.DuplicateCharges {
+	for c := range s.DuplicateCharges.All() {
+		if len(v.DuplicateCharges) == shownCharges {
+			v.DuplicateChargeEvents = "/v1/orders/" + s.ID + "/events"
+			break
+		}
 		v.DuplicateCharges = append(v.DuplicateCharges, chargeView{PaymentID: c.PaymentID, Amount: c.Amount.Amount, Reason: string(c.Reason)})
 	}
+	v.DuplicateChargeCount, v.DuplicateChargeTotal = s.DuplicateCharges.Len(), s.DuplicateCharges.Total().Amount
 	return v
 }
+
+// shownCharges is how many duplicate charges an order's answer lists (api/openapi.yaml).
+const shownCharges = 100
 
 // orderID returns the path's order id if it is a ULID.
 func orderID(c echo.Context) (string, error) {

@@ -46,6 +46,7 @@ var problemTypes = []problemType{
 	{"unsupported-media-type", "Unsupported media type", "Request bodies must be application/json.", http.StatusUnsupportedMediaType},
 	{"idempotency-key-reused", "Idempotency-Key reused", "This Idempotency-Key was already used for a different request (another body, route or order).", http.StatusUnprocessableEntity},
 	{"command-rejected", "Command rejected", "The order's facts refuse the command (an amount that is not the total, a second payment, ...).", http.StatusUnprocessableEntity},
+	{"payment-id-taken", "Payment id taken", "Another of the client's orders already started a payment with this payment id: a payment id belongs to one order, so that the provider's callback finds it.", http.StatusUnprocessableEntity},
 	{"internal", "Internal error", "The server failed; the request id identifies it in the logs.", http.StatusInternalServerError},
 	{"unavailable", "Service unavailable", "The event store cannot take writes, or a read model cannot answer yet; retry after the Retry-After delay.", http.StatusServiceUnavailable},
 }
@@ -94,6 +95,8 @@ func problemOf(err error) Problem {
 		return problem("malformed-request", err.Error())
 	case errors.Is(err, command.ErrClientRefTaken):
 		return problem("command-rejected", err.Error())
+	case errors.Is(err, command.ErrPaymentIDTaken):
+		return problem("payment-id-taken", err.Error())
 	case errors.Is(err, command.ErrConflict):
 		return problem("concurrent-modification", "the order kept changing; retry")
 	case errors.Is(err, command.ErrPreconditionFailed):
@@ -114,20 +117,29 @@ func problemOf(err error) Problem {
 		// The connection's read deadline: the client sent its body too slowly.
 		return problem("malformed-request", "the request body did not arrive in time")
 	case errors.As(err, &he):
-		switch he.Code {
-		case http.StatusNotFound:
-			return problem("not-found", "no such route")
-		case http.StatusMethodNotAllowed:
-			return problem("method-not-allowed", "")
-		case http.StatusRequestEntityTooLarge:
-			return problem("payload-too-large", "")
-		case http.StatusUnsupportedMediaType:
-			return problem("unsupported-media-type", "")
-		case http.StatusUnauthorized:
-			return problem("unauthorized", "")
-		case http.StatusBadRequest:
-			return problem("malformed-request", "")
+		if p, ok := httpProblem(he.Code); ok {
+			return p
 		}
 	}
 	return problem("internal", "internal error")
+}
+
+// httpProblem is the problem of a status that echo answered with itself (no route, a body too
+// large, ...), if it is one the API names.
+func httpProblem(status int) (Problem, bool) {
+	switch status {
+	case http.StatusNotFound:
+		return problem("not-found", "no such route"), true
+	case http.StatusMethodNotAllowed:
+		return problem("method-not-allowed", ""), true
+	case http.StatusRequestEntityTooLarge:
+		return problem("payload-too-large", ""), true
+	case http.StatusUnsupportedMediaType:
+		return problem("unsupported-media-type", ""), true
+	case http.StatusUnauthorized:
+		return problem("unauthorized", ""), true
+	case http.StatusBadRequest:
+		return problem("malformed-request", ""), true
+	}
+	return Problem{}, false
 }

@@ -32,6 +32,7 @@ var contractProblems = map[string]int{
 	"unsupported-media-type":    415,
 	"idempotency-key-reused":    422,
 	"command-rejected":          422,
+	"payment-id-taken":          422,
 	"internal":                  500,
 	"unavailable":               503,
 }

@@ -15,9 +15,9 @@ import (
 )
 
 // lookups is what the log says the lookups hold, by the rules of their projection
-// (projections.Lookups): a payment id leads to the last order that started a payment with it,
-// a client reference to the first order created with it, and a key to its latest claim with
-// the first outcome recorded since its life began.
+// (projections.Lookups): a payment id leads to the first order that started a payment with
+// it, a client reference to the first order created with it, and a key to its latest claim
+// with the first outcome recorded since its life began.
 type lookups struct {
 	rows     projections.LookupRows // as of their checkpoint, rows.At
 	payments map[paymentKey]mapped
@@ -119,7 +119,9 @@ func (l *lookups) note(e eventstore.RecordedEvent, ev order.Event) {
 		}
 	case order.PaymentStarted:
 		k := paymentKey{principalOf(e), ev.PaymentID}
-		l.payments[k] = mapped{stream: e.Stream, revision: e.Revision, late: late || l.payments[k].late}
+		if _, ok := l.payments[k]; !ok { // the first stands
+			l.payments[k] = mapped{stream: e.Stream, revision: e.Revision, late: late}
+		}
 	}
 }
 

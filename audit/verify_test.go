@@ -271,6 +271,28 @@ func TestLookupDriftIsNamed(t *testing.T) {
 	}
 }
 
+// Two orders of one principal that started one payment id, as they could before payment ids
+// were claimed: the lookup leads to the first, and the log says the same.
+func TestPaymentIDOfTwoOrdersIsNotDrift(t *testing.T) {
+	f := newFixture(t, 4)
+	ctx := context.Background()
+	// o00001 started and confirmed po00001; o00000 has no payment. Without the claim, as then:
+	if err := f.store.DeleteStream(ctx, command.PaymentIDStream("p", "po00001"), eventstore.Any); err != nil {
+		t.Fatal(err)
+	}
+	md := command.Metadata{Principal: "p", IdempotencyKey: "second-start"}
+	if _, err := f.h.Handle(ctx, "o00000", order.StartPayment{PaymentID: "po00001", Amount: eur(250)}, md); err != nil {
+		t.Fatal(err)
+	}
+	db := f.readModels(t)
+	if id, ok, err := (projections.Queries{DB: db}).PaymentOrder(ctx, "p", "po00001"); err != nil || !ok || id != "o00001" {
+		t.Fatalf("payment lookup: %q %v %v; want o00001", id, ok, err)
+	}
+	if rep := f.verify(t, &projections.Queries{DB: db}); len(rep.Findings) != 0 || !rep.LookupsCompared {
+		t.Fatalf("lookups compared %v, findings %v; want compared, none", rep.LookupsCompared, rep.Findings)
+	}
+}
+
 // Lookups that lag behind the log are not drift: what changed after their checkpoint is not
 // compared, whether the change would add a row, alter one or remove one.
 func TestLaggingLookupsAreNotDrift(t *testing.T) {

@@ -9,4 +9,10 @@
 // are random. While folding, the handler notes where each key's events are, so a command whose
 // key is already in the order's stream is answered from there instead of run again: this
 // holds after the key's own record has expired too.
+//
+// What must lead to one order of a principal, a create's client reference and the payment id
+// a payment starts, is claimed as keys are: an event in a stream named after it, appended with
+// expected revision "no stream" and with the order's events, where the store can, in one step
+// (clientref.go, paymentid.go). A refused claim is read: this order's is a retry, another's
+// refuses the command.
 package command

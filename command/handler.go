@@ -130,7 +130,7 @@ func (h *Handler) HandleWith(ctx context.Context, id string, c order.Command, md
 	}
 	defer leave()
 	retryUntil := time.Now().Add(cmp.Or(h.RetryFor, 2*time.Second))
-	refMine := false // the create's client reference is claimed for its order already
+	claimed := false // what the command claims (see claim) is claimed for its order already
 	for attempt := 1; ; attempt++ {
 		o, remembered := Order{}, true // a new order, as if remembered: checked by the store
 		if !isNew || attempt > 1 {
@@ -170,22 +170,20 @@ func (h *Handler) HandleWith(ctx context.Context, id string, c order.Command, md
 			}
 			return Result{State: o.State, Revision: o.Revision(), Position: o.Position}, decideErr
 		}
-		var ref *eventstore.StreamAppend // the claim of a create's client reference
-		cr, creates := c.(order.CreateOrder)
-		if creates && cr.ClientRef != "" && !refMine {
-			claim, err := h.clientRefClaim(ctx, cr, md)
-			if err != nil {
-				return Result{}, fmt.Errorf("create order %s: %w", id, err)
+		var claim *eventstore.StreamAppend
+		if !claimed {
+			var err error
+			if claim, err = h.claim(ctx, id, c, md); err != nil {
+				return Result{}, err
 			}
-			ref = &claim
 		}
-		res, err := h.append(ctx, id, o, events, md, opts.Along, ref)
+		res, err := h.append(ctx, id, o, events, md, opts.Along, claim)
 		if err != nil {
 			h.forget(stream, o.State.Version)
 		}
 		// A refused append names the stream that refused it: the order's moved (decide again),
-		// the client reference is held (by this order after all?), or the one along with
-		// them (returned as is).
+		// the claim is held (by this order after all?), or the one along with them (returned
+		// as is).
 		if wrong := (*eventstore.WrongExpectedRevisionError)(nil); errors.As(err, &wrong) {
 			switch {
 			case wrong.Stream == stream && time.Now().Before(retryUntil):
@@ -195,11 +193,11 @@ func (h *Handler) HandleWith(ctx context.Context, id string, c order.Command, md
 				continue
 			case wrong.Stream == stream:
 				return Result{}, fmt.Errorf("%s on order %s after %d attempts: %w: %w", md.Command, id, attempt, ErrConflict, err)
-			case ref != nil && wrong.Stream == ref.Stream:
-				if err := h.refHeld(ctx, cr, ref.Stream); err != nil {
-					return Result{}, fmt.Errorf("create order %s: %w", id, err)
+			case claim != nil && wrong.Stream == claim.Stream:
+				if err := h.claimHeld(ctx, id, c, claim.Stream); err != nil {
+					return Result{}, err
 				}
-				refMine = true // a retried create
+				claimed = true // a retried command
 				continue
 			}
 		}
@@ -297,7 +295,7 @@ func (h *Handler) now() time.Time {
 // after it is remembered at once if the append cannot have been another's: the command is
 // unkeyed, or the store says it wrote the events. Otherwise only when Settle is told that no
 // other run of its key could have appended the same events.
-func (h *Handler) append(ctx context.Context, id string, o Order, events []order.Event, md Metadata, along Along, ref *eventstore.StreamAppend) (Result, error) {
+func (h *Handler) append(ctx context.Context, id string, o Order, events []order.Event, md Metadata, along Along, claim *eventstore.StreamAppend) (Result, error) {
 	stream := StreamName(id)
 	data := make([]eventstore.EventData, len(events))
 	state := o.State
@@ -317,7 +315,7 @@ func (h *Handler) append(ctx context.Context, id string, o Order, events []order
 		data[i] = eventstore.EventData{ID: eventID(md, id, stream, i), Type: typ, Data: body, Metadata: meta}
 		state, prev = order.Evolve(state, e), hash
 	}
-	written, err := h.write(ctx, eventstore.StreamAppend{Stream: stream, Expected: o.expected(), Events: data}, along, ref)
+	written, err := h.write(ctx, eventstore.StreamAppend{Stream: stream, Expected: o.expected(), Events: data}, along, claim)
 	if err != nil {
 		return Result{}, err
 	}
@@ -349,9 +347,9 @@ func (h *Handler) append(ctx context.Context, id string, o Order, events []order
 	return res, nil
 }
 
-// write makes the command's append, with along's if it is pending and the claim of a client
-// reference if there is one: in one step where the store can, else those first, in that order.
-func (h *Handler) write(ctx context.Context, own eventstore.StreamAppend, along Along, ref *eventstore.StreamAppend) (eventstore.AppendResult, error) {
+// write makes the command's append, with along's if it is pending and its claim if there is
+// one: in one step where the store can, else those first, in that order.
+func (h *Handler) write(ctx context.Context, own eventstore.StreamAppend, along Along, claim *eventstore.StreamAppend) (eventstore.AppendResult, error) {
 	var first []eventstore.StreamAppend
 	alongAt := -1
 	if along != nil {
@@ -359,8 +357,8 @@ func (h *Handler) write(ctx context.Context, own eventstore.StreamAppend, along 
 			alongAt, first = len(first), append(first, a)
 		}
 	}
-	if ref != nil {
-		first = append(first, *ref)
+	if claim != nil {
+		first = append(first, *claim)
 	}
 	if ms, ok := h.Store.(eventstore.MultiStreamAppender); ok && len(first) > 0 {
 		results, err := ms.MultiStreamAppend(ctx, append(first, own)...)

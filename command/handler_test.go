@@ -233,7 +233,7 @@ func TestHandleDuplicateChargeIsRecordedAndRefused(t *testing.T) {
 	// Another payment for the same order: refused, and recorded for refund.
 	second := order.ConfirmPayment{PaymentID: "pay-2", Amount: eur(2000)}
 	res, err = h.Handle(ctx, "o1", second, keyed("k9", "fp9"))
-	if !errors.Is(err, order.KindRejected) || len(res.Events) != 1 || len(res.State.DuplicateCharges) != 1 {
+	if !errors.Is(err, order.KindRejected) || len(res.Events) != 1 || res.State.DuplicateCharges.Len() != 1 {
 		t.Fatalf("second payment: %+v, %v", res, err)
 	}
 	// Its retry is refused the same way, and records nothing more.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -17,15 +18,22 @@ import (
 // Lookups is the key lookups read model: idempotency key → outcome summary, payment id →
 // order, and (customer, client reference) → order, each per principal: clients choose their
 // keys, payment ids, customer ids and references themselves, so two clients' are unrelated.
-type Lookups struct{}
+//
+// A payment id leads to the first order that started it. The handler claims each payment id
+// for one order (command.ErrPaymentIDTaken), so only payments started before it did can
+// name a second order: such a start is logged and leaves the row as it is.
+type Lookups struct {
+	Log *slog.Logger // nil: slog.Default()
+}
 
 var _ Projection = Lookups{}
 
 func (Lookups) Name() string { return "lookups" }
 
-// Version 2 keys payments and client references by principal too; version 1 had one row per
+// Version 3 keeps the first order of a payment id, where version 2 kept the last; version 2
+// keyed payments and client references by principal too, where version 1 had one row per
 // payment id, and per customer and reference, across principals.
-func (Lookups) Version() int { return 2 }
+func (Lookups) Version() int { return 3 }
 
 func (Lookups) Filter() eventstore.Filter {
 	return eventstore.Filter{StreamPrefixes: []string{idempotency.StreamPrefix, command.StreamName("")}}
@@ -67,7 +75,7 @@ func (Lookups) Create(ctx context.Context, tx *sql.Tx, t Tables) error {
 	return err
 }
 
-func (Lookups) Apply(ctx context.Context, tx *sql.Tx, t Tables, events []eventstore.RecordedEvent) error {
+func (l Lookups) Apply(ctx context.Context, tx *sql.Tx, t Tables, events []eventstore.RecordedEvent) error {
 	for _, e := range events {
 		var err error
 		switch e.Type {
@@ -99,7 +107,7 @@ func (Lookups) Apply(ctx context.Context, tx *sql.Tx, t Tables, events []eventst
 			// Given up without an outcome (a 5xx): the key holds nothing to show.
 			_, err = tx.ExecContext(ctx, `DELETE FROM `+t["idempotency_keys"]+` WHERE stream = ? AND status IS NULL`, e.Stream)
 		case "order.created.v1", "order.payment-started.v1":
-			err = lookupOrder(ctx, tx, t, e)
+			err = l.lookupOrder(ctx, tx, t, e)
 		}
 		if err != nil {
 			return fmt.Errorf("%s@%d (%s): %w", e.Stream, e.Revision, e.Type, err)
@@ -108,7 +116,7 @@ func (Lookups) Apply(ctx context.Context, tx *sql.Tx, t Tables, events []eventst
 	return nil
 }
 
-func lookupOrder(ctx context.Context, tx *sql.Tx, t Tables, e eventstore.RecordedEvent) error {
+func (l Lookups) lookupOrder(ctx context.Context, tx *sql.Tx, t Tables, e eventstore.RecordedEvent) error {
 	ev, err := order.Unmarshal(e.Type, e.Data)
 	if err != nil {
 		return err
@@ -122,10 +130,35 @@ func lookupOrder(ctx context.Context, tx *sql.Tx, t Tables, e eventstore.Recorde
 		_, err = tx.ExecContext(ctx, `INSERT OR IGNORE INTO `+t["client_references"]+` (principal, customer_id, client_reference, order_id)
 			VALUES (?, ?, ?, ?)`, principalOf(e), ev.CustomerID, ev.ClientRef, orderID)
 	case order.PaymentStarted:
-		_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO `+t["payments"]+` (principal, payment_id, order_id) VALUES (?, ?, ?)`,
-			principalOf(e), ev.PaymentID, orderID)
+		err = l.lookupPayment(ctx, tx, t, e, principalOf(e), ev.PaymentID, orderID)
 	}
 	return err
+}
+
+// lookupPayment makes the payment id lead to orderID, unless it leads to an order already.
+func (l Lookups) lookupPayment(ctx context.Context, tx *sql.Tx, t Tables, e eventstore.RecordedEvent, principal, paymentID, orderID string) error {
+	res, err := tx.ExecContext(ctx, `INSERT INTO `+t["payments"]+` (principal, payment_id, order_id) VALUES (?, ?, ?)
+		ON CONFLICT (principal, payment_id) DO NOTHING`, principal, paymentID, orderID)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		return err
+	}
+	var first string
+	err = tx.QueryRowContext(ctx, `SELECT order_id FROM `+t["payments"]+` WHERE principal = ? AND payment_id = ?`,
+		principal, paymentID).Scan(&first)
+	if err != nil || first == orderID {
+		return err // the order started its payment id again
+	}
+	log := l.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Warn("payments lookup: a second order started a payment id; the lookup keeps the first",
+		"principal", principal, "payment_id", paymentID, "order", first, "second_order", orderID,
+		"stream", e.Stream, "revision", e.Revision)
+	return nil
 }
 
 // principalOf is the principal in an order event's metadata. Metadata that does not decode

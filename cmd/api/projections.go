@@ -23,7 +23,7 @@ func startProjections(ctx context.Context, dataDir string, feed eventstore.Feed,
 		return nil, nil, fmt.Errorf("read models: %w", err)
 	}
 	r := &projections.Runner{DB: db, Feed: feed, Log: log,
-		Projections: []projections.Projection{projections.Orders{}, projections.Lookups{}}}
+		Projections: []projections.Projection{projections.Orders{}, projections.Lookups{Log: log}}}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
 	go func() { done <- r.Run(runCtx) }()

@@ -168,7 +168,7 @@ func confirmPayment(s State, c ConfirmPayment, at time.Time) ([]Event, *Error) {
 		}
 		return nil, errorf(KindRejected, "payment %s was confirmed for %s, not %s", c.PaymentID, s.Paid, c.Amount)
 	}
-	if s.chargeRecorded(c.PaymentID) {
+	if s.DuplicateCharges.Recorded(c.PaymentID) {
 		return nil, errorf(KindRejected, "payment %s is already recorded as a duplicate charge to refund", c.PaymentID)
 	}
 	record := func(reason ChargeReason) []Event {

@@ -444,7 +444,7 @@ func TestEvolveState(t *testing.T) {
 		PendingRefund: eur(0),
 		Refunded:      eur(500),
 		Carrier:       "DHL", TrackingNumber: "TRK-1",
-		DuplicateCharges: []order.Charge{{PaymentID: "pay-2", Amount: eur(1750), Reason: order.ChargeAlreadyPaid, At: created}},
+		DuplicateCharges: order.NewCharges(order.Charge{PaymentID: "pay-2", Amount: eur(1750), Reason: order.ChargeAlreadyPaid, At: created}),
 		Version:          12,
 		CreatedAt:        created,
 		UpdatedAt:        now,
@@ -483,10 +483,10 @@ func TestEvolveValueSemantics(t *testing.T) {
 	))
 	a := order.Evolve(base, order.DuplicateChargeRecorded{PaymentID: "pay-a", Amount: eur(1), At: now})
 	b := order.Evolve(base, order.DuplicateChargeRecorded{PaymentID: "pay-b", Amount: eur(1), At: now})
-	if got := a.DuplicateCharges[3].PaymentID; got != "pay-a" {
+	if got := slices.Collect(a.DuplicateCharges.All())[3].PaymentID; got != "pay-a" {
 		t.Errorf("path a sees charge %s, want pay-a", got)
 	}
-	if got := b.DuplicateCharges[3].PaymentID; got != "pay-b" {
+	if got := slices.Collect(b.DuplicateCharges.All())[3].PaymentID; got != "pay-b" {
 		t.Errorf("path b sees charge %s, want pay-b", got)
 	}
 	if diff := cmp.Diff(snapshot, base); diff != "" {

@@ -1,6 +1,7 @@
 package order_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/acme/orders/domain/order"
@@ -36,4 +37,39 @@ func TestFolderFoldsLikeEvolve(t *testing.T) {
 			}
 		}
 	})
+}
+
+// BenchmarkFoldDuplicateCharges folds a paid order with n duplicate charges and then decides
+// one more confirmation on it, as a command does: loading folds with a Folder; Evolve is the
+// fold of the read model and of tests.
+func BenchmarkFoldDuplicateCharges(b *testing.B) {
+	for _, n := range []int{8_000, 32_000} {
+		events := hPaid()
+		for i := range n {
+			events = append(events, dup(fmt.Sprint("dup-", i), 1000, order.ChargeAlreadyPaid))
+		}
+		confirm := order.ConfirmPayment{PaymentID: "dup-last", Amount: eur(1000)}
+		check := func(b *testing.B, s order.State) {
+			if s.Version != int64(len(events)) {
+				b.Fatalf("folded version %d, want %d", s.Version, len(events))
+			}
+			if evs, _ := order.Decide(s, confirm, now); len(evs) != 1 {
+				b.Fatalf("decided %v, want the charge recorded", evs)
+			}
+		}
+		b.Run(fmt.Sprintf("n=%d/Folder", n), func(b *testing.B) {
+			for b.Loop() {
+				var f order.Folder
+				for _, e := range events {
+					f.Apply(e)
+				}
+				check(b, f.State())
+			}
+		})
+		b.Run(fmt.Sprintf("n=%d/Evolve", n), func(b *testing.B) {
+			for b.Loop() {
+				check(b, fold(events))
+			}
+		})
+	}
 }

@@ -161,7 +161,7 @@ func checkInvariants(t *rapid.T, s order.State, confirmed int) {
 		t.Fatalf("%d payments confirmed", confirmed)
 	}
 	charged := map[string]bool{}
-	for _, c := range s.DuplicateCharges {
+	for c := range s.DuplicateCharges.All() {
 		if charged[c.PaymentID] {
 			t.Fatalf("charge %s recorded twice", c.PaymentID)
 		}
@@ -170,7 +170,7 @@ func checkInvariants(t *rapid.T, s order.State, confirmed int) {
 	paidStates := []order.Status{order.StatusPaid, order.StatusShipped, order.StatusRefunding, order.StatusRefunded}
 	if slices.Contains(paidStates, s.Status) {
 		if confirmed != 1 || s.Paid != s.Total || s.Paid.Amount < 1 || charged[s.PaymentID] {
-			t.Fatalf("%s order: %d confirmed, paid %v, total %v, payment %s, charges %v", s.Status, confirmed, s.Paid, s.Total, s.PaymentID, s.DuplicateCharges)
+			t.Fatalf("%s order: %d confirmed, paid %v, total %v, payment %s, charges %v", s.Status, confirmed, s.Paid, s.Total, s.PaymentID, slices.Collect(s.DuplicateCharges.All()))
 		}
 	} else if s.Paid.Amount != 0 {
 		t.Fatalf("%s order paid %v", s.Status, s.Paid)
@@ -190,7 +190,7 @@ func checkInvariants(t *rapid.T, s order.State, confirmed int) {
 
 func deepCopy(s order.State) order.State {
 	s.Lines = slices.Clone(s.Lines)
-	s.DuplicateCharges = slices.Clone(s.DuplicateCharges)
+	s.DuplicateCharges = order.NewCharges(slices.Collect(s.DuplicateCharges.All())...)
 	return s
 }
 

@@ -60,8 +60,7 @@ type Charge struct {
 //
 // State is a value. Evolve returns a new State and never writes into the slices of the State
 // it was given, so a State can be copied, kept (as the state at an earlier version, say) and
-// evolved along two paths without one seeing the other's changes. Treat Lines and
-// DuplicateCharges as read-only.
+// evolved along two paths without one seeing the other's changes. Treat Lines as read-only.
 type State struct {
 	ID         string
 	CustomerID string
@@ -85,8 +84,8 @@ type State struct {
 	CancelReason   string
 
 	// DuplicateCharges are payments to return to the customer, in the order they were
-	// recorded.
-	DuplicateCharges []Charge
+	// recorded. There is no bound on them: money the provider took is always recorded.
+	DuplicateCharges Charges
 
 	// Version is the number of events folded: 0 for no order, 1 after Created. The stream
 	// revision of the last event folded is Version-1.
@@ -159,9 +158,7 @@ func evolve(s State, e Event, owned bool) State {
 		}
 		s.Refunded, s.PendingRefund = refunded, Money{Currency: s.Currency}
 	case DuplicateChargeRecorded:
-		// Clip first: appending into spare capacity would write into an array that copies of
-		// the old State share.
-		s.DuplicateCharges = append(slices.Clip(s.DuplicateCharges), Charge(e))
+		s.DuplicateCharges = s.DuplicateCharges.Add(Charge(e))
 	default:
 		return s
 	}
@@ -250,8 +247,4 @@ func (s State) paymentConfirmed() bool {
 		return true
 	}
 	return false
-}
-
-func (s State) chargeRecorded(paymentID string) bool {
-	return slices.ContainsFunc(s.DuplicateCharges, func(c Charge) bool { return c.PaymentID == paymentID })
 }
