@@ -21,22 +21,24 @@
 //     with the exact revision it read; of several takers one wins.
 //   - Claimed longer ago than the TTL: the key has expired; its stream is deleted and the
 //     request is new. A sweeper also deletes expired key streams in the background (Keys.Sweep,
-//     which learns the keys from one pass over the log, then from this process's own claims),
+//     which walks the log from the oldest claim not yet expired, in the order keys expire),
 //     unless the store expires them itself (Keys.Expire, KurrentDB's $maxAge): then an expired
 //     key's events are hidden from reads, and its stream reads as not found, or without its
 //     first claim, which counts as expired too.
 //
 // Four shortcuts spare the store without changing these answers. A new key is claimed first and
 // its stream read only if the claim is refused; a key that the sweeper knows was claimed (it
-// keeps an index of every key stream, see below) is read first. On a store that appends to
+// keeps a table of fixed size of the keys claimed, see Keys.Sweep) is read first. On a store that appends to
 // several streams at once (eventstore.MultiStreamAppender, the embedded store), a new key is
 // not even claimed on its own: Begin leaves the Claimed event to the caller (Request.Defer),
 // which appends it with the command's events in one atomic append, or with the outcome if the
 // command appends nothing. The claim holds the key in this process from Begin on. If its append
 // is refused because the key's stream exists, nothing was written, and Begin, called again
 // without Defer, reads the key as above. Completed keys are kept in memory with their
-// expiry (Keys.Remember): a completed key never changes until it expires, so its replays read
-// nothing (a node whose clock runs behind keeps replaying a key that much past its expiry).
+// expiry, up to a budget in bytes (Keys.RememberBytes): a completed key never changes until it
+// expires, so its replays read nothing (a node whose clock runs behind keeps replaying a key
+// that much past its expiry), but for an answer too large to keep, which is read from its
+// stream without a claim.
 // And a duplicate of a request that this process is running waits for it without reading,
 // woken when its outcome is recorded (only its own key's waiters are woken).
 //

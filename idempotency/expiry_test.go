@@ -33,8 +33,8 @@ func kurrentStore(t *testing.T) *kurrent.Store {
 // are past it, a request with the key is a new request, even with another fingerprint.
 func TestKeyExpiresByMaxAge(t *testing.T) {
 	s := kurrentStore(t)
-	// Remember: -1, so that every Begin asks the store.
-	keys := &idempotency.Keys{Store: s, TTL: time.Second, Wait: 50 * time.Millisecond, Remember: -1, Expire: s.SetMaxAge}
+	// RememberBytes: -1, so that every Begin asks the store.
+	keys := &idempotency.Keys{Store: s, TTL: time.Second, Wait: 50 * time.Millisecond, RememberBytes: -1, Expire: s.SetMaxAge}
 	// Begin would claim an expired key forever if the store refused its NoStream claim.
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -102,7 +102,7 @@ func (h hidingFirst) ReadStream(ctx context.Context, stream string, opts eventst
 // revision read, and the request claims the key anew.
 func TestKeyWithoutItsFirstClaimIsExpired(t *testing.T) {
 	s := kurrentStore(t)
-	keys := &idempotency.Keys{Store: s, TTL: time.Hour, Wait: 50 * time.Millisecond, Remember: -1, Expire: s.SetMaxAge}
+	keys := &idempotency.Keys{Store: s, TTL: time.Hour, Wait: 50 * time.Millisecond, RememberBytes: -1, Expire: s.SetMaxAge}
 	ctx := context.Background()
 	c, _, err := keys.Begin(ctx, request("fp"))
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/acme/orders/eventstore"
-	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // Keys runs the key protocol on an event store. Set Store; the other fields have defaults.
@@ -26,10 +25,13 @@ type Keys struct {
 	// Observe, if set, hears each step of a key's life (see Event) with the key's hash
 	// (KeyHash), for logs and metrics; ctx is the request's. It must not block.
 	Observe func(ctx context.Context, e Event, keyHash string)
-	// Remember is how many keys completed here are kept in memory, so that their replays need
-	// no read of the store; 0 means 65,536, a negative number none. An eighth as many more
-	// keep keys read from the store for a replay (see memory).
-	Remember int
+	// RememberBytes bounds the memory that completed keys take, so that their replays need no
+	// read of the store; 0 means RememberDefault (64 MiB), a negative number none. An eighth of
+	// it keeps keys read from the store for a replay (see memory). An outcome larger than 64
+	// KiB (or than a 64th of the budget) stays in the store: its replay reads it.
+	RememberBytes int64
+	// OnSweepError, if set, hears each failed round of Sweep, which retries it (see Sweep).
+	OnSweepError func(error)
 	// Expire, if set, has the store itself drop the events of a key stream once they are older
 	// than ttl (KurrentDB's $maxAge), in place of a sweeper; a stream whose events are all gone
 	// must read as not found and take a claim with NoStream. Begin calls it with the TTL before
@@ -40,16 +42,18 @@ type Keys struct {
 	Expire func(ctx context.Context, stream string, ttl time.Duration) error
 
 	memoryOnce  sync.Once
-	done, older *lru.Cache[string, remembered] // see memory
+	done, older *byteLRU // see memory
 
 	mu      sync.Mutex
 	waiting map[string]*waiters // by key stream: requests here waiting for its holder
 	holding map[string]held     // by key stream: claims of this process not yet let go
 
-	// The sweeper's index has a mutex of its own: its rounds must not hold up the waiters and
+	// The sweeper's state has a mutex of its own: its rounds must not hold up the waiters and
 	// holders that mu serves.
-	sweepMu  sync.Mutex
-	expiries map[string]time.Time // by key stream: its latest expiry noted; nil without a sweeper
+	sweepMu sync.Mutex
+	sweep   *sweepState // nil without a sweeper
+	// knownSlots sizes the sweeper's table of claimed keys; 0 means knownDefault.
+	knownSlots int
 }
 
 // held is a claim of this process that has not been completed or released yet.
@@ -127,7 +131,7 @@ func (c *Claim) Made(ctx context.Context, res eventstore.AppendResult) {
 
 // Refused reports whether err is the refusal of the claim's append, left unmade by Begin,
 // because its key stream exists after all (a key of an earlier run that neither this
-// process's memory nor the sweeper's index held): nothing was written. Release the claim and call Begin again, without Defer, for what the key holds.
+// process's memory nor the sweeper's table of claimed keys held): nothing was written. Release the claim and call Begin again, without Defer, for what the key holds.
 func (c *Claim) Refused(err error) bool {
 	var wrong *eventstore.WrongExpectedRevisionError
 	return c.pending != nil && errors.As(err, &wrong) && wrong.Stream == c.Stream
@@ -175,8 +179,15 @@ func (k *Keys) replay(ctx context.Context, stream, fingerprint string) (*Outcome
 		k.observe(ctx, EventMismatched, stream)
 		return nil, true, ErrKeyReused
 	}
+	out := &done.outcome
+	if done.onDisk {
+		var err error
+		if out, err = k.outcomeOnDisk(ctx, stream, done); out == nil || err != nil {
+			return nil, false, nil // Begin reads the key and tells what it holds
+		}
+	}
 	k.observe(ctx, EventReplayed, stream)
-	return &done.outcome, true, nil
+	return out, true, nil
 }
 
 // Begin claims the key for r, or returns the outcome to replay. Errors: ErrKeyReused,
@@ -339,7 +350,7 @@ func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.Exp
 	res, err := k.Store.Append(ctx, stream, expected, e)
 	if !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
 		// An append that failed otherwise (its context cancelled, say) may have been written.
-		k.noteExpiry(stream, expires)
+		k.noteClaimed(stream, expires)
 	}
 	if err != nil {
 		return nil, err
@@ -359,7 +370,7 @@ func (k *Keys) pend(stream string, r Request, orderID string, now time.Time) (*C
 	if err != nil {
 		return nil, err
 	}
-	k.noteExpiry(stream, claimed.ExpiresAt)
+	k.noteClaimed(stream, claimed.ExpiresAt)
 	c := &Claim{Stream: stream, OrderID: orderID, first: claimed, keys: k,
 		pending: &eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream, Events: []eventstore.EventData{e}}}
 	k.hold(stream, held{claimed: claimed, claim: c, pending: true})

@@ -395,7 +395,7 @@ func TestCompletedKeysAreRemembered(t *testing.T) {
 			counted.reads.Load()-reads, counted.appends.Load()-appends)
 	}
 
-	node2 := &idempotency.Keys{Store: s, TTL: time.Hour, Now: clk.Now, Remember: -1}
+	node2 := &idempotency.Keys{Store: s, TTL: time.Hour, Now: clk.Now, RememberBytes: -1}
 	if _, replay, err := node2.Begin(ctx, request("fp")); err != nil || replay == nil || replay.Body != created.Body {
 		t.Fatalf("replay on a node that does not remember: %+v, %v", replay, err)
 	}
@@ -689,7 +689,9 @@ func collectStream(s eventstore.Store, stream string) (n int, err error) {
 func TestReplaysOfOlderKeysLeaveTheNewerRemembered(t *testing.T) {
 	keys, _, s := newKeys(t)
 	counted := &countingStore{Store: s}
-	keys.Store, keys.Remember = counted, 8
+	// Room for 8 keys completed here, and one read back.
+	entry := idempotency.EntryBytes(idempotency.StreamName("shop-1", "k0"), "fp", created)
+	keys.Store, keys.RememberBytes = counted, (8*entry*8+6)/7
 	ctx := context.Background()
 	req := func(i int) idempotency.Request {
 		r := request("fp")

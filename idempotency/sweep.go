@@ -1,175 +1,299 @@
 package idempotency
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"time"
 
 	"github.com/acme/orders/eventstore"
 )
 
-// Sweep deletes key streams whose TTL has passed, until ctx ends. It learns the keys claimed
-// before it started from one pass over the log through feed, so it needs no state of its own
-// across restarts, and every later key from this process's own claims, which note their
-// expiry in memory from the moment Sweep starts: it does not follow the log, which would wake
-// it on every commit. Every interval it reads each key whose noted expiry has passed and, if
-// the key is still expired, deletes its stream with the exact revision read, so that a key
-// claimed anew meanwhile is left alone. Begin expires keys by itself when it meets them:
+// Sweep deletes key streams whose TTL has passed, until ctx ends. Its memory does not grow with
+// the keys: it walks the log through feed, in log order, from the oldest key claim it has not
+// swept, deleting each expired key, up to the first claim that has not expired, and notes where
+// it stopped and when that claim expires. Every interval, it walks on from there if that time
+// has passed or a claim of this process expires earlier (claims note their expiry from the
+// moment Sweep starts): between, it reads nothing. For each expired claim it reads the key and,
+// if the key is still expired, deletes its stream with the exact revision read, so that a key
+// claimed anew meanwhile is left alone. Claims expire in the order of the log, give or take a
+// request's duration, unless the TTL was shortened or the clock set back since: a key claimed
+// after an unexpired one then waits for it. Begin expires keys by itself when it meets them:
 // sweeping only reclaims the space of keys nobody retries. A store that expires key streams
 // itself (see Keys.Expire) needs no sweeper.
 //
-// Sweep relies on this process being the only writer of key streams after its catch-up pass,
-// as with the embedded store, whose data directory one server holds. A key claimed by another
-// process would be swept only when Begin meets it expired, or by the next restart's pass.
-// One Sweep runs at a time; it returns the first error of the feed or the store, and nil when
-// ctx ends.
+// Its first walk goes on to the end of the log, learning the claimed keys for Begin (see
+// known). It relies on this process being the only writer of key streams after it, as with
+// the embedded store, whose data directory one server holds: a key claimed by another process
+// is swept once a later claim of this one has expired, or by the next restart's walk.
+//
+// A round that fails (a read or delete refused by the store) is tried again after a second, or
+// the interval if shorter, then twice as long each time up to a minute; each failure goes to
+// OnSweepError, and SweepErr reports the sweeper failing until a round succeeds. One Sweep runs
+// at a time; it returns nil when ctx ends.
 func (k *Keys) Sweep(ctx context.Context, feed eventstore.Feed, interval time.Duration) error {
-	if err := k.attachSweeper(); err != nil {
+	st, err := k.attachSweeper(feed)
+	if err != nil {
 		return err
 	}
 	defer k.detachSweeper()
-	err := k.catchUp(ctx, feed)
-	t := time.NewTicker(interval)
+	first := min(interval, time.Second)
+	retry := first
+	t := time.NewTimer(0) // the first walk at once
 	defer t.Stop()
-	for err == nil {
+	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
-		err = k.sweepDue(ctx)
+		err := k.sweepRound(ctx, st)
+		if ctx.Err() != nil {
+			return nil
+		}
+		k.sweepDone(err)
+		wait := interval
+		if err != nil {
+			wait, retry = retry, min(2*retry, max(interval, time.Minute))
+		} else {
+			retry = first
+		}
+		t.Reset(wait)
 	}
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
 }
 
-// attachSweeper has claims note their expiry from now on. It comes before the catch-up pass:
-// a claim appended before it is in the log that the pass reads, and one appended after it
-// notes itself (claim notes once its append returns).
-func (k *Keys) attachSweeper() error {
+// sweepState is a running sweeper's. The sweeper alone uses feed, caughtUp and after; the rest
+// is under Keys.sweepMu.
+type sweepState struct {
+	feed     eventstore.Feed
+	caughtUp bool                // the first walk, to the end of the log, is done
+	after    eventstore.Position // every key claim up to here is swept, or was not expired
+	// due is when a walk may find a key to sweep: the expiry of the claim it stopped at, or an
+	// earlier one noted by a claim since. Zero: none known.
+	due time.Time
+	// known is a table of the key streams claimed, a hash of each at a slot of its own (see
+	// Keys.known): its size is fixed, a key claimed later takes the slot of an earlier one.
+	known []uint64
+	seed  maphash.Seed
+
+	failures int // rounds failed in a row
+	lastErr  error
+}
+
+// knownDefault is the size of the sweeper's table of claimed keys: 4 MiB.
+const knownDefault = 1 << 19
+
+// sweepUnready is how many rounds in a row may fail, each retried sooner than the last,
+// before SweepErr reports the sweeper failing: a second or two of a busy store is not.
+const sweepUnready = 3
+
+// attachSweeper starts the sweeper's state, so that claims note their expiry from now on. It
+// comes before the first walk: a claim appended before it is in the log that the walk reads,
+// and one appended after it notes itself (claim notes once its append returns).
+func (k *Keys) attachSweeper(feed eventstore.Feed) (*sweepState, error) {
 	k.sweepMu.Lock()
 	defer k.sweepMu.Unlock()
-	if k.expiries != nil {
-		return errors.New("idempotency: a sweeper is already running")
+	if k.sweep != nil {
+		return nil, errors.New("idempotency: a sweeper is already running")
 	}
-	k.expiries = make(map[string]time.Time)
-	return nil
+	k.sweep = &sweepState{feed: feed, known: make([]uint64, cmp.Or(k.knownSlots, knownDefault)), seed: maphash.MakeSeed()}
+	return k.sweep, nil
 }
 
-// detachSweeper stops the noting, so that no index grows without a sweeper to empty it.
+// detachSweeper stops the noting: without a sweeper nothing is known.
 func (k *Keys) detachSweeper() {
 	k.sweepMu.Lock()
 	defer k.sweepMu.Unlock()
-	k.expiries = nil
+	k.sweep = nil
 }
 
-// noteExpiry records, for a running sweeper, that the key stream expires at expires. The
-// latest expiry noted stands: a key that Begin deleted and claimed again lives on to its new
-// expiry, whatever older news of its stream comes later.
-func (k *Keys) noteExpiry(stream string, expires time.Time) {
-	k.sweepMu.Lock()
-	defer k.sweepMu.Unlock()
-	if k.expiries == nil {
-		return
+// sweepRound walks the log if it may find a key to sweep at now.
+func (k *Keys) sweepRound(ctx context.Context, st *sweepState) error {
+	now := k.now()
+	if st.caughtUp {
+		k.sweepMu.Lock()
+		due := st.due
+		k.sweepMu.Unlock()
+		if due.IsZero() || now.Before(due) {
+			return nil
+		}
 	}
-	if old, ok := k.expiries[stream]; !ok || expires.After(old) {
-		k.expiries[stream] = expires
-	}
+	return k.walk(ctx, st, now)
 }
 
-// known reports whether a running sweeper has noted the key stream: a claim of it was in the
-// log its pass read, or this process claimed it since. Without a sweeper nothing is known.
-func (k *Keys) known(stream string) bool {
-	k.sweepMu.Lock()
-	defer k.sweepMu.Unlock()
-	_, ok := k.expiries[stream]
-	return ok
-}
-
-// forget drops the entry of a key stream the sweeper found gone or deleted, unless a claim
-// noted a new expiry since the sweeper took noted: that is the key's next life.
-func (k *Keys) forget(stream string, noted time.Time) {
-	k.sweepMu.Lock()
-	defer k.sweepMu.Unlock()
-	if expires, ok := k.expiries[stream]; ok && expires.Equal(noted) {
-		delete(k.expiries, stream)
-	}
-}
-
-// catchUp notes the expiry of every key stream in the log. Deleted streams have left the log
-// of the embedded store; every claim of a key's life, takeovers included, carries its expiry.
-func (k *Keys) catchUp(ctx context.Context, feed eventstore.Feed) error {
+// walk sweeps the key streams of the log from st.after on, in log order, up to the first
+// claim that has not expired at now, or that it could not sweep; the first walk goes on to the
+// end of the log, learning the claimed keys.
+func (k *Keys) walk(ctx context.Context, st *sweepState, now time.Time) error {
 	filter := eventstore.Filter{StreamPrefixes: []string{StreamPrefix}}
-	for e, err := range feed.ReadAll(ctx, eventstore.ReadAllOptions{From: eventstore.Start, Filter: filter}) {
+	stopped := false
+	for e, err := range st.feed.ReadAll(ctx, eventstore.ReadAllOptions{From: st.after, Filter: filter}) {
 		if err != nil {
+			k.noteDue(now, now) // the retry walks again
 			return fmt.Errorf("read key streams: %w", err)
 		}
-		var c Claimed
-		if e.Type == TypeClaimed && json.Unmarshal(e.Data, &c) == nil {
-			k.noteExpiry(e.Stream, c.ExpiresAt)
+		if e.Position.Compare(st.after) <= 0 {
+			continue // From is inclusive
+		}
+		expires, claim := claimExpiry(e)
+		switch {
+		case !claim:
+			if !stopped {
+				st.after = e.Position
+			}
+			continue
+		case !st.caughtUp:
+			k.noteKnown(e.Stream)
+		}
+		switch {
+		case stopped:
+			// Past where the first walk stops sweeping: only learning the claimed keys.
+		case expires.After(now):
+			stopped = true
+			k.noteDue(expires, now)
+		default:
+			changed, err := k.sweepKey(ctx, e.Stream, now)
+			if err != nil || changed {
+				k.noteDue(now, now) // read again by the next round
+				return err
+			}
+			st.after = e.Position
+		}
+		if stopped && st.caughtUp {
+			return nil
 		}
 	}
-	return nil
-}
-
-// dueKey is a key stream whose noted expiry has passed.
-type dueKey struct {
-	stream  string
-	expires time.Time
-}
-
-// due returns the key streams noted to expire at or before now.
-func (k *Keys) due(now time.Time) []dueKey {
 	k.sweepMu.Lock()
-	defer k.sweepMu.Unlock()
-	var due []dueKey
-	for stream, expires := range k.expiries {
-		if !expires.After(now) {
-			due = append(due, dueKey{stream, expires})
-		}
+	if !st.due.After(now) {
+		st.due = time.Time{} // everything due is swept; a claim appended since has noted itself
 	}
-	return due
+	k.sweepMu.Unlock()
+	st.caughtUp = true
+	return nil
 }
 
-// sweepDue sweeps every key stream due now. The index is only a hint of what to read: each
-// key's stream says whether it is still expired.
-func (k *Keys) sweepDue(ctx context.Context) error {
-	now := k.now()
-	for _, d := range k.due(now) {
-		if err := k.sweepKey(ctx, d, now); err != nil {
-			return err
-		}
+// claimExpiry returns the expiry of a key claim; claim is false for other events.
+func claimExpiry(e eventstore.RecordedEvent) (expires time.Time, claim bool) {
+	var c Claimed
+	if e.Type != TypeClaimed || json.Unmarshal(e.Data, &c) != nil {
+		return time.Time{}, false
 	}
-	return nil
+	return c.ExpiresAt, true
 }
 
 // sweepKey deletes the key stream if it is expired at now, by the rule Begin applies, at the
-// revision it reads.
-func (k *Keys) sweepKey(ctx context.Context, d dueKey, now time.Time) error {
-	st, err := k.read(ctx, d.stream)
+// revision it reads. changed reports a delete refused because the stream was written since
+// the read.
+func (k *Keys) sweepKey(ctx context.Context, stream string, now time.Time) (changed bool, err error) {
+	st, err := k.read(ctx, stream)
 	switch {
 	case err != nil:
-		return err
+		return false, err
 	case !st.exists:
-		k.forget(d.stream, d.expires) // Begin expired it first
-		return nil
+		return false, nil // Begin expired it first
 	case st.first.ExpiresAt.After(now):
-		k.noteExpiry(d.stream, st.first.ExpiresAt)
-		return nil
+		return false, nil // claimed anew, further on in the log
 	}
-	err = k.Store.DeleteStream(ctx, d.stream, eventstore.Exact(st.revision))
+	err = k.Store.DeleteStream(ctx, stream, eventstore.Exact(st.revision))
 	switch {
 	case err == nil:
-		k.observe(ctx, EventExpired, d.stream)
-		k.forget(d.stream, d.expires)
+		k.observe(ctx, EventExpired, stream)
+		k.forget(stream)
+		return false, nil
 	case errors.Is(err, eventstore.ErrWrongExpectedRevision):
-		// Written to since the read, or expired by Begin: the next round reads it again.
+		return true, nil // written to since the read, or expired by Begin
 	default:
-		return fmt.Errorf("delete expired key: %w", err)
+		return false, fmt.Errorf("delete expired key: %w", err)
+	}
+}
+
+// noteClaimed records, for a running sweeper, that the key stream was claimed and expires at
+// expires.
+func (k *Keys) noteClaimed(stream string, expires time.Time) {
+	k.noteKnown(stream)
+	k.noteDue(expires, time.Time{})
+}
+
+// noteDue has the sweeper walk the log at due, unless it will earlier. A due at or before now
+// is stale (the claim it was noted for is swept), and replaced.
+func (k *Keys) noteDue(due, now time.Time) {
+	k.sweepMu.Lock()
+	defer k.sweepMu.Unlock()
+	if st := k.sweep; st != nil && (st.due.IsZero() || !st.due.After(now) || due.Before(st.due)) {
+		st.due = due
+	}
+}
+
+// noteKnown enters the key stream in the table of claimed keys.
+func (k *Keys) noteKnown(stream string) {
+	k.sweepMu.Lock()
+	defer k.sweepMu.Unlock()
+	if st := k.sweep; st != nil {
+		slot, tag := st.slot(stream)
+		st.known[slot] = tag
+	}
+}
+
+// known reports whether a running sweeper knows the key stream was claimed: a claim of it was
+// in the log its first walk read, or this process claimed it since, and no key claimed later
+// has taken its slot. Without a sweeper nothing is known. It is a hint (see Begin): a key
+// wrongly taken for new is found claimed when its claim is refused, one wrongly known costs a
+// read.
+func (k *Keys) known(stream string) bool {
+	k.sweepMu.Lock()
+	defer k.sweepMu.Unlock()
+	if k.sweep == nil {
+		return false
+	}
+	slot, tag := k.sweep.slot(stream)
+	return k.sweep.known[slot] == tag
+}
+
+// forget takes a key stream the sweeper deleted out of the table of claimed keys.
+func (k *Keys) forget(stream string) {
+	k.sweepMu.Lock()
+	defer k.sweepMu.Unlock()
+	if st := k.sweep; st != nil {
+		if slot, tag := st.slot(stream); st.known[slot] == tag {
+			st.known[slot] = 0
+		}
+	}
+}
+
+// slot returns where the key stream's hash goes in the table of claimed keys, and the hash
+// (never 0, which marks a free slot).
+func (st *sweepState) slot(stream string) (int, uint64) {
+	h := maphash.String(st.seed, stream)
+	return int(h % uint64(len(st.known))), h | 1
+}
+
+// sweepDone records how a round ended, for SweepErr and OnSweepError.
+func (k *Keys) sweepDone(err error) {
+	k.sweepMu.Lock()
+	if st := k.sweep; st != nil {
+		if err == nil {
+			st.failures, st.lastErr = 0, nil
+		} else {
+			st.failures, st.lastErr = st.failures+1, err
+		}
+	}
+	k.sweepMu.Unlock()
+	if err != nil && k.OnSweepError != nil {
+		k.OnSweepError(err)
+	}
+}
+
+// SweepErr reports why the sweeper cannot sweep, once it has failed several rounds in a row
+// (each retried sooner than the last), until a round succeeds; nil while it works or none runs.
+// It is for readiness: keys that are not swept fill the store.
+func (k *Keys) SweepErr() error {
+	k.sweepMu.Lock()
+	defer k.sweepMu.Unlock()
+	if st := k.sweep; st != nil && st.failures >= sweepUnready {
+		return fmt.Errorf("key sweeper failed %d times in a row: %w", st.failures, st.lastErr)
 	}
 	return nil
 }

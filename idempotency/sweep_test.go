@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"iter"
 	"sync/atomic"
 	"testing"
@@ -140,23 +141,23 @@ func TestSweepDeletesKeysClaimedBeforeIt(t *testing.T) {
 	waitFor(t, "sweep of the second key", func() bool { return gone(s, young.Stream) })
 }
 
-// Keys claimed after the sweeper started are learnt from the claims themselves: the sweeper
-// reads the log once, at its start.
+// Keys claimed after the sweeper started note their expiry themselves: the sweeper reads the
+// log at its start, and then only once a key is due.
 func TestSweepDeletesKeysClaimedAfterItStarts(t *testing.T) {
 	keys, clk, s := newKeys(t)
 	sw := startSweep(t, keys, s)
-	sw.waitRound(t) // past the pass over the log
+	sw.waitRound(t) // past the walk over the log
 	c := claimKey(t, keys, "k1", "fp")
 	clk.Add(59 * time.Minute)
 	sw.waitRound(t)
 	if gone(s, c.Stream) {
 		t.Fatal("the key was swept before its expiry")
 	}
+	if n := sw.feed.reads.Load(); n != 1 {
+		t.Errorf("the sweeper read the log %d times before a key was due; want once", n)
+	}
 	clk.Add(time.Minute)
 	waitFor(t, "sweep of the expired key", func() bool { return gone(s, c.Stream) })
-	if n := sw.feed.reads.Load(); n != 1 {
-		t.Errorf("the sweeper read the log %d times; want once", n)
-	}
 }
 
 // A key that Begin expired and claimed anew lives to its new expiry, not its old one.
@@ -232,7 +233,7 @@ func TestKnownKeyIsReadFirst(t *testing.T) {
 	ctx := context.Background()
 	earlier, _, s := newKeys(t)
 	claimKey(t, earlier, "k1", "fp")
-	keys := &idempotency.Keys{Store: s, Now: earlier.Now, Remember: -1}
+	keys := &idempotency.Keys{Store: s, Now: earlier.Now, RememberBytes: -1}
 	startSweep(t, keys, s).waitRound(t) // its pass over the log is done
 
 	head, err := s.Head(ctx)
@@ -256,4 +257,98 @@ func TestKnownKeyIsReadFirst(t *testing.T) {
 	if _, pending := c.Pending(); !pending {
 		t.Error("a new key's claim was written at once; want it left pending")
 	}
+}
+
+// The sweeper holds no entry per live key beyond a table of fixed size, however many keys
+// live, and still sweeps each key once its TTL has passed, in the order they expire.
+func TestSweeperMemoryDoesNotGrowWithLiveKeys(t *testing.T) {
+	keys, clk, s := newKeys(t)
+	const slots = 32
+	keys.SetKnownSlots(slots)
+	sw := startSweep(t, keys, s)
+	sw.waitRound(t)
+	var early, late []string
+	for i := range 150 {
+		if i == 100 {
+			clk.Add(30 * time.Minute)
+		}
+		c := claimKey(t, keys, fmt.Sprint("k", i), "fp")
+		if i < 100 {
+			early = append(early, c.Stream)
+		} else {
+			late = append(late, c.Stream)
+		}
+	}
+	if n := keys.SweeperEntries(); n > slots {
+		t.Fatalf("the sweeper holds %d keys in memory with 150 live; want at most %d", n, slots)
+	}
+	clk.Add(30 * time.Minute) // the first 100 keys expire
+	waitFor(t, "sweep of the keys claimed first", func() bool { return gone(s, early[len(early)-1]) })
+	for _, stream := range early {
+		if !gone(s, stream) {
+			t.Errorf("%s, expired, was not swept", stream)
+		}
+	}
+	sw.waitRound(t)
+	for _, stream := range late {
+		if gone(s, stream) {
+			t.Fatalf("%s was swept before its expiry", stream)
+		}
+	}
+	clk.Add(30 * time.Minute)
+	waitFor(t, "sweep of the keys claimed later", func() bool { return gone(s, late[len(late)-1]) })
+	for _, stream := range late {
+		if !gone(s, stream) {
+			t.Errorf("%s, expired, was not swept", stream)
+		}
+	}
+}
+
+// failingDeletes refuses every stream delete while failing is set, as a full disk would.
+type failingDeletes struct {
+	eventstore.Store
+	failing atomic.Bool
+}
+
+var errDiskFull = errors.New("database or disk is full")
+
+func (s *failingDeletes) DeleteStream(ctx context.Context, stream string, expected eventstore.ExpectedRevision) error {
+	if s.failing.Load() {
+		return errDiskFull
+	}
+	return s.Store.DeleteStream(ctx, stream, expected)
+}
+
+// A sweeper whose store fails keeps trying, reports each failure and, once it has failed
+// several times in a row, that it cannot sweep; when the store works again it sweeps, and
+// reports nothing any more.
+func TestSweeperRetriesAfterStoreErrors(t *testing.T) {
+	keys, clk, s := newKeys(t)
+	c := claimKey(t, keys, "k1", "fp")
+	clk.Add(time.Hour)
+	store := &failingDeletes{Store: s}
+	store.failing.Store(true)
+	keys.Store = store
+	var failures atomic.Int64
+	keys.OnSweepError = func(err error) {
+		if !errors.Is(err, errDiskFull) {
+			t.Errorf("OnSweepError heard %v; want the store's error", err)
+		}
+		failures.Add(1)
+	}
+	startSweep(t, keys, s)
+	waitFor(t, "the sweeper to report failing", func() bool { return keys.SweepErr() != nil })
+	if err := keys.SweepErr(); !errors.Is(err, errDiskFull) {
+		t.Errorf("SweepErr: %v; want the store's error", err)
+	}
+	if n := failures.Load(); n < 3 {
+		t.Errorf("OnSweepError heard %d failures before the sweeper reported failing; want 3", n)
+	}
+	if gone(s, c.Stream) {
+		t.Fatal("the key was swept while deletes failed")
+	}
+
+	store.failing.Store(false)
+	waitFor(t, "sweep of the expired key after the store recovered", func() bool { return gone(s, c.Stream) })
+	waitFor(t, "the sweeper to report working", func() bool { return keys.SweepErr() == nil })
 }

@@ -14,10 +14,12 @@ import (
 
 	"github.com/acme/orders/api"
 	"github.com/acme/orders/command"
+	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/eventstore/kurrent"
 	"github.com/acme/orders/eventstore/sqlite"
 	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/projections"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 type serveCmd struct {
@@ -27,7 +29,7 @@ type serveCmd struct {
 	KeyTTL    time.Duration `default:"24h" env:"API_KEY_TTL" help:"How long an Idempotency-Key is kept."`
 	KeyWait   time.Duration `default:"2s" env:"API_KEY_WAIT" help:"How long a duplicate waits for the request that holds its key."`
 	KeyLease  time.Duration `default:"10s" env:"API_KEY_LEASE" help:"How long a claim holds its key before another request may take it over."`
-	KeyMemory int           `default:"65536" env:"API_KEY_MEMORY" help:"How many Idempotency-Keys completed here are kept in memory, so that their replays read nothing from the store (about 1 KiB each; 0 for none); an eighth as many more keep the keys read back from the store for a replay."`
+	KeyMemory uint          `default:"64" env:"API_KEY_MEMORY" help:"MiB of memory for the outcomes of Idempotency-Keys, so that their replays read nothing from the store (0 for none); an eighth of it keeps the keys read back from the store for a replay. An outcome over 64 KiB stays in the store: its replays read it."`
 	Shutdown  time.Duration `default:"15s" env:"API_SHUTDOWN_TIMEOUT" help:"How long a graceful shutdown waits for in-flight requests."`
 
 	PprofAddr string `env:"API_PPROF_ADDR" help:"Loopback address to serve runtime profiles (net/http/pprof) on; none if empty."`
@@ -69,7 +71,7 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	}
 	defer store.Close()
 	timed := metrics.TimeAppends(store)
-	idem := &idempotency.Keys{Store: timed, TTL: cmd.KeyTTL, Lease: cmd.KeyLease, Wait: cmd.KeyWait, Remember: cmp.Or(cmd.KeyMemory, -1)}
+	idem := &idempotency.Keys{Store: timed, TTL: cmd.KeyTTL, Lease: cmd.KeyLease, Wait: cmd.KeyWait, RememberBytes: cmp.Or(int64(cmd.KeyMemory)<<20, -1)}
 	runner, stopProjections, err := startProjections(ctx, cmd.Data, store, log)
 	if err != nil {
 		return err
@@ -83,19 +85,23 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		Reads:       projections.Queries{DB: runner.DB},
 		Orders:      &command.Handler{Store: timed},
 		Keys:        idem,
-		// As many fingerprints as completed keys: those are what retries send again.
-		Fingerprints: idempotency.NewFingerprints(cmd.KeyMemory),
+		// The fingerprints of the latest requests, which their retries send again.
+		Fingerprints: idempotency.NewFingerprints(fingerprintMemo),
 		IDs:          command.NewOrderIDs(),
 		Log:          log,
 		APIKeys:      keys,
 		Node:         nodeName(),
 		Hooks:        testHooks(e.getenv),
 
-		Ready:          api.Readiness(store, runner),
+		Ready:          withSweeper(api.Readiness(store, runner), idem),
 		Metrics:        metrics,
 		RequestTimeout: cmd.Limits.RequestTimeout,
 	}
 	idem.Observe = srv.ObserveKey
+	metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "orders_idempotency_memory_bytes",
+		Help: "Bytes that the completed keys kept in memory take, as charged against --key-memory.",
+	}, func() float64 { return float64(idem.RememberedBytes()) }))
 	if cmd.KeysFile != "" {
 		stopReload := reloadKeysOnHangup(ctx, cmd.KeysFile, srv, log)
 		defer stopReload()
@@ -106,15 +112,8 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		// scavenge removes them: no sweeper (see eventstore/kurrent's package doc).
 		idem.Expire = ks.SetMaxAge
 	} else {
-		sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
-		swept := make(chan struct{})
-		go func() {
-			defer close(swept)
-			if err := idem.Sweep(sweepCtx, store, min(cmd.KeyTTL/10, time.Minute)); err != nil {
-				log.Error("key sweeper stopped", "error", err)
-			}
-		}()
-		defer func() { stopSweep(); <-swept }()
+		stopSweep := startSweeper(ctx, idem, store, min(cmd.KeyTTL/10, time.Minute), metrics, log)
+		defer stopSweep()
 	}
 
 	hs := &http.Server{
@@ -149,6 +148,45 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		return errors.Join(serveErr, fmt.Errorf("shutdown: %w", err))
 	}
 	return serveErr
+}
+
+// fingerprintMemo is how many request fingerprints are remembered (idempotency.Fingerprints),
+// for the retries of the latest requests: about 255 bytes each, some 8 MiB
+// (BenchmarkFingerprintsMemory in idempotency).
+const fingerprintMemo = 32768
+
+// startSweeper runs the key sweeper until stop, which waits for it to end. A failed round is
+// logged and counted in orders_idempotency_sweep_failures_total, and retried (see Keys.Sweep).
+func startSweeper(ctx context.Context, idem *idempotency.Keys, feed eventstore.Feed, interval time.Duration, metrics *api.Metrics, log *slog.Logger) (stop func()) {
+	failures := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orders_idempotency_sweep_failures_total",
+		Help: "Rounds of the key sweeper that failed (a read or delete refused by the store); each is retried, sooner at first.",
+	})
+	metrics.Registry.MustRegister(failures)
+	idem.OnSweepError = func(err error) {
+		failures.Inc()
+		log.Warn("key sweep failed; retrying", "error", err)
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		if err := idem.Sweep(ctx, feed, interval); err != nil {
+			log.Error("key sweeper not started", "error", err)
+		}
+	}()
+	return func() { cancel(); <-swept }
+}
+
+// withSweeper adds the key sweeper to the readiness check ready: not ready while it keeps
+// failing.
+func withSweeper(ready func(context.Context) error, idem *idempotency.Keys) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := ready(ctx); err != nil {
+			return err
+		}
+		return idem.SweepErr()
+	}
 }
 
 func loopback(a net.Addr) bool {
