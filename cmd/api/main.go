@@ -23,6 +23,8 @@ func main() {
 
 // cli is the command line: flags, their environment variables and defaults.
 type cli struct {
+	Version kong.VersionFlag `help:"Print the version, the commit it was built from and the Go version, and exit."`
+
 	Serve       serveCmd       `cmd:"" default:"withargs" help:"Run the HTTP service (the default)."`
 	Keys        keysCmd        `cmd:"" help:"Manage API keys."`
 	Projections projectionsCmd `cmd:"" help:"Projection status and rebuilds, through a running service."`
@@ -39,6 +41,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(int) { exited = true }),
 		kong.Resolvers(envResolver(getenv)),
+		kong.Vars{"version": version()},
 	)
 	if err != nil {
 		return err
