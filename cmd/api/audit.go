@@ -17,6 +17,7 @@ import (
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/eventstore/sqlite"
 	"github.com/acme/orders/projections"
+	"github.com/alecthomas/kong"
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 )
@@ -25,7 +26,7 @@ import (
 // service (SQLite's WAL lets readers in) or of a stopped one.
 type auditCmd struct {
 	History auditHistoryCmd `cmd:"" help:"Print an order's events with who did what and when."`
-	State   auditStateCmd   `cmd:"" help:"Fold an order's events up to a revision or a time."`
+	State   auditStateCmd   `cmd:"" help:"Show an order as it was at a revision (--revision N) or a time (--at TIME)."`
 	Export  auditExportCmd  `cmd:"" help:"Write every event of every stream as JSON lines, in log order."`
 	Verify  auditVerifyCmd  `cmd:"" help:"Check hash chains, order invariants and read-model drift; exit 1 on any finding."`
 }
@@ -107,8 +108,21 @@ func (c *auditHistoryCmd) Run(ctx context.Context, e *env) error {
 type auditStateCmd struct {
 	auditStore
 	OrderID  string    `arg:"" help:"The order's id."`
-	Revision *uint64   `xor:"point" required:"" help:"Fold up to and including this revision."`
-	At       time.Time `xor:"point" required:"" help:"Fold the events recorded at or before this RFC 3339 time."`
+	Revision *uint64   `xor:"point" group:"point" placeholder:"N" help:"Fold up to and including the event at revision N (an order's first event is revision 0)."`
+	At       time.Time `xor:"point" group:"point" placeholder:"TIME" help:"Fold the events recorded at or before TIME, an RFC 3339 time such as 2026-11-29T12:00:00Z."`
+}
+
+// pointGroup shows --revision and --at apart in the help, as the alternatives they are:
+// kong's usage line would show two required flags side by side.
+var pointGroup = kong.Group{Key: "point", Title: "Point of the order's history (give exactly one):"}
+
+// Validate asks for a point: the xor group refuses both, but not neither once the flags
+// are no longer marked required.
+func (c *auditStateCmd) Validate() error {
+	if c.Revision == nil && c.At.IsZero() {
+		return errors.New("give the point of the order's history to fold up to: --revision N or --at TIME")
+	}
+	return nil
 }
 
 func (c *auditStateCmd) Run(ctx context.Context, e *env) error {

@@ -42,6 +42,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		kong.Exit(func(int) { exited = true }),
 		kong.Resolvers(envResolver(getenv)),
 		kong.Vars{"version": version()},
+		kong.ExplicitGroups([]kong.Group{pointGroup}),
 	)
 	if err != nil {
 		return err
