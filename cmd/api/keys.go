@@ -14,20 +14,81 @@ import (
 	"syscall"
 
 	"github.com/acme/orders/api"
+	"github.com/alecthomas/kong"
+	"golang.org/x/term"
 )
 
 type keysCmd struct {
 	Add  keysAddCmd  `cmd:"" help:"Make a new API key for a principal: print it once, append only its hash to the keys file."`
-	Hash keysHashCmd `cmd:"" help:"Print the SHA-256 hex of a key, for a keys file."`
+	Hash keysHashCmd `cmd:"" help:"Print the SHA-256 hex of a key read from standard input, for a keys file: 'echo -n KEY | api keys hash' or 'api keys hash < FILE'."`
 }
 
-type keysHashCmd struct {
-	Key string `arg:"" help:"The API key."`
-}
+// keysHashCmd takes the key on standard input only: an argument would show it to every user
+// of the machine in the process list.
+type keysHashCmd struct{}
 
 func (c *keysHashCmd) Run(e *env) error {
-	sum := api.HashKey(c.Key)
-	_, err := fmt.Fprintln(e.stdout, hex.EncodeToString(sum[:]))
+	key, err := readKey(e)
+	if err != nil {
+		return err
+	}
+	sum := api.HashKey(key)
+	_, err = fmt.Fprintln(e.stdout, hex.EncodeToString(sum[:]))
+	return err
+}
+
+// readKey reads the key for keys hash from standard input; from a terminal, without echoing it.
+func readKey(e *env) (string, error) {
+	if f, ok := e.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		fmt.Fprint(e.stderr, "key (not shown): ")
+		line, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(e.stderr)
+		if err != nil {
+			return "", err
+		}
+		if len(line) == 0 {
+			return "", errors.New("no key given")
+		}
+		return string(line), nil
+	}
+	key, err := readSecret(e.stdin)
+	if err != nil {
+		return "", fmt.Errorf("the key on standard input is %w: give it as 'echo -n KEY | api keys hash' or 'api keys hash < FILE'", err)
+	}
+	return key, nil
+}
+
+// maxSecret bounds a key read from standard input or a file: a key is a line, not a document.
+const maxSecret = 4096
+
+// readSecret reads a secret given as one line; a trailing newline is not part of it, so that
+// 'echo KEY' and a file saved by an editor give the key. Its errors complete "the key is …".
+func readSecret(r io.Reader) (string, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxSecret+1))
+	if err != nil {
+		return "", fmt.Errorf("unreadable (%w)", err)
+	}
+	if len(data) > maxSecret {
+		return "", fmt.Errorf("longer than %d bytes", maxSecret)
+	}
+	s := strings.TrimSuffix(strings.TrimSuffix(string(data), "\n"), "\r")
+	switch {
+	case s == "":
+		return "", errors.New("empty")
+	case strings.ContainsAny(s, "\r\n"):
+		return "", errors.New("more than one line")
+	}
+	return s, nil
+}
+
+// keyInArguments turns kong's refusal of 'api keys hash KEY', as earlier versions took it,
+// into directions, without repeating the key into the terminal or a log.
+func keyInArguments(err error) error {
+	var perr *kong.ParseError
+	if errors.As(err, &perr) && perr.Context != nil && perr.Context.Command() == "keys hash" &&
+		strings.HasPrefix(err.Error(), "unexpected argument") {
+		return errors.New("keys hash takes no arguments: it reads the key from standard input, so that the key stays out of the process list ('echo -n KEY | api keys hash' or 'api keys hash < FILE')")
+	}
 	return err
 }
 

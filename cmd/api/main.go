@@ -15,7 +15,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "api:", err)
 		os.Exit(1)
 	}
@@ -32,7 +32,7 @@ type cli struct {
 }
 
 // run is main without the process: tests call it directly.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var c cli
 	exited := false // --help and the like: kong has printed what was asked, nothing to run
 	parser, err := kong.New(&c,
@@ -52,14 +52,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil
 	}
 	if err != nil {
-		return err
+		return keyInArguments(err)
 	}
 	kctx.BindTo(ctx, (*context.Context)(nil))
-	return kctx.Run(&env{stdout: stdout, stderr: stderr, getenv: getenv})
+	return kctx.Run(&env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv})
 }
 
 // env is what subcommands get from run.
 type env struct {
+	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
 }

@@ -13,11 +13,23 @@ type cliRun struct {
 	err            error
 }
 
-// runCLI runs the command line as main does, without environment variables.
+// cliInput is what a run of the command line reads besides its arguments.
+type cliInput struct {
+	stdin string
+	env   map[string]string
+}
+
+// runCLI runs the command line as main does, with nothing on standard input and no
+// environment variables.
 func runCLI(t *testing.T, args ...string) cliRun {
 	t.Helper()
+	return runCLIWith(t, cliInput{}, args...)
+}
+
+func runCLIWith(t *testing.T, in cliInput, args ...string) cliRun {
+	t.Helper()
 	var stdout, stderr strings.Builder
-	err := run(context.Background(), args, func(string) string { return "" }, &stdout, &stderr)
+	err := run(context.Background(), args, func(k string) string { return in.env[k] }, strings.NewReader(in.stdin), &stdout, &stderr)
 	return cliRun{stdout: stdout.String(), stderr: stderr.String(), err: err}
 }
 
