@@ -24,8 +24,31 @@ type projectionsCmd struct {
 }
 
 type adminClient struct {
-	URL    string `default:"http://127.0.0.1:8080" env:"API_URL" help:"Base URL of the running service."`
-	APIKey string `env:"API_KEY" help:"Bearer API key (not needed in development mode)."`
+	URL        string `default:"http://127.0.0.1:8080" env:"API_URL" help:"Base URL of the running service."`
+	APIKey     string `env:"API_KEY" placeholder:"KEY" help:"An admin's API key (not needed in development mode). Prefer API_KEY or --api-key-file: on the command line the key is visible to every user of the machine in the process list."`
+	APIKeyFile string `env:"API_KEY_FILE" placeholder:"FILE" help:"File holding an admin's API key on one line."`
+
+	key string // the key sent: from APIKey or APIKeyFile, see loadKey
+}
+
+// loadKey settles the key to send, once for all of a command's requests.
+func (a *adminClient) loadKey() error {
+	switch {
+	case a.APIKey != "" && a.APIKeyFile != "":
+		return errors.New("an API key is given twice: give either --api-key (or API_KEY) or --api-key-file (or API_KEY_FILE)")
+	case a.APIKeyFile != "":
+		f, err := os.Open(a.APIKeyFile)
+		if err != nil {
+			return fmt.Errorf("API key file: %w", err)
+		}
+		defer f.Close()
+		if a.key, err = readSecret(f); err != nil {
+			return fmt.Errorf("the API key in %s is %w", a.APIKeyFile, err)
+		}
+	default:
+		a.key = a.APIKey
+	}
+	return nil
 }
 
 type projectionStatus struct {
@@ -49,8 +72,8 @@ func (a adminClient) do(ctx context.Context, method, path string, out any) error
 	if err != nil {
 		return err
 	}
-	if a.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+a.APIKey)
+	if a.key != "" {
+		req.Header.Set("Authorization", "Bearer "+a.key)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -80,6 +103,9 @@ type projectionsStatusCmd struct {
 }
 
 func (c *projectionsStatusCmd) Run(ctx context.Context, e *env) error {
+	if err := c.loadKey(); err != nil {
+		return err
+	}
 	st, err := c.status(ctx)
 	if err != nil {
 		return err
@@ -102,6 +128,9 @@ type projectionsRebuildCmd struct {
 }
 
 func (c *projectionsRebuildCmd) Run(ctx context.Context, e *env) error {
+	if err := c.loadKey(); err != nil {
+		return err
+	}
 	names := c.Names
 	if len(names) == 0 {
 		st, err := c.status(ctx)
