@@ -19,7 +19,7 @@ import (
 )
 
 type keysCmd struct {
-	Add  keysAddCmd  `cmd:"" help:"Make a new API key for a principal: print it once, append only its hash to the keys file."`
+	Add  keysAddCmd  `cmd:"" help:"Make a new API key for a principal: print it once, append only its hash to the keys file. A running service reads the file again on SIGHUP."`
 	Hash keysHashCmd `cmd:"" help:"Print the SHA-256 hex of a key read from standard input, for a keys file: 'echo -n KEY | api keys hash' or 'api keys hash < FILE'."`
 }
 
@@ -121,7 +121,8 @@ func (c *keysAddCmd) Run(e *env) error {
 	if err := appendLine(c.KeysFile, line); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stderr, "added a key for %s (%s) to %s; it is shown only this once, and the file keeps only its hash.\nRestart the service to accept it.\n", c.Name, roles, c.KeysFile)
+	fmt.Fprintf(e.stderr, "added a key for %s (%s) to %s; it is shown only this once, and the file keeps only its hash.\n"+
+		"A running service accepts it once it reads the file again: send it SIGHUP (kill -HUP <pid>); no restart is needed.\n", c.Name, roles, c.KeysFile)
 	_, err = fmt.Fprintln(e.stdout, key)
 	return err
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -42,5 +43,24 @@ func TestKeysHashRefusesAnArgument(t *testing.T) {
 	help := runCLI(t, "keys", "hash", "--help")
 	if !strings.Contains(help.stdout, "echo -n KEY | api keys hash") || !strings.Contains(help.stdout, "api keys hash < FILE") {
 		t.Errorf("keys hash --help:\n%s\nwant both ways to give the key", help.stdout)
+	}
+}
+
+// The service reads the keys file again on SIGHUP (reloadKeysOnHangup): keys add says so,
+// and does not send anyone to restart it.
+func TestKeysAddPointsToSIGHUP(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "keys")
+	r := runCLI(t, "keys", "add", "shop-1", "--keys-file", file)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if !strings.HasPrefix(r.stdout, keyPrefix) {
+		t.Errorf("printed %q; want a new key", r.stdout)
+	}
+	if !strings.Contains(r.stderr, "SIGHUP") || strings.Contains(strings.ToLower(r.stderr), "restart the service") {
+		t.Errorf("keys add said:\n%s\nwant it to point to SIGHUP, not to a restart", r.stderr)
+	}
+	if help := runCLI(t, "keys", "add", "--help"); !strings.Contains(help.stdout, "SIGHUP") {
+		t.Errorf("keys add --help:\n%s\nwant it to mention SIGHUP", help.stdout)
 	}
 }
