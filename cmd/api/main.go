@@ -41,7 +41,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(int) { exited = true }),
 		kong.Resolvers(envResolver(getenv)),
-		kong.Vars{"version": version()},
+		kong.Vars{"version": version(), "projections": projectionNames()},
 		kong.ExplicitGroups([]kong.Group{pointGroup}),
 	)
 	if err != nil {

@@ -1,22 +1,28 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // fakeService answers the admin API's projection status, as a service whose projections are
-// both caught up, and records the Authorization header of every request.
+// both caught up, and records every request. It refuses the key "wrong" as the service does.
 type fakeService struct {
 	*httptest.Server
-	mu    sync.Mutex
-	auths []string
+	mu   sync.Mutex
+	seen []seenRequest
 }
+
+type seenRequest struct{ method, path, auth string }
 
 const statusBody = `{"projections":[` +
 	`{"name":"orders","state":"running","error":"","generation":1,"checkpoint":7,"head":7,"lagEvents":0,"lagSeconds":0,"version":2},` +
@@ -26,32 +32,36 @@ func newFakeService(t *testing.T) *fakeService {
 	f := &fakeService{}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
-		f.auths = append(f.auths, r.Header.Get("Authorization"))
+		f.seen = append(f.seen, seenRequest{r.Method, r.URL.Path, r.Header.Get("Authorization")})
 		f.mu.Unlock()
-		if r.Method != http.MethodGet || r.URL.Path != "/admin/projections" {
+		switch {
+		case r.Header.Get("Authorization") == "Bearer wrong":
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusUnauthorized)
+			w.Write([]byte(`{"type":"/problems/unauthorized","title":"Unauthorized","status":401,"detail":"unknown API key"}`))
+		case r.Method == http.MethodGet && r.URL.Path == "/admin/projections":
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(statusBody))
+		default:
 			http.NotFound(w, r)
-			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Write([]byte(statusBody))
 	}))
 	t.Cleanup(f.Close)
 	return f
 }
 
-func (f *fakeService) requests() int {
+func (f *fakeService) requests() []seenRequest {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.auths)
+	return slices.Clone(f.seen)
 }
 
 func (f *fakeService) lastAuth() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.auths) == 0 {
+	seen := f.requests()
+	if len(seen) == 0 {
 		return ""
 	}
-	return f.auths[len(f.auths)-1]
+	return seen[len(seen)-1].auth
 }
 
 func TestAPIKeyFromEnvironmentOrFile(t *testing.T) {
@@ -81,14 +91,14 @@ func TestAPIKeyFromEnvironmentOrFile(t *testing.T) {
 		{"missing file", nil, []string{"--api-key-file", empty + "-missing"}, "", "API key file: open"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := srv.requests()
+			before := len(srv.requests())
 			args := append([]string{"projections", "status", "--url", srv.URL}, tc.args...)
 			r := runCLIWith(t, cliInput{env: tc.env}, args...)
 			if tc.wantErr != "" {
 				if r.err == nil || !strings.Contains(r.err.Error(), tc.wantErr) {
 					t.Errorf("error %v; want %q", r.err, tc.wantErr)
 				}
-				if srv.requests() != before {
+				if len(srv.requests()) != before {
 					t.Error("a request was sent")
 				}
 				return
@@ -96,7 +106,7 @@ func TestAPIKeyFromEnvironmentOrFile(t *testing.T) {
 			if r.err != nil {
 				t.Fatal(r.err)
 			}
-			if got := srv.lastAuth(); got != tc.want || srv.requests() == before {
+			if got := srv.lastAuth(); got != tc.want || len(srv.requests()) == before {
 				t.Errorf("sent Authorization %q; want %q", got, tc.want)
 			}
 		})
@@ -104,5 +114,58 @@ func TestAPIKeyFromEnvironmentOrFile(t *testing.T) {
 	help := runCLI(t, "projections", "status", "--help")
 	if !strings.Contains(help.stdout, "Prefer API_KEY or --api-key-file") {
 		t.Errorf("projections status --help:\n%s\nwant it to prefer API_KEY or --api-key-file", help.stdout)
+	}
+}
+
+func TestProjectionsStatusFormats(t *testing.T) {
+	srv := newFakeService(t)
+	r := runCLI(t, "projections", "status", "--url", srv.URL)
+	if r.err != nil || !strings.HasPrefix(r.stdout, "NAME") || !strings.Contains(r.stdout, "orders") || !strings.Contains(r.stdout, "lookups") {
+		t.Errorf("table: %v\n%s", r.err, r.stdout)
+	}
+	// json is the service's own answer, every field of it.
+	r = runCLI(t, "projections", "status", "--url", srv.URL, "--format", "json")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	var got, want any
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("%v:\n%s", err, r.stdout)
+	}
+	json.Unmarshal([]byte(statusBody), &want)
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("json (-GET /admin/projections +printed):\n%s", d)
+	}
+}
+
+func TestProjectionsRebuildNames(t *testing.T) {
+	help := runCLI(t, "projections", "rebuild", "--help")
+	if !strings.Contains(help.stdout, "(orders, lookups)") {
+		t.Errorf("projections rebuild --help:\n%s\nwant the projections' names", help.stdout)
+	}
+	srv := newFakeService(t)
+	r := runCLI(t, "projections", "rebuild", "orders", "order", "--url", srv.URL)
+	if r.err == nil || r.err.Error() != `no projection named "order": the service has orders, lookups` {
+		t.Errorf("rebuild of an unknown projection: %v; want the error to list the projections", r.err)
+	}
+	for _, req := range srv.requests() {
+		if req.method != http.MethodGet {
+			t.Errorf("sent %s %s; want no rebuild started", req.method, req.path)
+		}
+	}
+}
+
+// Failures to reach the service, or refusals by it, name the flags and variables to change.
+func TestAdminErrorsNameTheFlags(t *testing.T) {
+	srv := newFakeService(t)
+	r := runCLIWith(t, cliInput{env: map[string]string{"API_KEY": "wrong"}}, "projections", "status", "--url", srv.URL)
+	if r.err == nil || r.err.Error() != "the service refused the API key (unknown API key): these commands need an admin's key, in API_KEY or --api-key-file" {
+		t.Errorf("with a wrong key: %v", r.err)
+	}
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	r = runCLI(t, "projections", "status", "--url", closed.URL)
+	if r.err == nil || !strings.HasPrefix(r.err.Error(), "no answer from the service at "+closed.URL+" (--url or API_URL): ") {
+		t.Errorf("with no service: %v", r.err)
 	}
 }
