@@ -35,15 +35,7 @@ type cli struct {
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var c cli
 	exited := false // --help and the like: kong has printed what was asked, nothing to run
-	parser, err := kong.New(&c,
-		kong.Name("api"),
-		kong.Description("An event-sourced order service that never performs a command twice."),
-		kong.Writers(stdout, stderr),
-		kong.Exit(func(int) { exited = true }),
-		kong.Resolvers(envResolver(getenv)),
-		kong.Vars{"version": version(), "projections": projectionNames()},
-		kong.ExplicitGroups([]kong.Group{pointGroup}),
-	)
+	parser, err := newParser(&c, getenv, stdout, stderr, func(int) { exited = true })
 	if err != nil {
 		return err
 	}
@@ -56,6 +48,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	kctx.BindTo(ctx, (*context.Context)(nil))
 	return kctx.Run(&env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv})
+}
+
+// newParser is the command line's parser into c; tests parse with it without running.
+func newParser(c *cli, getenv func(string) string, stdout, stderr io.Writer, exit func(int)) (*kong.Kong, error) {
+	return kong.New(c,
+		kong.Name("api"),
+		kong.Description("An event-sourced order service that never performs a command twice."),
+		kong.Writers(stdout, stderr),
+		kong.Exit(exit),
+		kong.Resolvers(envResolver(getenv)),
+		kong.Vars{"version": version(), "projections": projectionNames()},
+		kong.ExplicitGroups([]kong.Group{pointGroup}),
+	)
 }
 
 // env is what subcommands get from run.

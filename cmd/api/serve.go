@@ -29,7 +29,7 @@ type serveCmd struct {
 	KeyWait   time.Duration `default:"2s" env:"API_KEY_WAIT" help:"How long a duplicate waits for the request that holds its key."`
 	KeyLease  time.Duration `default:"10s" env:"API_KEY_LEASE" help:"How long a claim holds its key before another request may take it over."`
 	KeyMemory int           `default:"65536" env:"API_KEY_MEMORY" help:"How many Idempotency-Keys completed here are kept in memory, so that their replays read nothing from the store (about 1 KiB each; 0 for none); an eighth as many more keep the keys read back from the store for a replay."`
-	Shutdown  time.Duration `default:"15s" env:"API_SHUTDOWN_TIMEOUT" help:"How long a graceful shutdown waits for in-flight requests."`
+	Shutdown  time.Duration `name:"shutdown-timeout" default:"15s" env:"API_SHUTDOWN_TIMEOUT" help:"How long a graceful shutdown waits for in-flight requests."`
 
 	PprofAddr string `env:"API_PPROF_ADDR" help:"Loopback address to serve runtime profiles (net/http/pprof) on; none if empty."`
 
