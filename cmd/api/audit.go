@@ -136,9 +136,9 @@ func orderNotFound(id string) error {
 
 type auditStateCmd struct {
 	auditStore
-	OrderID  string    `arg:"" help:"The order's id."`
-	Revision *uint64   `xor:"point" group:"point" placeholder:"N" help:"Fold up to and including the event at revision N (an order's first event is revision 0)."`
-	At       time.Time `xor:"point" group:"point" placeholder:"TIME" help:"Fold the events recorded at or before TIME, an RFC 3339 time such as 2026-11-29T12:00:00Z."`
+	OrderID  string  `arg:"" help:"The order's id."`
+	Revision *uint64 `xor:"point" group:"point" placeholder:"N" help:"Fold up to and including the event at revision N (an order's first event is revision 0)."`
+	At       rfc3339 `xor:"point" group:"point" placeholder:"TIME" help:"Fold the events recorded at or before TIME, an RFC 3339 time such as 2026-11-29T12:00:00Z."`
 	formatFlag
 }
 
@@ -155,18 +155,35 @@ func (c *auditStateCmd) Validate() error {
 	return nil
 }
 
+// rfc3339 is a time given on the command line, refused in the user's terms rather than with
+// Go's reference layout.
+type rfc3339 struct{ time.Time }
+
+func (t *rfc3339) Decode(ctx *kong.DecodeContext) error {
+	var s string
+	if err := ctx.Scan.PopValueInto("time", &s); err != nil {
+		return err
+	}
+	v, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return fmt.Errorf("want an RFC 3339 time such as 2026-11-29T12:00:00Z, not %q", s)
+	}
+	t.Time = v
+	return nil
+}
+
 func (c *auditStateCmd) Run(ctx context.Context, e *env) error {
 	s, err := c.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	state, last, ok, err := (&command.Handler{Store: s}).LoadAt(ctx, c.OrderID, command.Point{Revision: c.Revision, At: c.At})
+	state, last, ok, err := (&command.Handler{Store: s}).LoadAt(ctx, c.OrderID, command.Point{Revision: c.Revision, At: c.At.Time})
 	switch {
 	case err != nil:
 		return err
 	case !ok:
-		return absentAt(ctx, s, c.OrderID, c.At)
+		return absentAt(ctx, s, c.OrderID, c.At.Time)
 	case c.Revision != nil && last < *c.Revision:
 		return fmt.Errorf("order %s has no revision %d: its last is %d", c.OrderID, *c.Revision, last)
 	}

@@ -92,6 +92,7 @@ func TestAuditStatePoint(t *testing.T) {
 	}{
 		{"both", []string{id, "--revision", "1", "--at", created.Format(time.RFC3339)}, "--revision and --at can't be used together"},
 		{"neither", []string{id}, "--revision N or --at TIME"},
+		{"not a time", []string{id, "--at", "yesterday"}, `--at: want an RFC 3339 time such as 2026-11-29T12:00:00Z, not "yesterday"`},
 		{"unknown order", []string{"NOPE", "--revision", "0"}, "order NOPE not found"},
 		{"unknown order at a time", []string{"NOPE", "--at", created.Format(time.RFC3339)}, "order NOPE not found"},
 		{"before it existed", []string{id, "--at", created.Add(-time.Minute).Format(time.RFC3339)}, "order " + id + " did not exist at 2026-11-29T11:59:00Z"},

@@ -95,7 +95,7 @@ func keyInArguments(err error) error {
 type keysAddCmd struct {
 	Name     string   `arg:"" help:"The principal: who the key speaks for (recorded in every event it causes)."`
 	Roles    []string `name:"role" default:"client" help:"Role the key grants: client, auditor or admin. Repeat the flag or separate with commas for several."`
-	KeysFile string   `required:"" env:"API_KEYS_FILE" help:"The keys file to append to; created (mode 0600) if missing."`
+	KeysFile string   `required:"" env:"API_KEYS_FILE" placeholder:"FILE" help:"The keys file to append to; created (mode 0600) if missing."`
 }
 
 // keyPrefix starts every generated key, so that a key pasted where it does not belong is easy
