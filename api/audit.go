@@ -7,13 +7,20 @@ import (
 	"time"
 
 	"github.com/acme/orders/command"
+	"github.com/acme/orders/domain/order"
 	"github.com/labstack/echo/v4"
 )
 
-// stateView is an order as it was at a point of its history.
-type stateView struct {
+// StateView is an order as it was at a point of its history, as GET /v1/orders/{id}/state
+// answers it. It is exported so that the command line prints the very same shape.
+type StateView struct {
 	Revision uint64    `json:"revision"` // of the last event folded
 	Order    orderView `json:"order"`
+}
+
+// ViewState is the view of s, folded up to the event at revision.
+func ViewState(revision uint64, s order.State) StateView {
+	return StateView{Revision: revision, Order: viewOrder(s)}
 }
 
 // getState folds the order's events up to ?revision=N or ?at=<RFC 3339 time>, never from a
@@ -47,5 +54,5 @@ func (s *Server) getState(c echo.Context) error {
 	case p.Revision != nil && last < *p.Revision:
 		return fmt.Errorf("%w: order %s has no revision %d", errNotFound, id, *p.Revision)
 	}
-	return c.JSON(http.StatusOK, stateView{Revision: last, Order: viewOrder(state)})
+	return c.JSON(http.StatusOK, ViewState(last, state))
 }

@@ -47,8 +47,8 @@ func TestAuditTools(t *testing.T) {
 	if code != 0 || strings.Count(out, "\n") != 4 {
 		t.Fatalf("history: exit %d, %d lines:\n%s", code, strings.Count(out, "\n"), out)
 	}
-	out, code = runAPI(t, "audit", "state", id, "--data", s.dir, "--revision", "2")
-	if code != 0 || !strings.Contains(out, `"revision": 2`) {
+	out, code = runAPI(t, "audit", "state", id, "--data", s.dir, "--revision", "2", "--format", "json")
+	if code != 0 || !strings.Contains(out, `"revision": 2`) || !strings.Contains(out, `"id": "`+id+`"`) {
 		t.Fatalf("state: exit %d:\n%s", code, out)
 	}
 	report := filepath.Join(t.TempDir(), "report.json")

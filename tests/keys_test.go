@@ -207,12 +207,14 @@ func TestKeysAreScopedToThePrincipal(t *testing.T) {
 		sum := sha256.Sum256([]byte(key))
 		return hex.EncodeToString(sum[:])
 	}
-	out, err := exec.Command(binary, "keys", "hash", "alice-secret").Output()
+	keysHash := exec.Command(binary, "keys", "hash")
+	keysHash.Stdin = strings.NewReader("alice-secret\n") // as 'echo alice-secret |' gives it
+	out, err := keysHash.Output()
 	if err != nil {
 		t.Fatalf("api keys hash: %v", err)
 	}
 	if got := strings.TrimSpace(string(out)); got != hash("alice-secret") {
-		t.Errorf("api keys hash alice-secret printed %q, want %s", got, hash("alice-secret"))
+		t.Errorf("api keys hash < alice-secret printed %q, want %s", got, hash("alice-secret"))
 	}
 
 	keys := filepath.Join(t.TempDir(), "keys")

@@ -14,27 +14,88 @@ import (
 	"syscall"
 
 	"github.com/acme/orders/api"
+	"github.com/alecthomas/kong"
+	"golang.org/x/term"
 )
 
 type keysCmd struct {
-	Add  keysAddCmd  `cmd:"" help:"Make a new API key for a principal: print it once, append only its hash to the keys file."`
-	Hash keysHashCmd `cmd:"" help:"Print the SHA-256 hex of a key, for a keys file."`
+	Add  keysAddCmd  `cmd:"" help:"Make a new API key for a principal: print it once, append only its hash to the keys file. A running service reads the file again on SIGHUP."`
+	Hash keysHashCmd `cmd:"" help:"Print the SHA-256 hex of a key read from standard input, for a keys file: 'echo -n KEY | api keys hash' or 'api keys hash < FILE'."`
 }
 
-type keysHashCmd struct {
-	Key string `arg:"" help:"The API key."`
-}
+// keysHashCmd takes the key on standard input only: an argument would show it to every user
+// of the machine in the process list.
+type keysHashCmd struct{}
 
 func (c *keysHashCmd) Run(e *env) error {
-	sum := api.HashKey(c.Key)
-	_, err := fmt.Fprintln(e.stdout, hex.EncodeToString(sum[:]))
+	key, err := readKey(e)
+	if err != nil {
+		return err
+	}
+	sum := api.HashKey(key)
+	_, err = fmt.Fprintln(e.stdout, hex.EncodeToString(sum[:]))
+	return err
+}
+
+// readKey reads the key for keys hash from standard input; from a terminal, without echoing it.
+func readKey(e *env) (string, error) {
+	if f, ok := e.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		fmt.Fprint(e.stderr, "key (not shown): ")
+		line, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(e.stderr)
+		if err != nil {
+			return "", err
+		}
+		if len(line) == 0 {
+			return "", errors.New("no key given")
+		}
+		return string(line), nil
+	}
+	key, err := readSecret(e.stdin)
+	if err != nil {
+		return "", fmt.Errorf("the key on standard input is %w: give it as 'echo -n KEY | api keys hash' or 'api keys hash < FILE'", err)
+	}
+	return key, nil
+}
+
+// maxSecret bounds a key read from standard input or a file: a key is a line, not a document.
+const maxSecret = 4096
+
+// readSecret reads a secret given as one line; a trailing newline is not part of it, so that
+// 'echo KEY' and a file saved by an editor give the key. Its errors complete "the key is …".
+func readSecret(r io.Reader) (string, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxSecret+1))
+	if err != nil {
+		return "", fmt.Errorf("unreadable (%w)", err)
+	}
+	if len(data) > maxSecret {
+		return "", fmt.Errorf("longer than %d bytes", maxSecret)
+	}
+	s := strings.TrimSuffix(strings.TrimSuffix(string(data), "\n"), "\r")
+	switch {
+	case s == "":
+		return "", errors.New("empty")
+	case strings.ContainsAny(s, "\r\n"):
+		return "", errors.New("more than one line")
+	}
+	return s, nil
+}
+
+// keyInArguments turns kong's refusal of 'api keys hash KEY', as earlier versions took it,
+// into directions, without repeating the key into the terminal or a log.
+func keyInArguments(err error) error {
+	var perr *kong.ParseError
+	if errors.As(err, &perr) && perr.Context != nil && perr.Context.Command() == "keys hash" &&
+		strings.HasPrefix(err.Error(), "unexpected argument") {
+		return errors.New("keys hash takes no arguments: it reads the key from standard input, so that the key stays out of the process list ('echo -n KEY | api keys hash' or 'api keys hash < FILE')")
+	}
 	return err
 }
 
 type keysAddCmd struct {
 	Name     string   `arg:"" help:"The principal: who the key speaks for (recorded in every event it causes)."`
 	Roles    []string `name:"role" default:"client" help:"Role the key grants: client, auditor or admin. Repeat the flag or separate with commas for several."`
-	KeysFile string   `required:"" env:"API_KEYS_FILE" help:"The keys file to append to; created (mode 0600) if missing."`
+	KeysFile string   `required:"" env:"API_KEYS_FILE" placeholder:"FILE" help:"The keys file to append to; created (mode 0600) if missing."`
 }
 
 // keyPrefix starts every generated key, so that a key pasted where it does not belong is easy
@@ -60,7 +121,8 @@ func (c *keysAddCmd) Run(e *env) error {
 	if err := appendLine(c.KeysFile, line); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stderr, "added a key for %s (%s) to %s; it is shown only this once, and the file keeps only its hash.\nRestart the service to accept it.\n", c.Name, roles, c.KeysFile)
+	fmt.Fprintf(e.stderr, "added a key for %s (%s) to %s; it is shown only this once, and the file keeps only its hash.\n"+
+		"A running service accepts it once it reads the file again: send it SIGHUP (kill -HUP <pid>); no restart is needed.\n", c.Name, roles, c.KeysFile)
 	_, err = fmt.Fprintln(e.stdout, key)
 	return err
 }

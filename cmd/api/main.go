@@ -15,7 +15,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "api:", err)
 		os.Exit(1)
 	}
@@ -23,6 +23,8 @@ func main() {
 
 // cli is the command line: flags, their environment variables and defaults.
 type cli struct {
+	Version kong.VersionFlag `help:"Print the version, the commit it was built from and the Go version, and exit."`
+
 	Serve       serveCmd       `cmd:"" default:"withargs" help:"Run the HTTP service (the default)."`
 	Keys        keysCmd        `cmd:"" help:"Manage API keys."`
 	Projections projectionsCmd `cmd:"" help:"Projection status and rebuilds, through a running service."`
@@ -30,16 +32,10 @@ type cli struct {
 }
 
 // run is main without the process: tests call it directly.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var c cli
 	exited := false // --help and the like: kong has printed what was asked, nothing to run
-	parser, err := kong.New(&c,
-		kong.Name("api"),
-		kong.Description("An event-sourced order service that never performs a command twice."),
-		kong.Writers(stdout, stderr),
-		kong.Exit(func(int) { exited = true }),
-		kong.Resolvers(envResolver(getenv)),
-	)
+	parser, err := newParser(&c, getenv, stdout, stderr, func(int) { exited = true })
 	if err != nil {
 		return err
 	}
@@ -48,14 +44,28 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil
 	}
 	if err != nil {
-		return err
+		return keyInArguments(err)
 	}
 	kctx.BindTo(ctx, (*context.Context)(nil))
-	return kctx.Run(&env{stdout: stdout, stderr: stderr, getenv: getenv})
+	return kctx.Run(&env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv})
+}
+
+// newParser is the command line's parser into c; tests parse with it without running.
+func newParser(c *cli, getenv func(string) string, stdout, stderr io.Writer, exit func(int)) (*kong.Kong, error) {
+	return kong.New(c,
+		kong.Name("api"),
+		kong.Description("An event-sourced order service that never performs a command twice."),
+		kong.Writers(stdout, stderr),
+		kong.Exit(exit),
+		kong.Resolvers(envResolver(getenv)),
+		kong.Vars{"version": version(), "projections": projectionNames()},
+		kong.ExplicitGroups([]kong.Group{pointGroup}),
+	)
 }
 
 // env is what subcommands get from run.
 type env struct {
+	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/acme/orders/eventstore"
@@ -15,6 +16,20 @@ import (
 // readModelsFile is the read models' database in the data directory, beside the events.
 const readModelsFile = "readmodels.db"
 
+// readModels are the projections the service runs.
+func readModels(log *slog.Logger) []projections.Projection {
+	return []projections.Projection{projections.Orders{}, projections.Lookups{Log: log}}
+}
+
+// projectionNames lists the projections' names, for help and errors.
+func projectionNames() string {
+	var names []string
+	for _, p := range readModels(nil) {
+		names = append(names, p.Name())
+	}
+	return strings.Join(names, ", ")
+}
+
 // startProjections opens the read models and runs their projections from feed. stop lets them
 // catch up with the log, waits for them to halt at a checkpoint and closes the database.
 func startProjections(ctx context.Context, dataDir string, feed eventstore.Feed, log *slog.Logger) (*projections.Runner, func(), error) {
@@ -22,8 +37,7 @@ func startProjections(ctx context.Context, dataDir string, feed eventstore.Feed,
 	if err != nil {
 		return nil, nil, fmt.Errorf("read models: %w", err)
 	}
-	r := &projections.Runner{DB: db, Feed: feed, Log: log,
-		Projections: []projections.Projection{projections.Orders{}, projections.Lookups{Log: log}}}
+	r := &projections.Runner{DB: db, Feed: feed, Log: log, Projections: readModels(log)}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
 	go func() { done <- r.Run(runCtx) }()

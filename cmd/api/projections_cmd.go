@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -20,12 +24,35 @@ import (
 // which keeps serving meanwhile; the command starts them and follows their progress.
 type projectionsCmd struct {
 	Status  projectionsStatusCmd  `cmd:"" help:"Show each projection's state, checkpoint, head and lag."`
-	Rebuild projectionsRebuildCmd `cmd:"" help:"Rebuild projections from the start of the log while the service runs."`
+	Rebuild projectionsRebuildCmd `cmd:"" help:"Rebuild projections (${projections}) from the start of the log while the service runs."`
 }
 
 type adminClient struct {
-	URL    string `default:"http://127.0.0.1:8080" env:"API_URL" help:"Base URL of the running service."`
-	APIKey string `env:"API_KEY" help:"Bearer API key (not needed in development mode)."`
+	URL        string `default:"http://127.0.0.1:8080" env:"API_URL" help:"Base URL of the running service."`
+	APIKey     string `env:"API_KEY" placeholder:"KEY" help:"An admin's API key (not needed in development mode). Prefer API_KEY or --api-key-file: on the command line the key is visible to every user of the machine in the process list."`
+	APIKeyFile string `env:"API_KEY_FILE" placeholder:"FILE" help:"File holding an admin's API key on one line."`
+
+	key string // the key sent: from APIKey or APIKeyFile, see loadKey
+}
+
+// loadKey settles the key to send, once for all of a command's requests.
+func (a *adminClient) loadKey() error {
+	switch {
+	case a.APIKey != "" && a.APIKeyFile != "":
+		return errors.New("an API key is given twice: give either --api-key (or API_KEY) or --api-key-file (or API_KEY_FILE)")
+	case a.APIKeyFile != "":
+		f, err := os.Open(a.APIKeyFile)
+		if err != nil {
+			return fmt.Errorf("API key file: %w", err)
+		}
+		defer f.Close()
+		if a.key, err = readSecret(f); err != nil {
+			return fmt.Errorf("the API key in %s is %w", a.APIKeyFile, err)
+		}
+	default:
+		a.key = a.APIKey
+	}
+	return nil
 }
 
 type projectionStatus struct {
@@ -44,25 +71,57 @@ type projectionStatus struct {
 	} `json:"rebuild"`
 }
 
-func (a adminClient) do(ctx context.Context, method, path string, out any) error {
+// call sends a request to the service and returns the body of its answer; a refusal or no
+// answer at all is told in the terms of the command line (its flags and variables).
+func (a adminClient) call(ctx context.Context, method, path string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(a.URL, "/")+path, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if a.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+a.APIKey)
+	if a.key != "" {
+		req.Header.Set("Authorization", "Bearer "+a.key)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return err
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err // it repeats the method and URL
+		}
+		return nil, fmt.Errorf("no answer from the service at %s (--url or API_URL): %w", a.URL, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAdminAnswer))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if resp.StatusCode >= 300 {
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(body)))
+		return nil, refusal(resp, body)
+	}
+	return body, nil
+}
+
+// maxAdminAnswer bounds what is read of an answer: the status of every projection is a few
+// hundred bytes each.
+const maxAdminAnswer = 1 << 20
+
+// refusal tells why the service refused a request, from its problem details (RFC 9457).
+func refusal(resp *http.Response, body []byte) error {
+	var p struct{ Title, Detail string }
+	json.Unmarshal(body, &p)
+	why := cmp.Or(p.Detail, p.Title, strings.TrimSpace(string(body)))
+	switch resp.StatusCode {
+	case http.StatusUnauthorized:
+		return fmt.Errorf("the service refused the API key (%s): these commands need an admin's key, in API_KEY or --api-key-file", why)
+	case http.StatusForbidden:
+		return fmt.Errorf("the service refused the request (%s): these commands need a key with the admin role", why)
+	}
+	return fmt.Errorf("the service answered %s: %s", resp.Status, why)
+}
+
+func (a adminClient) do(ctx context.Context, method, path string, out any) error {
+	body, err := a.call(ctx, method, path)
+	if err != nil {
+		return err
 	}
 	return json.Unmarshal(body, out)
 }
@@ -77,9 +136,27 @@ func (a adminClient) status(ctx context.Context) ([]projectionStatus, error) {
 
 type projectionsStatusCmd struct {
 	adminClient
+	formatFlag
 }
 
 func (c *projectionsStatusCmd) Run(ctx context.Context, e *env) error {
+	if err := c.loadKey(); err != nil {
+		return err
+	}
+	if c.Format == "json" {
+		// The service's own answer, GET /admin/projections, with every field it gives.
+		body, err := c.call(ctx, http.MethodGet, "/admin/projections")
+		if err != nil {
+			return err
+		}
+		var out bytes.Buffer
+		if err := json.Indent(&out, body, "", "  "); err != nil {
+			return err
+		}
+		out.WriteByte('\n')
+		_, err = out.WriteTo(e.stdout)
+		return err
+	}
 	st, err := c.status(ctx)
 	if err != nil {
 		return err
@@ -98,18 +175,30 @@ func (c *projectionsStatusCmd) Run(ctx context.Context, e *env) error {
 
 type projectionsRebuildCmd struct {
 	adminClient
-	Names []string `arg:"" optional:"" help:"Projections to rebuild; all when none is named."`
+	Names []string `arg:"" optional:"" help:"Projections to rebuild (${projections}); all of them when none is named."`
 }
 
 func (c *projectionsRebuildCmd) Run(ctx context.Context, e *env) error {
+	if err := c.loadKey(); err != nil {
+		return err
+	}
+	st, err := c.status(ctx)
+	if err != nil {
+		return err
+	}
+	var known []string
+	for _, p := range st {
+		known = append(known, p.Name)
+	}
 	names := c.Names
 	if len(names) == 0 {
-		st, err := c.status(ctx)
-		if err != nil {
-			return err
-		}
-		for _, p := range st {
-			names = append(names, p.Name)
+		names = known
+	}
+	// Every name is checked before the first rebuild starts: a typo in the second name
+	// must not leave the first rebuilt and the command failed.
+	for _, name := range names {
+		if !slices.Contains(known, name) {
+			return fmt.Errorf("no projection named %q: the service has %s", name, strings.Join(known, ", "))
 		}
 	}
 	for _, name := range names {
