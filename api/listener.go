@@ -58,9 +58,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 // A refused connection is answered, then read from until its client closes it, for at most
 // refuseLinger: closing it with the request unread would reset it, and the client could lose
 // the answer (net/http's closeWriteAndWait does the same). Past maxLingering refused
-// connections at once, one is closed without an answer.
+// connections at once, one is answered and closed at once, its answer then left to chance.
 const (
-	refuseLinger = time.Second
+	refuseLinger = 250 * time.Millisecond
 	maxLingering = 64
 )
 
@@ -68,6 +68,14 @@ func (l *Listener) refuse(c net.Conn) {
 	l.metrics.connRefused()
 	if ok, held := l.logs.allow("refused"); ok {
 		l.log.Warn("connection refused", "max_connections", l.max, "held_back", held)
+	}
+	// A new connection's send buffer is empty: the write does not wait, the deadline is a
+	// safeguard.
+	c.SetDeadline(time.Now().Add(refuseLinger))
+	answer := rawAnswer(problem("unavailable", "the server has as many connections open as it allows; retry after the Retry-After delay"), "Retry-After: 1\r\n")
+	if _, err := c.Write(answer); err != nil {
+		c.Close()
+		return
 	}
 	if l.lingering.Add(1) > maxLingering {
 		l.lingering.Add(-1)
@@ -77,11 +85,6 @@ func (l *Listener) refuse(c net.Conn) {
 	go func() {
 		defer l.lingering.Add(-1)
 		defer c.Close()
-		c.SetDeadline(time.Now().Add(refuseLinger))
-		answer := rawAnswer(problem("unavailable", "the server has as many connections open as it allows; retry after the Retry-After delay"), "Retry-After: 1\r\n")
-		if _, err := c.Write(answer); err != nil {
-			return
-		}
 		if cw, ok := c.(closeWriter); ok {
 			cw.CloseWrite()
 		}

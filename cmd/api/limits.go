@@ -22,8 +22,8 @@ const writeTimeout = 60 * time.Second
 
 // The default of --max-connections leaves connectionReserve file descriptors to the store (its
 // database files, once per pooled SQLite connection), the logs and the refused connections
-// being answered, and stays at most connectionCap (each open connection costs memory even when
-// idle).
+// being answered, and stays at most connectionCap: an idle connection holds about 20 KiB, so
+// 4096 of them hold about 80 MB.
 const (
 	connectionReserve = 256
 	connectionCap     = 4096
