@@ -130,7 +130,10 @@ func TestConnectionLimitAndIdleTimeout(t *testing.T) {
 
 	// Clients that send the start of their headers and stop hold their connections (until
 	// --read-header-timeout); the next connection is one too many.
-	var slow []net.Conn
+	var (
+		slow        []net.Conn
+		slowReaders []*bufio.Reader
+	)
 	for range max {
 		c := dial()
 		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n")
@@ -151,28 +154,23 @@ func TestConnectionLimitAndIdleTimeout(t *testing.T) {
 		t.Errorf("the connection over the limit, after its answer: %v; want it closed", err)
 	}
 	fdsFull := openFiles(pid)
-	for _, c := range slow {
-		c.Close()
-	}
 
-	// Keep-alive connections left idle after a request, as many as the limit, are closed by
-	// the server.
-	var idle []*bufio.Reader
-	for range max {
-		c := dial()
-		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	// The slow clients finish their requests and leave their connections idle: the server
+	// closes them after --idle-timeout.
+	for _, c := range slow {
+		io.WriteString(c, "\r\n")
 		br := bufio.NewReader(c)
 		res, err := http.ReadResponse(br, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantStatus(t, readResponse(t, "idle connection", res), http.StatusOK)
+		wantStatus(t, readResponse(t, "GET /healthz, slowly", res), http.StatusOK)
 		if res.Close {
 			t.Fatalf("the server closes a keep-alive connection after its answer")
 		}
-		idle = append(idle, br)
+		slowReaders = append(slowReaders, br)
 	}
-	for _, br := range idle {
+	for _, br := range slowReaders {
 		if _, err := br.ReadByte(); err != io.EOF {
 			t.Fatalf("an idle connection: %v; want it closed by the server after --idle-timeout", err)
 		}
