@@ -12,8 +12,8 @@ import (
 )
 
 // A 5xx answer tells the client to come back (Retry-After) and the operator why, in one log
-// line. Under a storm (145,001 answers of 503 while the disk was full) a line per answer would
-// flood the log: lines are limited per problem, and each says how many were held back.
+// line. Under a storm (a full disk answers every command 503) a line per answer would flood
+// the log: lines are limited per problem, and each says how many were held back.
 
 // cause is where a request's handlers leave the error behind a 5xx answer, for its log line.
 type cause struct{ err atomic.Pointer[error] }
