@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -80,6 +81,9 @@ var accessFamilies = []struct {
 
 // ruleFor returns the rule of the route of method and path (an echo route path).
 func ruleFor(method, path string) (rule, bool) {
+	if method == http.MethodHead {
+		method = http.MethodGet // the same answer without its body
+	}
 	route := method + " " + path
 	if r, ok := access[route]; ok {
 		return r, true

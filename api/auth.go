@@ -224,8 +224,8 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			c.Set(principalKey, DevPrincipal)
 			c.Set(rolesKey, AllRoles)
 		} else {
-			bearer, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
-			if !ok || bearer == "" {
+			bearer, ok := bearerToken(c.Request().Header.Get("Authorization"))
+			if !ok {
 				return errUnauthorized
 			}
 			k, ok := keys.lookup(bearer)
@@ -241,4 +241,12 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return next(c)
 	}
+}
+
+// bearerToken is the token of an Authorization header of the Bearer scheme (RFC 6750), whose
+// name is case-insensitive (RFC 9110 §11.1).
+func bearerToken(header string) (string, bool) {
+	scheme, token, _ := strings.Cut(header, " ")
+	token = strings.TrimLeft(token, " ")
+	return token, strings.EqualFold(scheme, "Bearer") && token != ""
 }

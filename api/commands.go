@@ -265,6 +265,7 @@ func keep(out idempotency.Outcome, err error) bool {
 
 func (s *Server) run(ctx context.Context, orderID string, cmd order.Command, md command.Metadata, opts command.Options) (command.Result, error) {
 	res, err := s.Orders.HandleWith(ctx, orderID, cmd, md, opts)
+	noteCause(ctx, err) // for the log line of a 5xx answer (see answerFailures)
 	if errors.Is(err, command.ErrNotOwner) {
 		// To anyone but its creator, an order does not exist.
 		return command.Result{}, notYours(orderID, cmd, opts.At)

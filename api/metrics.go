@@ -29,6 +29,10 @@ type Metrics struct {
 	batches  prometheus.Histogram
 	wal      *prometheus.GaugeVec
 	requests *prometheus.HistogramVec
+
+	connsOpen    prometheus.Gauge
+	connsMax     prometheus.Gauge
+	connsRefused prometheus.Counter
 }
 
 // NewMetrics makes the metrics, with the Go runtime's and the process's.
@@ -59,17 +63,49 @@ func NewMetrics() *Metrics {
 		}, []string{"frames"}),
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "orders_http_request_duration_seconds",
-			Help:    "Latency of HTTP requests by method, route (its pattern, never its values) and status.",
+			Help:    "Latency of HTTP requests by method (other for any but GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS), route (its pattern, never its values; unmatched for any other path) and status.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14), // 0.5 ms to 4 s
 		}, []string{"method", "route", "status"}),
+		connsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "orders_http_connections_open",
+			Help: "HTTP connections open now, idle ones included.",
+		}),
+		connsMax: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "orders_http_connections_max",
+			Help: "Most HTTP connections open at once (--max-connections); one more is refused.",
+		}),
+		connsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "orders_http_connections_refused_total",
+			Help: "HTTP connections refused because --max-connections were open: answered 503 and closed.",
+		}),
 	}
 	m.Registry.MustRegister(m.commands, m.keys, m.appends, m.batches, m.wal, m.requests,
+		m.connsOpen, m.connsMax, m.connsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
 	for _, e := range idempotency.Events {
 		m.keys.WithLabelValues(string(e)) // every step shows from the start, at 0
 	}
 	return m
+}
+
+// connOpened, connClosed and connRefused count the connections of a Listener; m may be nil.
+func (m *Metrics) connOpened() {
+	if m != nil {
+		m.connsOpen.Inc()
+	}
+}
+
+func (m *Metrics) connClosed() {
+	if m != nil {
+		m.connsOpen.Dec()
+	}
+}
+
+func (m *Metrics) connRefused() {
+	if m != nil {
+		m.connsRefused.Inc()
+	}
 }
 
 // ObserveBatch records the size of a group commit: give it to sqlite.Config.OnBatch.
@@ -188,53 +224,71 @@ const (
 )
 
 // observeRequests records every request's latency by route and, for commands, its outcome.
-// It answers the handler's error itself, so that the status is known. With no Metrics it
-// does nothing.
-func (s *Server) observeRequests(next echo.HandlerFunc) echo.HandlerFunc {
-	if s.Metrics == nil {
-		return next
-	}
-	return func(c echo.Context) error {
-		start := time.Now()
-		err := next(c)
-		code := ""
-		if err != nil {
-			code = strings.TrimPrefix(problemOf(err).Type, "/problems/")
-			c.Error(err)
+// It answers the handler's error itself, so that the status is known. routes are the route
+// patterns of the API. With no Metrics it does nothing.
+func (s *Server) observeRequests(routes map[string]bool) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		if s.Metrics == nil {
+			return next
 		}
-		status := c.Response().Status
-		route := c.Path()
-		if status == 404 && !routeMatched(c) {
-			route = "unmatched" // never the raw path: it would make a series per URL
-		}
-		s.Metrics.requests.WithLabelValues(c.Request().Method, route, strconv.Itoa(status)).Observe(time.Since(start).Seconds())
-		if name, ok := c.Get(commandKey).(string); ok {
-			if o, ok := c.Get(outcomeKey).(string); ok {
-				code = o
+		return func(c echo.Context) error {
+			start := time.Now()
+			err := next(c)
+			code := ""
+			if err != nil {
+				code = strings.TrimPrefix(problemOf(err).Type, "/problems/")
+				c.Error(err)
 			}
-			outcome := code
-			switch {
-			case c.Response().Header().Get("Idempotent-Replayed") == "true":
-				outcome = "replayed"
-			case status < 400:
-				outcome = "ok"
-			case outcome == "":
-				outcome = strconv.Itoa(status)
+			status := c.Response().Status
+			route := c.Path()
+			if !routes[route] {
+				route = "unmatched" // never the raw path: it would make a series per URL
 			}
-			s.Metrics.commands.WithLabelValues(name, outcome).Inc()
+			s.Metrics.requests.WithLabelValues(methodLabel(c.Request().Method), route, statusLabel(status)).Observe(time.Since(start).Seconds())
+			if name, ok := c.Get(commandKey).(string); ok {
+				s.Metrics.commands.WithLabelValues(name, commandOutcome(c, status, code)).Inc()
+			}
+			return nil
 		}
-		return nil
 	}
 }
 
-// routeMatched reports whether the request matched a route of the API.
-func routeMatched(c echo.Context) bool {
-	for _, r := range c.Echo().Routes() {
-		if r.Path == c.Path() && r.Method == c.Request().Method {
-			return true
-		}
+// commandOutcome is the outcome label of a command answered status: replayed, ok, or the
+// problem code of its answer (code, or the one a command handler left).
+func commandOutcome(c echo.Context, status int, code string) string {
+	if o, ok := c.Get(outcomeKey).(string); ok {
+		code = o
 	}
-	return false
+	switch {
+	case c.Response().Header().Get("Idempotent-Replayed") == "true":
+		return "replayed"
+	case status < 400:
+		return "ok"
+	case code == "":
+		return statusLabel(status)
+	}
+	return code
+}
+
+// methodLabel is the label of a request's method: the standard methods the API or its router
+// answers, and "other" for any other, so that a client cannot add a series per method it
+// makes up.
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete,
+		http.MethodPatch, http.MethodOptions:
+		return method
+	}
+	return "other"
+}
+
+// statusLabel is the label of a status. The API writes statuses of a closed set; anything
+// outside the range of HTTP statuses is "other" all the same.
+func statusLabel(status int) string {
+	if status < 100 || status > 599 {
+		return "other"
+	}
+	return strconv.Itoa(status)
 }
 
 // serveMetrics answers /metrics.

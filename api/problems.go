@@ -47,6 +47,7 @@ var problemTypes = []problemType{
 	{"idempotency-key-reused", "Idempotency-Key reused", "This Idempotency-Key was already used for a different request (another body, route or order).", http.StatusUnprocessableEntity},
 	{"command-rejected", "Command rejected", "The order's facts refuse the command (an amount that is not the total, a second payment, ...).", http.StatusUnprocessableEntity},
 	{"payment-id-taken", "Payment id taken", "Another of the client's orders already started a payment with this payment id: a payment id belongs to one order, so that the provider's callback finds it.", http.StatusUnprocessableEntity},
+	{"headers-too-large", "Request headers too large", "The request's headers are larger than 64 KiB.", http.StatusRequestHeaderFieldsTooLarge},
 	{"internal", "Internal error", "The server failed; the request id identifies it in the logs.", http.StatusInternalServerError},
 	{"unavailable", "Service unavailable", "The event store cannot take writes, or a read model cannot answer yet; retry after the Retry-After delay.", http.StatusServiceUnavailable},
 }

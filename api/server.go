@@ -2,10 +2,12 @@ package api
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,8 +20,12 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 )
 
-// MaxBody is the largest request body accepted.
+// MaxBody is the largest request body accepted, in bytes.
 const MaxBody = 1 << 20
+
+// MaxHeaderBytes bounds a request's headers (http.Server.MaxHeaderBytes); net/http refuses
+// more with 431 before any handler runs (see Listener for how that answer is made a problem).
+const MaxHeaderBytes = 64 << 10
 
 var (
 	errMalformed     = errors.New("malformed request")
@@ -57,6 +63,7 @@ type Server struct {
 	Hooks Hooks
 
 	completing sync.WaitGroup // outcomes recorded after their answers (see command and Drain)
+	failures   *logLimiter    // the log lines of 5xx answers (see answerFailures)
 }
 
 // Hooks run at the points of a keyed command where a crash matters most.
@@ -71,32 +78,48 @@ func (s *Server) Handler() http.Handler {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(middleware.RequestID())
+	s.failures = newLogLimiter(time.Second)
+	routes := map[string]bool{} // the route patterns, filled below once every route is added
+	e.Use(requestIDs)
+	e.Use(s.answerFailures)
 	e.Use(s.logRequests)
-	e.Use(s.observeRequests)
+	e.Use(s.observeRequests(routes))
 	e.Use(s.limitTime)
-	e.Use(middleware.BodyLimit("1M"))
+	e.Use(middleware.BodyLimit(strconv.Itoa(MaxBody))) // in bytes: "1M" would be 1,000,000
+	s.addRoutes(e)
+	for _, r := range e.Routes() {
+		routes[r.Path] = true
+	}
+	return e
+}
 
-	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
-	e.GET("/readyz", s.readyz)
-	e.GET("/openapi.yaml", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/yaml", OpenAPI) })
-	e.GET("/problems/:code", problemPage)
+func (s *Server) addRoutes(e *echo.Echo) {
+	// HEAD is answered wherever GET is, by the same handler: net/http sends its status and
+	// headers and leaves out the body.
+	get := func(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+		e.GET(path, h, m...)
+		e.HEAD(path, h, m...)
+	}
+	get("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
+	get("/readyz", s.readyz)
+	get("/openapi.yaml", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/yaml", OpenAPI) })
+	get("/problems/:code", problemPage)
 
 	// Authentication is added per route, not to a group: a group with middleware answers
 	// every unknown method under it with 404 instead of 405.
 	auth := s.authenticate
 	e.POST("/v1/orders", s.command(createOrder), auth)
-	e.GET("/v1/orders", s.listOrders, auth)
-	e.GET("/v1/orders/:id", s.getOrder, auth)
-	e.GET("/v1/idempotency-keys/:key", s.getKey, auth)
+	get("/v1/orders", s.listOrders, auth)
+	get("/v1/orders/:id", s.getOrder, auth)
+	get("/v1/idempotency-keys/:key", s.getKey, auth)
 	e.POST("/v1/payments/:paymentId/confirm", s.command(confirmPaymentByID), auth)
-	e.GET("/admin/projections", s.projectionStatus, auth)
+	get("/admin/projections", s.projectionStatus, auth)
 	e.POST("/admin/projections/:name/rebuild", s.rebuildProjection, auth)
 	if s.Metrics != nil {
-		e.GET("/metrics", s.serveMetrics, auth)
+		get("/metrics", s.serveMetrics, auth)
 	}
-	e.GET("/v1/orders/:id/events", s.getEvents, auth)
-	e.GET("/v1/orders/:id/state", s.getState, auth)
+	get("/v1/orders/:id/events", s.getEvents, auth)
+	get("/v1/orders/:id/state", s.getState, auth)
 	e.POST("/v1/orders/:id/lines", s.command(addLine), auth)
 	e.PUT("/v1/orders/:id/lines/:sku", s.command(changeLine), auth)
 	e.DELETE("/v1/orders/:id/lines/:sku", s.command(removeLine), auth)
@@ -107,20 +130,21 @@ func (s *Server) Handler() http.Handler {
 	e.POST("/v1/orders/:id/shipments", s.command(ship), auth)
 	e.POST("/v1/orders/:id/refunds", s.command(requestRefund), auth)
 	e.POST("/v1/orders/:id/refunds/:refundId/complete", s.command(completeRefund), auth)
-	return e
 }
 
-// handleError answers every error with its problem; internal errors are logged, not shown.
+// handleError answers every error with its problem. The cause of a 5xx is logged by
+// answerFailures, not shown.
 func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
 	p := problemOf(err)
 	if p.Status >= 500 {
-		s.Log.Error("request failed", "request_id", requestID(c), "error", err)
+		noteCause(c.Request().Context(), err)
 	}
-	if p.Status == http.StatusServiceUnavailable && c.Response().Header().Get("Retry-After") == "" {
-		c.Response().Header().Set("Retry-After", "1") // the problem's text promises one
+	if p.Status == http.StatusUnauthorized {
+		// RFC 6750 §3: the scheme that would have been accepted.
+		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="orders"`)
 	}
 	writeProblem(c, p, nil)
 }
@@ -137,6 +161,36 @@ func requestID(c echo.Context) string {
 	return c.Response().Header().Get(echo.HeaderXRequestID)
 }
 
+// maxRequestID is the longest X-Request-Id taken from a client.
+const maxRequestID = 128
+
+// requestIDs gives every response an X-Request-Id: the request's own if it is 1 to
+// maxRequestID printable ASCII characters, else a generated one. It becomes the correlation
+// id of every event the request causes, and is in every log line of the request, so a client
+// must not make it long or make it break a line.
+func requestIDs(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := c.Request().Header.Get(echo.HeaderXRequestID)
+		if !validRequestID(id) {
+			id = rand.Text()
+		}
+		c.Response().Header().Set(echo.HeaderXRequestID, id)
+		return next(c)
+	}
+}
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > maxRequestID {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x20 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
 func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
@@ -148,7 +202,7 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 		s.Log.LogAttrs(c.Request().Context(), slog.LevelInfo, "request",
 			slog.String("request_id", requestID(c)),
 			slog.String("principal", principal(c)),
-			slog.String("method", c.Request().Method),
+			slog.String("method", methodLabel(c.Request().Method)),
 			slog.String("route", c.Path()),
 			slog.Int("status", c.Response().Status),
 			slog.Float64("latency_ms", float64(time.Since(start).Microseconds())/1000))
@@ -159,6 +213,7 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 func (s *Server) readyz(c echo.Context) error {
 	if s.Ready != nil {
 		if err := s.Ready(c.Request().Context()); err != nil {
+			noteCause(c.Request().Context(), err)
 			writeProblem(c, problem("unavailable", err.Error()), nil)
 			return nil
 		}

@@ -50,6 +50,10 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	if err := servePprof(ctx, cmd.PprofAddr, log); err != nil {
 		return err
 	}
+	maxConns, err := cmd.Limits.maxConnections()
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", cmd.Addr)
 	if err != nil {
 		return err
@@ -121,13 +125,14 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		ReadHeaderTimeout: cmd.Limits.ReadHeaderTimeout,
 		ReadTimeout:       cmd.Limits.ReadTimeout,
 		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
+		IdleTimeout:       cmd.Limits.IdleTimeout,
+		MaxHeaderBytes:    api.MaxHeaderBytes,
 	}
 	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
+	go func() { served <- hs.Serve(api.NewListener(ln, maxConns, metrics, log)) }()
 	fmt.Fprintf(e.stdout, "listening on http://%s\n", ln.Addr())
-	log.Info("serving", "addr", ln.Addr().String(), "data", cmd.Data, "development_mode", len(keys) == 0)
+	log.Info("serving", "addr", ln.Addr().String(), "data", cmd.Data, "development_mode", len(keys) == 0,
+		"max_connections", maxConns, "idle_timeout", cmd.Limits.IdleTimeout.String())
 
 	var serveErr error // the listener failed: shut down all the same
 	select {

@@ -1,0 +1,345 @@
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/acme/orders/api/apitest"
+)
+
+// rssKiB is the resident memory of process pid in KiB, -1 where /proc does not tell.
+func rssKiB(pid int) int {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for l := range strings.SplitSeq(string(status), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			return n
+		}
+	}
+	return -1
+}
+
+// openFiles is how many file descriptors process pid holds, -1 where /proc does not tell.
+func openFiles(pid int) int {
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return -1
+	}
+	return len(fds)
+}
+
+// Requests with methods a client makes up add no series to the request metric, however many
+// there are: they count under the method "other". ORDERS_MADE_UP_METHODS sets how many are
+// sent (64000 to measure what they cost: the test logs the server's memory and the size of
+// /metrics).
+func TestMadeUpMethodsFoldIntoOther(t *testing.T) {
+	t.Parallel()
+	n := 500
+	if v := os.Getenv("ORDERS_MADE_UP_METHODS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			t.Fatalf("ORDERS_MADE_UP_METHODS=%q: want a positive count", v)
+		}
+	}
+	s := startServer(t, "")
+	pid := s.current().cmd.Process.Pid
+	before := rssKiB(pid)
+
+	// Around apitest: the document has none of these methods.
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	work := make(chan int)
+	var wg sync.WaitGroup
+	var failed sync.Once
+	for range 8 {
+		wg.Go(func() {
+			for i := range work {
+				req, err := http.NewRequest(fmt.Sprintf("MADEUP%d", i), s.url("/healthz"), nil)
+				if err == nil {
+					var res *http.Response
+					if res, err = client.Do(req); err == nil {
+						io.Copy(io.Discard, res.Body)
+						res.Body.Close()
+					}
+				}
+				if err != nil {
+					failed.Do(func() { t.Errorf("request %d: %v", i, err) })
+				}
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	client.CloseIdleConnections()
+	after := rssKiB(pid)
+	scrape := s.do(t, "GET", "/metrics", "", nil)
+	t.Logf("%d made-up methods: server RSS %d KiB before, %d KiB after, %d KiB after a scrape of %d bytes of /metrics",
+		n, before, after, rssKiB(pid), len(scrape.body))
+
+	m := s.metrics(t)
+	for series := range m {
+		if strings.Contains(series, "MADEUP") {
+			t.Fatalf("series %s names a made-up method", series)
+		}
+	}
+	if got := m[`orders_http_request_duration_seconds_count{method="other",route="/healthz",status="405"}`]; got != float64(n) {
+		t.Errorf("requests of method other on /healthz: %v; want %d", got, n)
+	}
+}
+
+// Connections past --max-connections are answered 503 with Retry-After and closed at once,
+// counted and logged, and never hold up the server; keep-alive connections left idle are
+// closed after --idle-timeout, and new clients are then served.
+func TestConnectionLimitAndIdleTimeout(t *testing.T) {
+	t.Parallel()
+	const max = 3
+	s := startServer(t, "", "--max-connections", strconv.Itoa(max), "--idle-timeout", "1s", "--read-header-timeout", "60s")
+	u, err := url.Parse(s.url(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := s.current().cmd.Process.Pid
+	fdsBefore := openFiles(pid)
+	dial := func() net.Conn {
+		t.Helper()
+		c, err := net.DialTimeout("tcp", u.Host, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		return c
+	}
+
+	// Clients that send the start of their headers and stop hold their connections (until
+	// --read-header-timeout); the next connection is one too many.
+	var (
+		slow        []net.Conn
+		slowReaders []*bufio.Reader
+	)
+	for range max {
+		c := dial()
+		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n")
+		slow = append(slow, c)
+	}
+	over := dial()
+	io.WriteString(over, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(over)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("the connection over the limit: %v; want a 503", err)
+	}
+	checkProblem(t, readResponse(t, "connection over the limit", res), http.StatusServiceUnavailable, "unavailable")
+	if res.Header.Get("Retry-After") != "1" || res.Header.Get("X-Request-Id") == "" {
+		t.Errorf("the connection over the limit: header %v; want Retry-After: 1 and an X-Request-Id", res.Header)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("the connection over the limit, after its answer: %v; want it closed", err)
+	}
+	fdsFull := openFiles(pid)
+
+	// The slow clients finish their requests and leave their connections idle: the server
+	// closes them after --idle-timeout.
+	for _, c := range slow {
+		io.WriteString(c, "\r\n")
+		br := bufio.NewReader(c)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStatus(t, readResponse(t, "GET /healthz, slowly", res), http.StatusOK)
+		if res.Close {
+			t.Fatalf("the server closes a keep-alive connection after its answer")
+		}
+		slowReaders = append(slowReaders, br)
+	}
+	for _, br := range slowReaders {
+		if _, err := br.ReadByte(); err != io.EOF {
+			t.Fatalf("an idle connection: %v; want it closed by the server after --idle-timeout", err)
+		}
+	}
+
+	// A new client is served, and what happened is counted.
+	m := s.metrics(t)
+	for series, want := range map[string]float64{
+		"orders_http_connections_refused_total": 1,
+		"orders_http_connections_open":          1, // the scrape's
+		"orders_http_connections_max":           max,
+	} {
+		if got, ok := m[series]; !ok || got != want {
+			t.Errorf("%s = %v (present: %v); want %v", series, got, ok, want)
+		}
+	}
+	refusals := 0
+	for _, l := range s.logLines(t) {
+		if l.Msg == "connection refused" {
+			refusals++
+		}
+	}
+	if refusals != 1 {
+		t.Errorf("%d log lines of refused connections; want 1", refusals)
+	}
+	t.Logf("server file descriptors: %d before, %d with %d connections open and one refused, %d after",
+		fdsBefore, fdsFull, max, openFiles(pid))
+}
+
+// readResponse reads res into a response of the tests' kind.
+func readResponse(t *testing.T, name string, res *http.Response) *response {
+	t.Helper()
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	r := &response{req: name, status: res.StatusCode, header: res.Header, body: body}
+	if len(body) > 0 && body[0] == '{' {
+		d := json.NewDecoder(bytes.NewReader(body))
+		d.UseNumber()
+		if err := d.Decode(&r.json); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	return r
+}
+
+// A client's X-Request-Id becomes the correlation id of the events of its request only if it
+// is 1 to 128 printable ASCII characters; another is replaced by a generated one, which the
+// response names.
+func TestRequestIDIsBounded(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "")
+	for i, tc := range []struct {
+		id   string
+		kept bool
+	}{
+		{strings.Repeat("a", 128), true},
+		{"with spaces and ~!@#", true},
+		{strings.Repeat("b", 129), false},
+		{strings.Repeat("c", 60<<10), false},
+		{"tab\there", false},
+	} {
+		id, r := s.create(t, fmt.Sprintf("request-id-%d", i), "c-request-id", "X-Request-Id", tc.id)
+		used := r.header.Get("X-Request-Id")
+		if kept := used == tc.id; kept != tc.kept {
+			t.Errorf("X-Request-Id %.40q (%d bytes): the response's is %.40q; want it kept: %v", tc.id, len(tc.id), used, tc.kept)
+		}
+		for _, e := range s.events(t, id) {
+			if got := e.Metadata["correlationId"]; got != used {
+				t.Errorf("X-Request-Id %.40q: event %s has correlation id %.40q; want the response's %.40q", tc.id, e.Type, got, used)
+			}
+		}
+	}
+}
+
+// The body limit is 1 MiB exactly: a body of 1,048,576 bytes is taken, one of 1,048,577 is
+// 413, whether its length is announced or it comes chunked.
+func TestBodyLimitIsOneMiB(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "")
+	const mib = 1 << 20
+	const create = `{"customerId":"c-mib","currency":"EUR"}`
+	exact := create + strings.Repeat(" ", mib-len(create)) // trailing spaces: still one JSON value
+	createdID(t, s.do(t, "POST", "/v1/orders", "mib-exact", exact))
+	checkProblem(t, s.doInvalid(t, "POST", "/v1/orders", "mib-over", exact+" "), http.StatusRequestEntityTooLarge, "payload-too-large")
+
+	chunked := func(key, body string, invalid bool) *response {
+		t.Helper()
+		// A reader of unknown length: the client sends it chunked, without Content-Length.
+		req, err := http.NewRequest("POST", s.url("/v1/orders"), io.MultiReader(strings.NewReader(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		if invalid {
+			req = apitest.ExpectInvalidRequest(req)
+		}
+		res, err := s.client(t).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return readResponse(t, "POST /v1/orders (chunked)", res)
+	}
+	createdID(t, chunked("mib-chunked-exact", exact, false))
+	checkProblem(t, chunked("mib-chunked-over", exact+" ", true), http.StatusRequestEntityTooLarge, "payload-too-large")
+}
+
+// HEAD is answered wherever GET is, with its status and headers and no body, to the same
+// callers; 401 names the scheme it wants, whose name may come in any case.
+func TestHeadAndBearer(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "", "--keys-file", accessKeysFile(t))
+	id := s.aliceOrder(t, "head-order")
+	lower := []string{"Authorization", "bearer " + strings.TrimPrefix(alice[1], "Bearer ")}
+	got := s.ok(t, lower, http.StatusOK, "GET", "/v1/orders/"+id, "", nil)
+
+	head := func(path string, caller []string) (*http.Response, []byte) {
+		t.Helper()
+		req, err := http.NewRequest("HEAD", s.url(path), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if caller != nil {
+			req.Header.Set(caller[0], caller[1])
+		}
+		// Around apitest: the document lists GET alone.
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res, body
+	}
+	for _, tc := range []struct {
+		path   string
+		caller []string
+		status int
+	}{
+		{"/v1/orders/" + id, alice, http.StatusOK},
+		{"/v1/orders/" + id, lower, http.StatusOK},
+		{"/v1/orders/" + id, bob, http.StatusNotFound}, // alice's
+		{"/v1/orders/" + id + "/events", audrey, http.StatusOK},
+		{"/v1/orders", nil, http.StatusUnauthorized},
+		{"/metrics", adam, http.StatusOK},
+		{"/metrics", alice, http.StatusForbidden},
+		{"/healthz", nil, http.StatusOK},
+		{"/openapi.yaml", nil, http.StatusOK},
+	} {
+		res, body := head(tc.path, tc.caller)
+		if res.StatusCode != tc.status || len(body) != 0 || res.Header.Get("X-Request-Id") == "" {
+			t.Errorf("HEAD %s: %s, %d bytes of body, X-Request-Id %q; want %d, no body", tc.path, res.Status, len(body), res.Header.Get("X-Request-Id"), tc.status)
+		}
+	}
+	res, _ := head("/v1/orders/"+id, alice)
+	for _, h := range []string{"Content-Type", "ETag", "Log-Position"} {
+		if res.Header.Get(h) != got.header.Get(h) {
+			t.Errorf("HEAD /v1/orders/{id}: %s %q, GET's %q", h, res.Header.Get(h), got.header.Get(h))
+		}
+	}
+
+	for _, caller := range [][]string{nil, {"Authorization", "Bearer wrong"}, {"Authorization", "Basic YTpi"}} {
+		r := s.as(t, caller, "GET", "/v1/orders", "", nil)
+		checkProblem(t, r, http.StatusUnauthorized, "unauthorized")
+		if got := r.header.Get("WWW-Authenticate"); !strings.HasPrefix(got, "Bearer") {
+			t.Errorf("%v: WWW-Authenticate %q; want the Bearer scheme", r, got)
+		}
+	}
+}
