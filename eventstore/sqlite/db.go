@@ -23,9 +23,16 @@ func OpenDB(path string) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
+	// Each connection holds about two files open: bounded, so that concurrent reads up to the
+	// server's connection limit cannot run the process out of file descriptors; a read past
+	// it waits for a connection.
+	db.SetMaxOpenConns(MaxDBConns)
 	if err := db.Ping(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	return db, nil
 }
+
+// MaxDBConns bounds the connections of a database opened with OpenDB.
+const MaxDBConns = 32

@@ -175,3 +175,15 @@ func TestWALStartsOverOnceAReaderLetsGo(t *testing.T) {
 		t.Errorf("the WAL did not start over after the reader ended (checkpoint sequence %d)", after)
 	}
 }
+
+// A read-model database holds a bounded number of connections, and with them of open files.
+func TestOpenDBBoundsItsConnections(t *testing.T) {
+	db, err := sqlite.OpenDB(filepath.Join(t.TempDir(), "readmodels.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if got := db.Stats().MaxOpenConnections; got != sqlite.MaxDBConns {
+		t.Fatalf("MaxOpenConnections = %d, want %d", got, sqlite.MaxDBConns)
+	}
+}
