@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/acme/orders/eventstore"
@@ -236,7 +235,7 @@ func (s *Server) observeRequests(routes map[string]bool) echo.MiddlewareFunc {
 			err := next(c)
 			code := ""
 			if err != nil {
-				code = strings.TrimPrefix(problemOf(err).Type, "/problems/")
+				code = problemOf(err).Code()
 				c.Error(err)
 			}
 			status := c.Response().Status

@@ -19,7 +19,12 @@ type Problem struct {
 	Title  string `json:"title"`
 	Status int    `json:"status"`
 	Detail string `json:"detail"`
+
+	code string // the problem type's code, for metrics and logs
 }
+
+// Code is the problem's code: the last segment of its type.
+func (p Problem) Code() string { return p.code }
 
 // problemType is one kind of error: its code (the last segment of its type URI), status,
 // title and a description served at /problems/{code}.
@@ -52,13 +57,22 @@ var problemTypes = []problemType{
 	{"unavailable", "Service unavailable", "The event store cannot take writes, or a read model cannot answer yet; retry after the Retry-After delay.", http.StatusServiceUnavailable},
 }
 
-func problemFor(code string) problemType {
+// problemsByCode indexes problemTypes.
+var problemsByCode = func() map[string]problemType {
+	m := make(map[string]problemType, len(problemTypes))
 	for _, p := range problemTypes {
-		if p.code == code {
-			return p
-		}
+		m[p.code] = p
 	}
-	return problemTypes[len(problemTypes)-2] // internal
+	return m
+}()
+
+// problemFor is the problem type of code; a code not in the table is a bug, answered as
+// internal rather than with a made-up type.
+func problemFor(code string) problemType {
+	if p, ok := problemsByCode[code]; ok {
+		return p
+	}
+	return problemsByCode["internal"]
 }
 
 // problem builds the problem of code with detail.
@@ -67,7 +81,7 @@ func problem(code, detail string) Problem {
 	if detail == "" {
 		detail = p.about
 	}
-	return Problem{Type: "/problems/" + p.code, Title: p.title, Status: p.status, Detail: detail}
+	return Problem{Type: "/problems/" + p.code, Title: p.title, Status: p.status, Detail: detail, code: p.code}
 }
 
 // problemOf maps an error to its problem: the one place where errors become HTTP.
