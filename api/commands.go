@@ -70,6 +70,9 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 		md := command.Metadata{Principal: principal(c), CorrelationID: requestID(c)}
 		if keyed {
 			md.IdempotencyKey = key[0]
+			// The path fingerprinted is the decoded one, as it always was, so a retry that escapes
+			// a value otherwise (%2B or +) is the same request. It is unambiguous: the order id is
+			// a ULID, and a route's one other value sits between segments that name the route.
 			if md.Fingerprint, err = s.Fingerprints.Of(req.Method, req.URL.Path, body); err != nil {
 				return err
 			}

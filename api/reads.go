@@ -1,16 +1,14 @@
 package api
 
 import (
-	"net/url"
-
 	"context"
 	"errors"
 	"fmt"
-	"github.com/acme/orders/domain/order"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/projections"
 	"github.com/labstack/echo/v4"
@@ -155,9 +153,9 @@ func validStatus(s string) bool {
 
 // getKey answers the caller's own idempotency key from the lookups read model.
 func (s *Server) getKey(c echo.Context) error {
-	key, err := url.PathUnescape(c.Param("key"))
+	key, err := pathValue(c, "key")
 	if err != nil {
-		return fmt.Errorf("%w: the key is not a valid path segment", errMalformed)
+		return err
 	}
 	// A command answered here may still be recording its outcome: wait for it (within the
 	// read's bound), then for the log's head, which holds it, so that the key reads as
@@ -190,7 +188,10 @@ func (s *Server) getKey(c echo.Context) error {
 // paymentOrder finds the caller's order of the path's payment id, waiting for the lookup to
 // catch up before it answers that there is none.
 func paymentOrder(s *Server, c echo.Context) (string, error) {
-	paymentID := c.Param("paymentId")
+	paymentID, err := pathValue(c, "paymentId")
+	if err != nil {
+		return "", err
+	}
 	// Any position will do for a hit, but not before the lookup can be read.
 	if err := s.reached(c, "lookups", eventstore.Position{}); err != nil {
 		return "", err
@@ -257,7 +258,11 @@ func (s *Server) projectionStatus(c echo.Context) error {
 }
 
 func (s *Server) rebuildProjection(c echo.Context) error {
-	if err := s.Projections.Rebuild(c.Param("name")); err != nil {
+	name, err := pathValue(c, "name")
+	if err != nil {
+		return err
+	}
+	if err := s.Projections.Rebuild(name); err != nil {
 		if errors.Is(err, projections.ErrUnknownProjection) {
 			return fmt.Errorf("%w: %v", errNotFound, err)
 		}
