@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
@@ -337,28 +336,6 @@ func parseIfMatch(v string) (*uint64, error) {
 func isJSON(contentType string) bool {
 	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
-}
-
-// decode reads a JSON body strictly: one object, known fields only, right types.
-func decode(body []byte, v any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return fmt.Errorf("%w: a JSON body is required", errMalformed)
-	}
-	// encoding/json would quietly turn invalid UTF-8 into U+FFFD: refuse it instead.
-	if !utf8.Valid(body) {
-		return fmt.Errorf("%w: the body is not valid UTF-8", errMalformed)
-	}
-	r := bytes.NewReader(body)
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: %v", errMalformed, err)
-	}
-	// Decoder.More is false before a stray ] or }: look at what is left instead.
-	if rest, _ := io.ReadAll(io.MultiReader(dec.Buffered(), r)); len(bytes.TrimSpace(rest)) > 0 {
-		return fmt.Errorf("%w: data after the JSON object", errMalformed)
-	}
-	return nil
 }
 
 // required fails for the first missing field (present[name] false), in name order.
