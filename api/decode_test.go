@@ -21,6 +21,9 @@ func TestDecodeReadsNamesAsWrittenOnce(t *testing.T) {
 		{`{"paymentId":"p\ud83d\ude00","amount":5}`, true},
 		{`{"paymentId":"p\\ud800","amount":5}`, true}, // an escaped backslash, then text
 		{`null`, true},
+		{"\t{ \"paymentId\" :\n\"p\" , \"amount\" : 5 }\r\n", true},
+		{`{"paymentId":"a\"}{,]\\","amount":5}`, true},
+		{`{"paymentId":null,"amount":5}`, true},
 		{`{"paymentId":"p","Amount":5}`, false},
 		{`{"paymentId":"p","amount":5,"AMOUNT":6}`, false},
 		{`{"paymentId":"p","amount":5,"amount":6}`, false},
@@ -62,8 +65,17 @@ func TestOneFingerprintIsOneCommand(t *testing.T) {
 		}
 	}
 	// Nested objects too.
-	var c createBody
-	if err := decode([]byte(`{"customerId":"c","currency":"EUR","lines":[{"sku":"a","Sku":"b","quantity":1,"unitPrice":1}]}`), &c); err == nil {
-		t.Error("a line with sku and Sku was read; want it refused")
+	for body, ok := range map[string]bool{
+		`{"customerId":"c","currency":"EUR","lines":[{"sku":"a","Sku":"b","quantity":1,"unitPrice":1}]}`:                                      false,
+		`{"customerId":"c","currency":"EUR","lines":[{"sku":"a","quantity":1,"unitPrice":1,"quantity":2}]}`:                                   false,
+		`{"customerId":"c","currency":"EUR","lines":[{"sku":"a","quantity":1,"unitPrice":1}, {"s\u006bu":"b", "quantity":1,"unitPrice":1} ]}`: true,
+		`{"customerId":"c","lines":[],"currency":"EUR"}`:                                                                                      true,
+		`{"customerId":"c","lines":null,"currency":"EUR","clientReference":"r"}`:                                                              true,
+		`{"customerId":"c","lines":[{"sku":"a","quantity":1,"unitPrice":1}],"currency":"EUR","Currency":"USD"}`:                               false,
+	} {
+		var c createBody
+		if err := decode([]byte(body), &c); ok != (err == nil) {
+			t.Errorf("decode(%s) = %v; want ok %v", body, err, ok)
+		}
 	}
 }
