@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"fmt"
 
 	"github.com/acme/orders/domain/order"
 	"github.com/labstack/echo/v4"
@@ -63,6 +64,11 @@ var createOrder = route{name: order.CreateOrder{}.CommandName(), create: true, p
 	}
 	if err := required(map[string]bool{"customerId": b.CustomerID != nil, "currency": b.Currency != nil}); err != nil {
 		return nil, err
+	}
+	// The contract's maxItems, checked before the body is fingerprinted, which costs far more
+	// than the body itself for many small lines.
+	if len(b.Lines) > order.MaxLines {
+		return nil, fmt.Errorf("%w: %d lines, more than the %d an order can have", errMalformed, len(b.Lines), order.MaxLines)
 	}
 	lines := make([]order.AddLine, len(b.Lines))
 	for i, l := range b.Lines {

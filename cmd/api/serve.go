@@ -95,6 +95,7 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		Ready:          api.Readiness(store, runner),
 		Metrics:        metrics,
 		RequestTimeout: cmd.Limits.RequestTimeout,
+		BodyMemory:     cmd.Limits.BodyMemory,
 	}
 	idem.Observe = srv.ObserveKey
 	if cmd.KeysFile != "" {
