@@ -40,6 +40,7 @@ func (s *Server) caughtUpTo(c echo.Context, projection string, head bool) error 
 		}
 		pos = eventstore.Position{Commit: n, Prepare: n}
 	}
+	asked := pos
 	if v == "" || head {
 		h, err := s.Feed.Head(ctx)
 		if err != nil {
@@ -49,7 +50,25 @@ func (s *Server) caughtUpTo(c echo.Context, projection string, head bool) error 
 			pos = h
 		}
 	}
-	return s.reached(c, projection, pos)
+	err := s.reached(c, projection, pos)
+	if v != "" && errors.Is(err, errBehind) {
+		return s.issued(c, asked, err)
+	}
+	return err
+}
+
+// issued answers a query whose minPosition the read model did not reach within its bound:
+// behind (503, retry) if the log holds that position, or 400 if it is beyond the head of the
+// log even now, when no command can have been answered with it: a Log-Position is given once
+// its events are durable in the store whose head this reads (on KurrentDB the node the client
+// reads, the leader by default; the wait covers a follower's lag). Retrying it would never end.
+func (s *Server) issued(c echo.Context, asked eventstore.Position, behind error) error {
+	h, err := s.Feed.Head(c.Request().Context())
+	if err != nil || h.Commit >= asked.Commit {
+		return behind
+	}
+	c.Response().Header().Del("Retry-After")
+	return fmt.Errorf("%w: minPosition %d is beyond the head of the log (%d): no command was answered with it", errMalformed, asked.Commit, h.Commit)
 }
 
 // reached waits, within readWait, until projection has applied every event up to pos and can
