@@ -296,18 +296,18 @@ func keep(out idempotency.Outcome, err error) bool {
 func (s *Server) run(ctx context.Context, orderID string, cmd order.Command, md command.Metadata, opts command.Options, ifMatch precondition) (command.Result, error) {
 	opts.At = ifMatch.revision
 	if _, create := cmd.(order.CreateOrder); create && ifMatch.exists {
-		return command.Result{}, ifMatch.failed(cmd, orderID)
+		return command.Result{}, noOrderToMatch(cmd, orderID)
 	}
 	res, err := s.Orders.HandleWith(ctx, orderID, cmd, md, opts)
 	var oe *order.Error
 	switch {
 	case errors.Is(err, command.ErrNotOwner) && ifMatch.exists:
-		return command.Result{}, ifMatch.failed(cmd, orderID)
+		return command.Result{}, noOrderToMatch(cmd, orderID)
 	case errors.Is(err, command.ErrNotOwner):
 		// To anyone but its creator, an order does not exist.
 		return command.Result{}, notYours(orderID, cmd, opts.At)
 	case ifMatch.exists && errors.As(err, &oe) && oe.Kind == order.KindNotFound && res.State.Version == 0:
-		return command.Result{}, ifMatch.failed(cmd, orderID) // not a missing line: no order
+		return command.Result{}, noOrderToMatch(cmd, orderID) // not a missing line: no order
 	}
 	return res, err
 }
@@ -367,8 +367,8 @@ type precondition struct {
 	exists bool
 }
 
-// failed is the error of cmd on a missing order under If-Match: *.
-func (p precondition) failed(cmd order.Command, orderID string) error {
+// noOrderToMatch is the error of cmd on a missing order under If-Match: *.
+func noOrderToMatch(cmd order.Command, orderID string) error {
 	return fmt.Errorf("%s on order %s: %w: If-Match is * and the order does not exist", cmd.CommandName(), orderID, command.ErrPreconditionFailed)
 }
 
