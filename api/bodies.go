@@ -94,10 +94,11 @@ func (s *Server) readBody(c echo.Context) (body []byte, release func(), err erro
 	var held int64
 	release = func() { budget.give(held) }
 	want := req.ContentLength // -1 when unknown (chunked)
-	body = make([]byte, 0, freeBody)
-	if want >= 0 && want < freeBody {
-		body = make([]byte, 0, want)
+	size := int64(freeBody)
+	if want >= 0 && want < size {
+		size = want
 	}
+	body = make([]byte, 0, size)
 	for {
 		if len(body) == cap(body) {
 			if want >= 0 && int64(len(body)) >= want {
