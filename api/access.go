@@ -105,7 +105,10 @@ func (s *Server) authorize(c echo.Context) error {
 			errForbidden, c.Request().Method, c.Path(), r.roles, orNone(have))
 	}
 	if r.ownOrder && !have.Has(RoleAuditor|RoleAdmin) {
-		id := c.Param("id")
+		id, err := pathValue(c, "id")
+		if err != nil {
+			return err
+		}
 		owner, found, err := s.orderOwner(c.Request().Context(), id)
 		if err != nil {
 			return err

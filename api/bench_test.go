@@ -60,3 +60,17 @@ func newServer(tb testing.TB, wrap func(eventstore.Store) eventstore.Store) (*Se
 	srv.Keys.Observe = srv.ObserveKey
 	return srv, s
 }
+
+// BenchmarkDecodeManyLines reads a create of about 1 MB of small lines as its route does:
+// what a client can make the server do per body before the domain's limit on lines applies.
+func BenchmarkDecodeManyLines(b *testing.B) {
+	body := []byte(`{"customerId":"c-1","currency":"EUR","lines":[` + strings.Repeat(`{"sku":"s","quantity":1,"unitPrice":1},`, 22000) + `{"sku":"s","quantity":1,"unitPrice":1}]}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var c createBody
+		if err := decode(body, &c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"mime"
 	"net/http"
@@ -14,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
@@ -44,59 +42,18 @@ const releaseTimeout = 5 * time.Second
 func (s *Server) command(rt route) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
-		body, err := io.ReadAll(req.Body)
-		if err != nil {
-			var he *echo.HTTPError
-			if errors.As(err, &he) {
-				return err // the body limit's 413
-			}
-			// Shorter than its Content-Length, badly chunked, too slow: the client's fault.
-			return fmt.Errorf("%w: the body could not be read: %v", errMalformed, err)
-		}
-		if len(bytes.TrimSpace(body)) > 0 && !isJSON(req.Header.Get(echo.HeaderContentType)) {
-			return echo.ErrUnsupportedMediaType
-		}
-		key, keyed := req.Header["Idempotency-Key"]
+		in, replay, err := s.intake(c, rt)
 		switch {
-		case !keyed && req.Method == http.MethodPost:
-			return idempotency.ErrKeyMissing
-		case keyed && (len(key) != 1 || idempotency.ValidateKey(key[0]) != nil):
-			return idempotency.ErrKeyInvalid
-		}
-		ifMatch, err := parseIfMatch(req.Header.Get("If-Match"))
-		if err != nil {
+		case err != nil:
 			return err
+		case replay != nil:
+			return s.write(c, *replay, true)
 		}
-		md := command.Metadata{Principal: principal(c), CorrelationID: requestID(c)}
-		if keyed {
-			md.IdempotencyKey = key[0]
-			if md.Fingerprint, err = s.Fingerprints.Of(req.Method, req.URL.Path, body); err != nil {
+		md, keyed, build, ifMatch, id := in.md, in.keyed, in.build, in.ifMatch, in.orderID
+		if rt.lookup != nil {
+			if id, err = rt.lookup(s, c); err != nil {
 				return err
 			}
-			// Most retries are of keys completed here: answer them before any setup, even
-			// before the body is read as a command. The first answer stands as it was given:
-			// the same bytes were a command then.
-			if replay, ok, err := s.Keys.Recall(req.Context(), md.Principal, md.IdempotencyKey, md.Fingerprint); ok {
-				c.Set(commandKey, rt.name)
-				if err != nil {
-					return err
-				}
-				return s.write(c, *replay, true)
-			}
-		}
-		var id string
-		switch {
-		case rt.lookup != nil:
-			id, err = rt.lookup(s, c)
-		case !rt.create:
-			id, err = orderID(c)
-		}
-		if err != nil {
-			return err
-		}
-		build, err := rt.parse(c, body)
-		if err != nil {
-			return err
 		}
 		c.Set(commandKey, rt.name)
 		// The command runs to its end even if the client goes away: a dropped connection
@@ -104,7 +61,7 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), commandTimeout)
 		defer cancel()
 		if !keyed {
-			res, err := s.run(ctx, id, build(id), md, command.Options{At: ifMatch})
+			res, err := s.run(ctx, id, build(id), md, command.Options{}, ifMatch)
 			return s.write(c, s.respond(rt, id, res, err), res.Repeated)
 		}
 		keyReq := idempotency.Request{
@@ -150,7 +107,7 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 			// A create's order id was drawn with the claim: its stream is new unless the claim
 			// took over another request's.
 			isNew := rt.create && !claim.Takeover
-			res, err := s.run(ctx, claim.OrderID, build(claim.OrderID), md, command.Options{At: ifMatch, New: isNew, Along: claim})
+			res, err := s.run(ctx, claim.OrderID, build(claim.OrderID), md, command.Options{New: isNew, Along: claim}, ifMatch)
 			running = nil
 			if claim.Refused(err) {
 				// The key was not new after all, and nothing was written: see what it holds.
@@ -222,6 +179,78 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 	}
 }
 
+// commandRequest is a command request that passed every check that needs no state.
+type commandRequest struct {
+	md      command.Metadata
+	keyed   bool
+	ifMatch precondition
+	orderID string // the path's; "" for a create or a route that looks its order up
+	build   func(orderID string) order.Command
+}
+
+// intake checks a command request, from the cheapest check to the dearest, and fingerprints
+// a keyed one only once its body was read as the route's command: a body that is not one is
+// refused without being decoded twice, and the bodies being read and checked at once are
+// bounded (readBody). A retry of a key completed here is answered from memory (replay) as
+// soon as its bytes are known to be those of its first request, before they are read again.
+func (s *Server) intake(c echo.Context, rt route) (in commandRequest, replay *idempotency.Outcome, err error) {
+	req := c.Request()
+	body, release, err := s.readBody(c)
+	if err != nil {
+		return in, nil, err
+	}
+	defer release()
+	if len(bytes.TrimSpace(body)) > 0 && !isJSON(req.Header.Get(echo.HeaderContentType)) {
+		return in, nil, echo.ErrUnsupportedMediaType
+	}
+	key, keyed := req.Header["Idempotency-Key"]
+	switch {
+	case !keyed && req.Method == http.MethodPost:
+		return in, nil, idempotency.ErrKeyMissing
+	case keyed && (len(key) != 1 || idempotency.ValidateKey(key[0]) != nil):
+		return in, nil, idempotency.ErrKeyInvalid
+	}
+	in = commandRequest{md: command.Metadata{Principal: principal(c), CorrelationID: requestID(c)}, keyed: keyed}
+	if in.ifMatch, err = parseIfMatch(req.Header.Get("If-Match")); err != nil {
+		return in, nil, err
+	}
+	// The path fingerprinted is the decoded one, as it always was, so a retry that escapes a
+	// value otherwise (%2B or +) is the same request. It is unambiguous: the order id is a
+	// ULID, and a route's one other value sits between segments that name the route.
+	known := false
+	if keyed {
+		in.md.IdempotencyKey = key[0]
+		if in.md.Fingerprint, known = s.Fingerprints.Known(req.Method, req.URL.Path, body); known {
+			if replay, ok, err := s.recall(c, rt, in.md); ok {
+				return in, replay, err
+			}
+		}
+	}
+	if !rt.create && rt.lookup == nil {
+		if in.orderID, err = orderID(c); err != nil {
+			return in, nil, err
+		}
+	}
+	if in.build, err = rt.parse(c, body); err != nil || !keyed || known {
+		return in, nil, err
+	}
+	if in.md.Fingerprint, err = s.Fingerprints.Of(req.Method, req.URL.Path, body); err != nil {
+		return in, nil, err
+	}
+	replay, _, err = s.recall(c, rt, in.md)
+	return in, replay, err
+}
+
+// recall answers a retry of a key this process remembers completed: the outcome to replay,
+// or ErrKeyReused; ok is false if the key is not remembered.
+func (s *Server) recall(c echo.Context, rt route, md command.Metadata) (*idempotency.Outcome, bool, error) {
+	replay, ok, err := s.Keys.Recall(c.Request().Context(), md.Principal, md.IdempotencyKey, md.Fingerprint)
+	if ok {
+		c.Set(commandKey, rt.name)
+	}
+	return replay, ok, err
+}
+
 // complete records the outcome of a claimed command.
 func (s *Server) complete(ctx context.Context, requestID string, claim *idempotency.Claim, md command.Metadata, out idempotency.Outcome, res command.Result) error {
 	err := s.Keys.Complete(ctx, claim, out)
@@ -263,12 +292,23 @@ func keep(out idempotency.Outcome, err error) bool {
 	return out.Status < 500 && !errors.Is(err, command.ErrConflict)
 }
 
-func (s *Server) run(ctx context.Context, orderID string, cmd order.Command, md command.Metadata, opts command.Options) (command.Result, error) {
+// run runs cmd on the order under the precondition of If-Match.
+func (s *Server) run(ctx context.Context, orderID string, cmd order.Command, md command.Metadata, opts command.Options, ifMatch precondition) (command.Result, error) {
+	opts.At = ifMatch.revision
+	if _, create := cmd.(order.CreateOrder); create && ifMatch.exists {
+		return command.Result{}, noOrderToMatch(cmd, orderID)
+	}
 	res, err := s.Orders.HandleWith(ctx, orderID, cmd, md, opts)
 	noteCause(ctx, err) // for the log line of a 5xx answer (see answerFailures)
-	if errors.Is(err, command.ErrNotOwner) {
+	var oe *order.Error
+	switch {
+	case errors.Is(err, command.ErrNotOwner) && ifMatch.exists:
+		return command.Result{}, noOrderToMatch(cmd, orderID)
+	case errors.Is(err, command.ErrNotOwner):
 		// To anyone but its creator, an order does not exist.
 		return command.Result{}, notYours(orderID, cmd, opts.At)
+	case ifMatch.exists && errors.As(err, &oe) && oe.Kind == order.KindNotFound && res.State.Version == 0:
+		return command.Result{}, noOrderToMatch(cmd, orderID) // not a missing line: no order
 	}
 	return res, err
 }
@@ -324,43 +364,37 @@ func (s *Server) write(c echo.Context, out idempotency.Outcome, replayed bool) e
 
 func etag(revision uint64) string { return `"` + strconv.FormatUint(revision, 10) + `"` }
 
-// parseIfMatch reads If-Match: a quoted revision, or nothing.
-func parseIfMatch(v string) (*uint64, error) {
-	if v == "" {
-		return nil, nil
+// precondition is a command's If-Match: the order's revision, or any revision (*), or none.
+type precondition struct {
+	revision *uint64
+	// exists is If-Match: *, met by an existing order whatever its revision; never by a
+	// missing one (RFC 9110 §13.1.1), nor by the order a create would make.
+	exists bool
+}
+
+// noOrderToMatch is the error of cmd on a missing order under If-Match: *.
+func noOrderToMatch(cmd order.Command, orderID string) error {
+	return fmt.Errorf("%s on order %s: %w: If-Match is * and the order does not exist", cmd.CommandName(), orderID, command.ErrPreconditionFailed)
+}
+
+// parseIfMatch reads If-Match: *, a quoted revision, or nothing.
+func parseIfMatch(v string) (precondition, error) {
+	switch v = strings.TrimSpace(v); v {
+	case "":
+		return precondition{}, nil
+	case "*":
+		return precondition{exists: true}, nil
 	}
 	rev, err := strconv.ParseUint(strings.Trim(strings.TrimPrefix(v, "W/"), `"`), 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("%w: If-Match must be an ETag of this API, such as \"3\"", errMalformed)
+		return precondition{}, fmt.Errorf("%w: If-Match must be * or an ETag of this API, such as \"3\"", errMalformed)
 	}
-	return &rev, nil
+	return precondition{revision: &rev}, nil
 }
 
 func isJSON(contentType string) bool {
 	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
-}
-
-// decode reads a JSON body strictly: one object, known fields only, right types.
-func decode(body []byte, v any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return fmt.Errorf("%w: a JSON body is required", errMalformed)
-	}
-	// encoding/json would quietly turn invalid UTF-8 into U+FFFD: refuse it instead.
-	if !utf8.Valid(body) {
-		return fmt.Errorf("%w: the body is not valid UTF-8", errMalformed)
-	}
-	r := bytes.NewReader(body)
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: %v", errMalformed, err)
-	}
-	// Decoder.More is false before a stray ] or }: look at what is left instead.
-	if rest, _ := io.ReadAll(io.MultiReader(dec.Buffered(), r)); len(bytes.TrimSpace(rest)) > 0 {
-		return fmt.Errorf("%w: data after the JSON object", errMalformed)
-	}
-	return nil
 }
 
 // required fails for the first missing field (present[name] false), in name order.

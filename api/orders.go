@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -80,11 +81,31 @@ const shownCharges = 100
 
 // orderID returns the path's order id if it is a ULID.
 func orderID(c echo.Context) (string, error) {
-	id := c.Param("id")
+	id, err := pathValue(c, "id")
+	if err != nil {
+		return "", err
+	}
 	if _, err := ulid.ParseStrict(id); err != nil {
 		return "", fmt.Errorf("%w: %s", errOrderNotFound, id)
 	}
 	return id, nil
+}
+
+// pathValue is the path value name, percent-decoded exactly once (RFC 3986): every handler
+// reads path values through it, never through c.Param. echo matches a request on its raw path
+// when that has escapes Go would write otherwise (an escaped '/' or '+', lower-case hex), and
+// its values are then still escaped; on the decoded path otherwise, and they are decoded.
+func pathValue(c echo.Context, name string) (string, error) {
+	v := c.Param(name)
+	if c.Request().URL.RawPath == "" {
+		return v, nil
+	}
+	decoded, err := url.PathUnescape(v)
+	if err != nil {
+		// net/http refuses such a path before any handler runs; kept for other callers.
+		return "", fmt.Errorf("%w: path value %s is not percent-encoded correctly", errMalformed, name)
+	}
+	return decoded, nil
 }
 
 type eventView struct {

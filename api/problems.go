@@ -118,7 +118,7 @@ func problemOf(err error) Problem {
 		return problem("precondition-failed", err.Error())
 	case errors.Is(err, errOrderNotFound), errors.Is(err, errNotFound):
 		return problem("not-found", err.Error())
-	case errors.Is(err, errBehind):
+	case errors.Is(err, errBehind), errors.Is(err, errBodiesBusy):
 		return problem("unavailable", err.Error())
 	case errors.Is(err, errUnauthorized):
 		return problem("unauthorized", err.Error())

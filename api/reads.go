@@ -1,16 +1,14 @@
 package api
 
 import (
-	"net/url"
-
 	"context"
 	"errors"
 	"fmt"
-	"github.com/acme/orders/domain/order"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/projections"
 	"github.com/labstack/echo/v4"
@@ -42,6 +40,7 @@ func (s *Server) caughtUpTo(c echo.Context, projection string, head bool) error 
 		}
 		pos = eventstore.Position{Commit: n, Prepare: n}
 	}
+	asked := pos
 	if v == "" || head {
 		h, err := s.Feed.Head(ctx)
 		if err != nil {
@@ -51,7 +50,25 @@ func (s *Server) caughtUpTo(c echo.Context, projection string, head bool) error 
 			pos = h
 		}
 	}
-	return s.reached(c, projection, pos)
+	err := s.reached(c, projection, pos)
+	if v != "" && errors.Is(err, errBehind) {
+		return s.issued(c, asked, err)
+	}
+	return err
+}
+
+// issued answers a query whose minPosition the read model did not reach within its bound:
+// behind (503, retry) if the log holds that position, or 400 if it is beyond the head of the
+// log even now, when no command can have been answered with it: a Log-Position is given once
+// its events are durable in the store whose head this reads (on KurrentDB the node the client
+// reads, the leader by default; the wait covers a follower's lag). Retrying it would never end.
+func (s *Server) issued(c echo.Context, asked eventstore.Position, behind error) error {
+	h, err := s.Feed.Head(c.Request().Context())
+	if err != nil || h.Commit >= asked.Commit {
+		return behind
+	}
+	c.Response().Header().Del("Retry-After")
+	return fmt.Errorf("%w: minPosition %d is beyond the head of the log (%d): no command was answered with it", errMalformed, asked.Commit, h.Commit)
 }
 
 // reached waits, within readWait, until projection has applied every event up to pos and can
@@ -155,9 +172,9 @@ func validStatus(s string) bool {
 
 // getKey answers the caller's own idempotency key from the lookups read model.
 func (s *Server) getKey(c echo.Context) error {
-	key, err := url.PathUnescape(c.Param("key"))
+	key, err := pathValue(c, "key")
 	if err != nil {
-		return fmt.Errorf("%w: the key is not a valid path segment", errMalformed)
+		return err
 	}
 	// A command answered here may still be recording its outcome: wait for it (within the
 	// read's bound), then for the log's head, which holds it, so that the key reads as
@@ -190,7 +207,10 @@ func (s *Server) getKey(c echo.Context) error {
 // paymentOrder finds the caller's order of the path's payment id, waiting for the lookup to
 // catch up before it answers that there is none.
 func paymentOrder(s *Server, c echo.Context) (string, error) {
-	paymentID := c.Param("paymentId")
+	paymentID, err := pathValue(c, "paymentId")
+	if err != nil {
+		return "", err
+	}
 	// Any position will do for a hit, but not before the lookup can be read.
 	if err := s.reached(c, "lookups", eventstore.Position{}); err != nil {
 		return "", err
@@ -257,7 +277,11 @@ func (s *Server) projectionStatus(c echo.Context) error {
 }
 
 func (s *Server) rebuildProjection(c echo.Context) error {
-	if err := s.Projections.Rebuild(c.Param("name")); err != nil {
+	name, err := pathValue(c, "name")
+	if err != nil {
+		return err
+	}
+	if err := s.Projections.Rebuild(name); err != nil {
 		if errors.Is(err, projections.ErrUnknownProjection) {
 			return fmt.Errorf("%w: %v", errNotFound, err)
 		}

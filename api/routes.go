@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"fmt"
 
 	"github.com/acme/orders/domain/order"
 	"github.com/labstack/echo/v4"
@@ -64,6 +65,11 @@ var createOrder = route{name: order.CreateOrder{}.CommandName(), create: true, p
 	if err := required(map[string]bool{"customerId": b.CustomerID != nil, "currency": b.Currency != nil}); err != nil {
 		return nil, err
 	}
+	// The contract's maxItems, checked before the body is fingerprinted, which costs far more
+	// than the body itself for many small lines.
+	if len(b.Lines) > order.MaxLines {
+		return nil, fmt.Errorf("%w: %d lines, more than the %d an order can have", errMalformed, len(b.Lines), order.MaxLines)
+	}
 	lines := make([]order.AddLine, len(b.Lines))
 	for i, l := range b.Lines {
 		if err := l.check(); err != nil {
@@ -95,14 +101,22 @@ var changeLine = route{name: order.ChangeLineQuantity{}.CommandName(), parse: fu
 	if err := required(map[string]bool{"quantity": b.Quantity != nil}); err != nil {
 		return nil, err
 	}
-	return fixed(order.ChangeLineQuantity{SKU: c.Param("sku"), Quantity: *b.Quantity}), nil
+	sku, err := pathValue(c, "sku")
+	if err != nil {
+		return nil, err
+	}
+	return fixed(order.ChangeLineQuantity{SKU: sku, Quantity: *b.Quantity}), nil
 }}
 
 var removeLine = route{name: order.RemoveLine{}.CommandName(), parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
 	if err := noBody(body); err != nil {
 		return nil, err
 	}
-	return fixed(order.RemoveLine{SKU: c.Param("sku")}), nil
+	sku, err := pathValue(c, "sku")
+	if err != nil {
+		return nil, err
+	}
+	return fixed(order.RemoveLine{SKU: sku}), nil
 }}
 
 var startPayment = route{name: order.StartPayment{}.CommandName(), parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
@@ -124,7 +138,11 @@ var confirmPayment = route{name: order.ConfirmPayment{}.CommandName(), parse: fu
 	if err := required(map[string]bool{"amount": b.Amount != nil}); err != nil {
 		return nil, err
 	}
-	return fixed(order.ConfirmPayment{PaymentID: c.Param("paymentId"), Amount: money(*b.Amount, sameCurrency)}), nil
+	paymentID, err := pathValue(c, "paymentId")
+	if err != nil {
+		return nil, err
+	}
+	return fixed(order.ConfirmPayment{PaymentID: paymentID, Amount: money(*b.Amount, sameCurrency)}), nil
 }}
 
 // confirmPaymentByID is the callback of a provider that knows only its payment id.
@@ -138,7 +156,11 @@ var failPayment = route{name: order.FailPayment{}.CommandName(), parse: func(c e
 	if err := required(map[string]bool{"reason": b.Reason != nil}); err != nil {
 		return nil, err
 	}
-	return fixed(order.FailPayment{PaymentID: c.Param("paymentId"), Reason: *b.Reason}), nil
+	paymentID, err := pathValue(c, "paymentId")
+	if err != nil {
+		return nil, err
+	}
+	return fixed(order.FailPayment{PaymentID: paymentID, Reason: *b.Reason}), nil
 }}
 
 var cancelOrder = route{name: order.Cancel{}.CommandName(), parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
@@ -178,7 +200,11 @@ var completeRefund = route{name: order.CompleteRefund{}.CommandName(), parse: fu
 	if err := noBody(body); err != nil {
 		return nil, err
 	}
-	return fixed(order.CompleteRefund{RefundID: c.Param("refundId")}), nil
+	refundID, err := pathValue(c, "refundId")
+	if err != nil {
+		return nil, err
+	}
+	return fixed(order.CompleteRefund{RefundID: refundID}), nil
 }}
 
 // noBody accepts an empty body or an empty JSON object, for commands whose path says it all.

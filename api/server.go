@@ -64,6 +64,11 @@ type Server struct {
 
 	completing sync.WaitGroup // outcomes recorded after their answers (see command and Drain)
 	failures   *logLimiter    // the log lines of 5xx answers (see answerFailures)
+
+	// BodyMemory bounds the bytes of command bodies being read and checked at once, past the
+	// first 16 KiB of each (see readBody); 0 means DefaultBodyMemory.
+	BodyMemory int64
+	bodies     bodyBudget
 }
 
 // Hooks run at the points of a keyed command where a crash matters most.

@@ -29,6 +29,29 @@ func (f *Fingerprints) Of(method, path string, body []byte) (string, error) {
 	if f == nil {
 		return Fingerprint(method, path, body)
 	}
+	raw := digest(method, path, body)
+	if fp, ok := f.memo.Get(raw); ok {
+		return fp, nil
+	}
+	fp, err := Fingerprint(method, path, body)
+	if err == nil {
+		f.memo.Add(raw, fp)
+	}
+	return fp, err
+}
+
+// Known returns the fingerprint of a request whose very bytes Of fingerprinted recently, at
+// the cost of a hash; ok is false for any other. A caller that gives Of only requests it has
+// checked knows that the bytes of a known request passed its checks.
+func (f *Fingerprints) Known(method, path string, body []byte) (fp string, ok bool) {
+	if f == nil {
+		return "", false
+	}
+	return f.memo.Get(digest(method, path, body))
+}
+
+// digest identifies the bytes of a request.
+func digest(method, path string, body []byte) [sha256.Size]byte {
 	// Lengths first, so that no two requests write the same bytes (a path may hold a newline).
 	h := sha256.New()
 	var n [16]byte
@@ -40,12 +63,5 @@ func (f *Fingerprints) Of(method, path string, body []byte) (string, error) {
 	h.Write(body)
 	var raw [sha256.Size]byte
 	h.Sum(raw[:0])
-	if fp, ok := f.memo.Get(raw); ok {
-		return fp, nil
-	}
-	fp, err := Fingerprint(method, path, body)
-	if err == nil {
-		f.memo.Add(raw, fp)
-	}
-	return fp, err
+	return raw
 }

@@ -39,3 +39,33 @@ func TestFingerprintsRemembersTheSameAnswers(t *testing.T) {
 		}
 	}
 }
+
+// Known knows the bytes of a request Of fingerprinted, and nothing else: not another encoding
+// of its body, not a body Of refused.
+func TestFingerprintsKnowsOnlyWhatOfSaw(t *testing.T) {
+	var none *idempotency.Fingerprints
+	if _, ok := none.Known("POST", "/v1/orders", []byte(`{}`)); ok {
+		t.Error("a nil Fingerprints knows a request")
+	}
+	f := idempotency.NewFingerprints(4)
+	body := []byte(`{"b":1,"a":2}`)
+	if _, ok := f.Known("POST", "/v1/orders", body); ok {
+		t.Error("a request is known before Of saw it")
+	}
+	want, err := f.Of("POST", "/v1/orders", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := f.Known("POST", "/v1/orders", body); !ok || got != want {
+		t.Errorf("Known = %q, %v; want %q, true", got, ok, want)
+	}
+	for _, r := range [][2]string{{"/v1/orders", `{"a":2,"b":1}`}, {"/v1/orders/", `{"b":1,"a":2}`}} {
+		if _, ok := f.Known("POST", r[0], []byte(r[1])); ok {
+			t.Errorf("%s %s is known; Of never saw its bytes", r[0], r[1])
+		}
+	}
+	_, _ = f.Of("POST", "/v1/orders", []byte(`{"a":`))
+	if _, ok := f.Known("POST", "/v1/orders", []byte(`{"a":`)); ok {
+		t.Error("a body Of refused is known")
+	}
+}

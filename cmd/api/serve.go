@@ -100,6 +100,7 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		Ready:          withSweeper(api.Readiness(store, runner), idem),
 		Metrics:        metrics,
 		RequestTimeout: cmd.Limits.RequestTimeout,
+		BodyMemory:     cmd.Limits.BodyMemory << 20,
 	}
 	idem.Observe = srv.ObserveKey
 	metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -1,0 +1,143 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+// DefaultBodyMemory is the default of Server.BodyMemory.
+const DefaultBodyMemory = 16 << 20
+
+const (
+	// freeBody is how much of every body is read without the budget, so that the small bodies
+	// of everyday commands never wait behind large ones; the number of connections bounds them.
+	freeBody = 16 << 10
+	// bodyWait bounds how long a body waits for room in the budget; then the answer is 503.
+	bodyWait = time.Second
+)
+
+// errBodiesBusy: the budget of bodies in flight stayed full for bodyWait.
+var errBodiesBusy = errors.New("the server is reading as many large request bodies as it may at once; retry")
+
+// bodyBudget counts the bytes of request bodies read and not yet checked, past the first
+// freeBody of each: a body and what its checks make of it (a 1 MB body took some 5 MB to
+// fingerprint) are bounded by it, however many clients send large bodies at once.
+type bodyBudget struct {
+	once  sync.Once
+	size  int64
+	mu    sync.Mutex
+	used  int64
+	freed chan struct{} // closed and dropped when bytes are given back, if anyone waits
+}
+
+func (s *Server) bodyBudget() *bodyBudget {
+	b := &s.bodies
+	b.once.Do(func() {
+		b.size = s.BodyMemory
+		if b.size <= 0 {
+			b.size = DefaultBodyMemory
+		}
+	})
+	return b
+}
+
+// take waits until n bytes fit in the budget and takes them, or returns ctx's error.
+func (b *bodyBudget) take(ctx context.Context, n int64) error {
+	b.mu.Lock()
+	for b.used+n > b.size {
+		if b.freed == nil {
+			b.freed = make(chan struct{})
+		}
+		freed := b.freed
+		b.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		b.mu.Lock()
+	}
+	b.used += n
+	b.mu.Unlock()
+	return nil
+}
+
+// give gives n bytes back.
+func (b *bodyBudget) give(n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	if b.freed != nil {
+		close(b.freed)
+		b.freed = nil
+	}
+	b.mu.Unlock()
+}
+
+// readBody reads the request's body. Its bytes past the first freeBody are taken from the
+// budget as the buffer grows to receive them, not as Content-Length announces them: a client
+// that announces a large body and sends it slowly holds only what it sent. A body larger than
+// the whole budget takes all of it. release gives the bytes back; call it once the body is
+// checked and fingerprinted, before the command runs.
+func (s *Server) readBody(c echo.Context) (body []byte, release func(), err error) {
+	req := c.Request()
+	budget := s.bodyBudget()
+	var held int64
+	release = func() { budget.give(held) }
+	want := req.ContentLength // -1 when unknown (chunked)
+	size := int64(freeBody)
+	if want >= 0 && want < size {
+		size = want
+	}
+	body = make([]byte, 0, size)
+	for {
+		if len(body) == cap(body) {
+			if want >= 0 && int64(len(body)) >= want {
+				return body, release, nil // net/http never reads past Content-Length
+			}
+			next := min(2*cap(body), MaxBody+1)
+			if want >= 0 {
+				next = min(next, int(want))
+			}
+			if charge := min(int64(next-max(cap(body), freeBody)), budget.size-held); charge > 0 {
+				ctx, cancel := context.WithTimeout(req.Context(), bodyWait)
+				err := budget.take(ctx, charge)
+				cancel()
+				if err != nil {
+					release()
+					return nil, nil, fmt.Errorf("%w (waited %v)", errBodiesBusy, bodyWait)
+				}
+				held += charge
+			}
+			body = slices.Grow(body, next-len(body))
+		}
+		n, err := req.Body.Read(body[len(body):cap(body)])
+		body = body[:len(body)+n]
+		switch {
+		case errors.Is(err, io.EOF):
+			return body, release, nil
+		case err != nil:
+			release()
+			return nil, nil, bodyError(err)
+		}
+	}
+}
+
+// bodyError is the answer to a body that could not be read.
+func bodyError(err error) error {
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		return err // the body limit's 413
+	}
+	// Shorter than its Content-Length, badly chunked, too slow: the client's fault.
+	return fmt.Errorf("%w: the body could not be read: %v", errMalformed, err)
+}

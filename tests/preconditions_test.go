@@ -1,0 +1,39 @@
+package tests
+
+import (
+	"net/http"
+	"testing"
+)
+
+// If-Match: * is met by any existing order, and by no missing one (RFC 9110 §13.1.1): 412,
+// recorded under the key like any answer. Another client's order is a missing one.
+func TestIfMatchAnyNeedsAnExistingOrder(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "", "--keys-file", accessKeysFile(t))
+	id := s.aliceOrder(t, "any-create")
+	anyRev := []string{"If-Match", "*"}
+
+	added := s.ok(t, alice, http.StatusOK, "POST", "/v1/orders/"+id+"/lines", "any-add", line{SKU: "sku-2", Quantity: 1, UnitPrice: 5}, anyRev...)
+	if added.num("version") != 3 {
+		t.Errorf("%v; want the line added, version 3", added)
+	}
+	s.ok(t, alice, http.StatusOK, "PUT", "/v1/orders/"+id+"/lines/sku-2", "", map[string]any{"quantity": 2}, anyRev...)
+	// The order exists: a missing line is the usual 404.
+	checkProblem(t, s.as(t, alice, "DELETE", "/v1/orders/"+id+"/lines/none", "", nil, anyRev...), http.StatusNotFound, "not-found")
+
+	const missing = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
+	first := s.as(t, alice, "POST", "/v1/orders/"+missing+"/cancel", "any-missing", map[string]any{"reason": "r"}, anyRev...)
+	checkProblem(t, first, http.StatusPreconditionFailed, "precondition-failed")
+	checkReplay(t, first, s.as(t, alice, "POST", "/v1/orders/"+missing+"/cancel", "any-missing", map[string]any{"reason": "r"}, anyRev...))
+	checkProblem(t, s.as(t, bob, "POST", "/v1/orders/"+id+"/cancel", "any-bob", map[string]any{"reason": "r"}, anyRev...),
+		http.StatusPreconditionFailed, "precondition-failed")
+	checkProblem(t, s.as(t, bob, "PUT", "/v1/orders/"+id+"/lines/sku-2", "", map[string]any{"quantity": 9}, anyRev...),
+		http.StatusPreconditionFailed, "precondition-failed")
+	// A create's order does not exist before it.
+	checkProblem(t, s.as(t, alice, "POST", "/v1/orders", "any-create-2", orderFor("c-any"), anyRev...),
+		http.StatusPreconditionFailed, "precondition-failed")
+
+	if o := s.as(t, alice, "GET", "/v1/orders/"+id, "", nil); o.num("version") != 4 || o.str("status") != "created" {
+		t.Errorf("%v; want version 4, not cancelled", o)
+	}
+}
