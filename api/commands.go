@@ -35,13 +35,10 @@ type route struct {
 // (see command), but not forever.
 const commandTimeout = 30 * time.Second
 
-// releaseTimeout bounds the release of a key whose outcome could not be recorded.
-const releaseTimeout = 5 * time.Second
-
-// command serves a route: check the request, then run it once per Idempotency-Key.
+// command serves a route: check the request, then run it once per Idempotency-Key through the
+// pipeline (idempotency.Pipeline), which owns the key's protocol.
 func (s *Server) command(rt route) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		req := c.Request()
 		in, replay, err := s.intake(c, rt)
 		switch {
 		case err != nil:
@@ -49,7 +46,7 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 		case replay != nil:
 			return s.write(c, *replay, true)
 		}
-		md, keyed, build, ifMatch, id := in.md, in.keyed, in.build, in.ifMatch, in.orderID
+		id := in.orderID
 		if rt.lookup != nil {
 			if id, err = rt.lookup(s, c); err != nil {
 				return err
@@ -58,125 +55,66 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 		c.Set(commandKey, rt.name)
 		// The command runs to its end even if the client goes away: a dropped connection
 		// must not leave an effect without its recorded outcome.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), commandTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), commandTimeout)
 		defer cancel()
-		if !keyed {
-			res, err := s.run(ctx, id, build(id), md, command.Options{}, ifMatch)
+		if !in.keyed {
+			res, err := s.run(ctx, id, in.build(id), in.md, command.Options{}, in.ifMatch)
 			return s.write(c, s.respond(rt, id, res, err), res.Repeated)
 		}
-		keyReq := idempotency.Request{
-			Principal: md.Principal, Key: md.IdempotencyKey,
-			Method: req.Method, Path: req.URL.Path, Fingerprint: md.Fingerprint,
-			OrderID:    id,
-			NewOrderID: func() string { return s.IDs.New(time.Now()).String() },
-			Claimant:   s.Node + "/" + requestID(c),
-			FindInOrderStream: func(ctx context.Context, orderID string) (*idempotency.Outcome, error) {
-				rep, err := s.Orders.Find(ctx, orderID, build(orderID), md)
-				if err != nil || rep == nil {
-					return nil, err
-				}
-				out := s.respond(rt, orderID, rep.Result, rep.Err)
-				return &out, nil
-			},
-			// A new key's claim is written with the command's events, in one append.
-			Defer: true,
+		ans, err := s.pipeline().Do(ctx, s.keyRequest(c, rt, in, id), s.runClaimed(rt, in))
+		switch {
+		case errors.Is(err, idempotency.ErrInFlight):
+			writeProblem(c, problemOf(err), http.Header{"Retry-After": {"1"}})
+			return nil
+		case err != nil:
+			return err
 		}
-		var running *idempotency.Claim
-		defer func() {
-			if running != nil {
-				// A panic between the claim and its outcome: give the key up so that a retry
-				// runs at once; the order's stream tells it whether the command took effect.
-				s.Keys.Release(context.WithoutCancel(ctx), running, "panic")
+		return s.write(c, ans.Outcome, ans.Replayed)
+	}
+}
+
+// keyRequest is what the pipeline needs to know of a keyed command request on order id.
+func (s *Server) keyRequest(c echo.Context, rt route, in commandRequest, id string) idempotency.Request {
+	req := c.Request()
+	return idempotency.Request{
+		Principal: in.md.Principal, Key: in.md.IdempotencyKey,
+		Method: req.Method, Path: req.URL.Path, Fingerprint: in.md.Fingerprint,
+		OrderID:    id,
+		NewOrderID: func() string { return s.IDs.New(time.Now()).String() },
+		Claimant:   s.Node + "/" + requestID(c),
+		FindInOrderStream: func(ctx context.Context, orderID string) (*idempotency.Outcome, error) {
+			rep, err := s.Orders.Find(ctx, orderID, in.build(orderID), in.md)
+			if err != nil || rep == nil {
+				return nil, err
 			}
-		}()
-		for {
-			claim, replay, err := s.Keys.Begin(ctx, keyReq)
-			switch {
-			case errors.Is(err, idempotency.ErrInFlight):
-				writeProblem(c, problemOf(err), http.Header{"Retry-After": {"1"}})
-				return nil
-			case err != nil:
-				return err
-			case replay != nil:
-				return s.write(c, *replay, true)
-			}
-			running = claim
-			if s.Hooks.AfterClaim != nil {
-				s.Hooks.AfterClaim(md.IdempotencyKey)
-			}
-			// A create's order id was drawn with the claim: its stream is new unless the claim
-			// took over another request's.
-			isNew := rt.create && !claim.Takeover
-			res, err := s.run(ctx, claim.OrderID, build(claim.OrderID), md, command.Options{New: isNew, Along: claim}, ifMatch)
-			running = nil
-			if claim.Refused(err) {
-				// The key was not new after all, and nothing was written: see what it holds.
-				s.Keys.Release(ctx, claim, "")
-				keyReq.Defer = false
-				continue
-			}
-			if s.Hooks.AfterAppend != nil && len(res.Events) > 0 {
-				s.Hooks.AfterAppend(md.IdempotencyKey)
-			}
-			out := s.respond(rt, claim.OrderID, res, err)
-			reqID := requestID(c) // for the log; c is not ours once the handler returns
-			switch {
-			case !keep(out, err):
-				if err := s.Keys.Release(ctx, claim, http.StatusText(out.Status)); err != nil {
-					s.Log.Warn("release key", "request_id", reqID, "key", idempotency.KeyHash(md.Principal, md.IdempotencyKey), "error", err)
-				}
-			case err == nil && len(res.Events) > 0 && res.Written():
-				// The answer is in the order's stream with the key's events, which this run
-				// wrote: if the outcome is never recorded (a crash, or a takeover after this
-				// run's lease), the next retry rebuilds this very answer from there
-				// (FindInOrderStream). So answer now and record it after, saving the client a
-				// wait for the store; its duplicates here get this answer too (Keys.Answered),
-				// rather than wait for the record.
-				s.Keys.Answered(claim, out)
-				s.completing.Add(1)
-				go func() {
-					defer s.completing.Done()
-					ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
-					defer cancel()
-					if s.Hooks.AfterAnswer != nil {
-						s.Hooks.AfterAnswer(md.IdempotencyKey)
-					}
-					s.complete(ctx, reqID, claim, md, out, res)
-				}()
-			default:
-				// Nothing in the order's stream would tell this answer word for word (a refusal
-				// rebuilt from a recorded charge is worded as a replay), or the events there
-				// may be another run's (a store that does not say): record it before giving it.
-				// If another run of the key recorded its outcome first, that one stands: give
-				// it instead. A claim left to be written with the outcome was never checked
-				// against the store: if that append fails, refused because the key was not new
-				// after all or for any other reason, this answer stands on nothing: see what the
-				// key holds. An answer that could not be recorded is not given.
-				_, pending := claim.Pending()
-				err := s.complete(ctx, reqID, claim, md, out, res)
-				switch {
-				case pending && err != nil:
-					keyReq.Defer = false
-					continue
-				case errors.Is(err, idempotency.ErrTakenOver):
-					// Another request runs the key now: its outcome is the one to get.
-					writeProblem(c, problemOf(err), http.Header{"Retry-After": {"1"}})
-					return nil
-				case err != nil:
-					// Not recorded, so not given: let the key go, so that a retry runs the
-					// command at once rather than after the lease. If the outcome did land,
-					// the release is refused and the retry gets it.
-					ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-					defer cancel()
-					s.Keys.Release(ctx, claim, "outcome not recorded")
-					return err
-				case claim.Prior != nil:
-					return s.write(c, *claim.Prior, true)
-				}
-			}
-			return s.write(c, out, res.Repeated)
+			out := s.respond(rt, orderID, rep.Result, rep.Err)
+			return &out, nil
+		},
+	}
+}
+
+// runClaimed runs the command of a request under a claim of its key, with the claim's own
+// append if it is still to be made.
+func (s *Server) runClaimed(rt route, in commandRequest) idempotency.Run {
+	return func(ctx context.Context, claim *idempotency.Claim) idempotency.Result {
+		// A create's order id was drawn with the claim: its stream is new unless the claim
+		// took over another request's.
+		isNew := rt.create && !claim.Takeover
+		res, err := s.run(ctx, claim.OrderID, in.build(claim.OrderID), in.md, command.Options{New: isNew, Along: claim}, in.ifMatch)
+		out := s.respond(rt, claim.OrderID, res, err)
+		return idempotency.Result{
+			Outcome: out, Err: err, Keep: keep(out, err), Repeated: res.Repeated,
+			Appended: len(res.Events) > 0,
+			Written:  len(res.Events) > 0 && res.Written(),
+			Settle:   func() { s.Orders.Settle(res) },
 		}
 	}
+}
+
+// pipeline is the keyed-command pipeline of the server's keys.
+func (s *Server) pipeline() *idempotency.Pipeline {
+	s.pipelineOnce.Do(func() { s.keyed = &idempotency.Pipeline{Keys: s.Keys, Hooks: s.Hooks, Log: s.Log} })
+	return s.keyed
 }
 
 // commandRequest is a command request that passed every check that needs no state.
@@ -251,39 +189,10 @@ func (s *Server) recall(c echo.Context, rt route, md command.Metadata) (*idempot
 	return replay, ok, err
 }
 
-// complete records the outcome of a claimed command.
-func (s *Server) complete(ctx context.Context, requestID string, claim *idempotency.Claim, md command.Metadata, out idempotency.Outcome, res command.Result) error {
-	err := s.Keys.Complete(ctx, claim, out)
-	switch {
-	case claim.Refused(err):
-		// Recorded nothing, and wrote nothing else: the caller starts again.
-	case errors.Is(err, idempotency.ErrTakenOver):
-		// This run outlived its lease: the taker's outcome stands.
-		s.Log.Info("record outcome", "request_id", requestID, "key", idempotency.KeyHash(md.Principal, md.IdempotencyKey), "error", err)
-	case err != nil:
-		// The effect, if any, is in the order's stream with its key: the next retry completes
-		// the record from there.
-		s.Log.Warn("record outcome", "request_id", requestID, "key", idempotency.KeyHash(md.Principal, md.IdempotencyKey), "error", err)
-	case claim.Kept:
-		s.Orders.Settle(res) // no other run of the key can have appended
-	}
-	return err
-}
-
 // Drain waits until the outcomes of commands answered before their outcome was recorded are
 // recorded, or ctx ends. Call it once the HTTP server has stopped, before the store closes.
 func (s *Server) Drain(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() {
-		s.completing.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("outcomes still being recorded: %w", ctx.Err())
-	}
+	return s.pipeline().Drain(ctx)
 }
 
 // keep reports whether an outcome is stored for replay: every answer below 500 that does not
@@ -320,6 +229,7 @@ func (s *Server) respond(rt route, orderID string, res command.Result, err error
 		body, _ := json.Marshal(p)
 		out := idempotency.Outcome{
 			Status:  p.Status,
+			Code:    p.Code(),
 			Headers: map[string]string{echo.HeaderContentType: "application/problem+json"},
 			Body:    string(body) + "\n",
 		}
@@ -346,11 +256,8 @@ func (s *Server) respond(rt route, orderID string, res command.Result, err error
 }
 
 func (s *Server) write(c echo.Context, out idempotency.Outcome, replayed bool) error {
-	if out.Status >= 400 {
-		var p Problem
-		if json.Unmarshal([]byte(out.Body), &p) == nil {
-			c.Set(outcomeKey, strings.TrimPrefix(p.Type, "/problems/"))
-		}
+	if out.Code != "" {
+		c.Set(outcomeKey, out.Code)
 	}
 	h := c.Response().Header()
 	for k, v := range out.Headers {

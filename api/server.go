@@ -62,8 +62,9 @@ type Server struct {
 	// Hooks are for tests that crash the process at a precise point; nil in production.
 	Hooks Hooks
 
-	completing sync.WaitGroup // outcomes recorded after their answers (see command and Drain)
-	failures   *logLimiter    // the log lines of 5xx answers (see answerFailures)
+	pipelineOnce sync.Once
+	keyed        *idempotency.Pipeline // see pipeline
+	failures     *logLimiter           // the log lines of 5xx answers (see answerFailures)
 
 	// BodyMemory bounds the bytes of command bodies being read and checked at once, past the
 	// first 16 KiB of each (see readBody); 0 means DefaultBodyMemory.
@@ -72,11 +73,7 @@ type Server struct {
 }
 
 // Hooks run at the points of a keyed command where a crash matters most.
-type Hooks struct {
-	AfterClaim  func(key string) // the key is claimed (maybe in this process only: Request.Defer), the command has not run
-	AfterAppend func(key string) // the order events are appended, the outcome is not recorded
-	AfterAnswer func(key string) // the answer is given (or on its way), the outcome is not recorded
-}
+type Hooks = idempotency.Hooks
 
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler {

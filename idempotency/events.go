@@ -32,7 +32,10 @@ type Claimed struct {
 
 // Outcome is a response as stored and replayed.
 type Outcome struct {
-	Status  int               `json:"status"`
+	Status int `json:"status"`
+	// Code names a refusal (the problem type's code), for metrics and logs; outcomes recorded
+	// before it was kept have none.
+	Code    string            `json:"code,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
 	// Body is the response body exactly as first sent.
 	Body string `json:"body"`
