@@ -119,116 +119,144 @@ type Along interface {
 	Made(context.Context, eventstore.AppendResult)
 }
 
-// HandleWith is Handle with opts.
+// HandleWith is Handle with opts. Commands on one order in this process run one after
+// another (see queues); each turn of the loop loads the order, decides, and appends at the
+// revision it loaded, and takes another turn when the store says the order moved meanwhile.
 func (h *Handler) HandleWith(ctx context.Context, id string, c order.Command, md Metadata, opts Options) (Result, error) {
-	at, isNew := opts.At, opts.New
-	stream := StreamName(id)
 	md.Command = c.CommandName()
 	leave, err := h.queues.enter(ctx, id)
 	if err != nil {
 		return Result{}, err
 	}
 	defer leave()
-	retryUntil := time.Now().Add(cmp.Or(h.RetryFor, 2*time.Second))
-	claimed := false // what the command claims (see claim) is claimed for its order already
+	r := &run{h: h, id: id, stream: StreamName(id), c: c, md: md, opts: opts,
+		retryUntil: time.Now().Add(cmp.Or(h.RetryFor, 2*time.Second))}
 	for attempt := 1; ; attempt++ {
-		o, remembered := Order{}, true // a new order, as if remembered: checked by the store
-		if !isNew || attempt > 1 {
-			var err error
-			if o, remembered, err = h.current(ctx, id, md); err != nil {
-				return Result{}, err
-			}
+		if res, again, err := r.turn(ctx, attempt); !again {
+			return res, err
 		}
-		if o.State.Version > 0 && o.Owner != md.Principal {
-			return Result{}, fmt.Errorf("%s on order %s: %w", md.Command, id, ErrNotOwner)
-		}
-		if o.Key != nil {
-			return repeated(id, o.Key, md)
-		}
-		unmet := at != nil && (o.State.Version == 0 || o.Revision() != *at)
-		var events []order.Event
-		var decideErr error
-		if !unmet {
-			md.At = h.now()
-			events, decideErr = order.Decide(o.State, order.InCurrency(c, o.State.Currency), md.At)
-		}
-		if len(events) == 0 {
-			// An answer that appends nothing stands only on the order as it is in the store:
-			// a remembered one is checked first, and read again if it moved.
-			if remembered {
-				fresh, err := h.fresh(ctx, stream, o)
-				if err != nil {
-					return Result{}, err
-				}
-				if !fresh {
-					h.forget(stream, o.State.Version)
-					continue
-				}
-			}
-			if unmet {
-				return Result{}, fmt.Errorf("%s on order %s: %w: want %d", md.Command, id, ErrPreconditionFailed, *at)
-			}
-			return Result{State: o.State, Revision: o.Revision(), Position: o.Position}, decideErr
-		}
-		var claim *eventstore.StreamAppend
-		if !claimed {
-			var err error
-			if claim, err = h.claim(ctx, id, c, md); err != nil {
-				return Result{}, err
-			}
-		}
-		res, err := h.append(ctx, id, o, events, md, opts.Along, claim)
-		if err != nil {
-			h.forget(stream, o.State.Version)
-		}
-		// A refused append names the stream that refused it: the order's moved (decide again),
-		// the claim is held (by this order after all?), or the one along with them (returned
-		// as is).
-		if wrong := (*eventstore.WrongExpectedRevisionError)(nil); errors.As(err, &wrong) {
-			switch {
-			case wrong.Stream == stream && time.Now().Before(retryUntil):
-				if err := backoff(ctx, attempt); err != nil {
-					return Result{}, err
-				}
-				continue
-			case wrong.Stream == stream:
-				return Result{}, fmt.Errorf("%s on order %s after %d attempts: %w: %w", md.Command, id, attempt, ErrConflict, err)
-			case claim != nil && wrong.Stream == claim.Stream:
-				if err := h.claimHeld(ctx, id, c, claim.Stream); err != nil {
-					return Result{}, err
-				}
-				claimed = true // a retried command
-				continue
-			}
-		}
-		if err != nil {
-			return Result{}, err
-		}
-		if md.IdempotencyKey != "" && (remembered || res.fate == eventstore.FateRepeated) {
-			// The store answers an append of event ids it already holds at that revision
-			// with the first append's result: decided on a remembered order that missed
-			// them (another node, a key reused after it expired), or racing another run of
-			// the key (a takeover), this append may not be ours. The store says so if it
-			// can, else the stored events do; if they are another run's, answer from them.
-			mine, err := h.mine(ctx, stream, res)
-			if err != nil {
-				return Result{}, err
-			}
-			if !mine {
-				h.forget(stream, o.State.Version)
-				o, err := h.Load(ctx, id, md.Principal, md.IdempotencyKey)
-				if err != nil {
-					return Result{}, err
-				}
-				if o.Key != nil {
-					return repeated(id, o.Key, md)
-				}
-				continue
-			}
-			res.fate = eventstore.FateWritten
-		}
-		return res, decideErr
 	}
+}
+
+// run is one command's way through HandleWith.
+type run struct {
+	h          *Handler
+	id, stream string
+	c          order.Command
+	md         Metadata
+	opts       Options
+	retryUntil time.Time
+	claimed    bool // what the command claims (see claim) is claimed for its order already
+}
+
+// turn loads the order, decides and appends; again asks for another turn.
+func (r *run) turn(ctx context.Context, attempt int) (res Result, again bool, err error) {
+	o, remembered := Order{}, true // a new order, as if remembered: checked by the store
+	if !r.opts.New || attempt > 1 {
+		if o, remembered, err = r.h.current(ctx, r.id, r.md); err != nil {
+			return Result{}, false, err
+		}
+	}
+	if o.State.Version > 0 && o.Owner != r.md.Principal {
+		return Result{}, false, fmt.Errorf("%s on order %s: %w", r.md.Command, r.id, ErrNotOwner)
+	}
+	if o.Key != nil {
+		res, err := repeated(r.id, o.Key, r.md)
+		return res, false, err
+	}
+	at := r.opts.At
+	unmet := at != nil && (o.State.Version == 0 || o.Revision() != *at)
+	var events []order.Event
+	var decideErr error
+	if !unmet {
+		r.md.At = r.h.now()
+		events, decideErr = order.Decide(o.State, order.InCurrency(r.c, o.State.Currency), r.md.At)
+	}
+	if len(events) == 0 {
+		// An answer that appends nothing stands only on the order as it is in the store: a
+		// remembered one is checked first, and read again if it moved.
+		if remembered {
+			fresh, err := r.h.fresh(ctx, r.stream, o)
+			if err != nil || !fresh {
+				r.h.forget(r.stream, o.State.Version)
+				return Result{}, err == nil, err
+			}
+		}
+		if unmet {
+			return Result{}, false, fmt.Errorf("%s on order %s: %w: want %d", r.md.Command, r.id, ErrPreconditionFailed, *at)
+		}
+		return Result{State: o.State, Revision: o.Revision(), Position: o.Position}, false, decideErr
+	}
+	res, again, err = r.write(ctx, attempt, o, events)
+	if err != nil || again {
+		return res, again, err
+	}
+	return r.check(ctx, o, remembered, res, decideErr)
+}
+
+// write appends the decided events, with the command's claim if it makes one. A refused
+// append names the stream that refused it: the order's moved (decide again, within the retry
+// budget), the claim is held (by this order after all?), or the one along with them
+// (returned as is).
+func (r *run) write(ctx context.Context, attempt int, o Order, events []order.Event) (res Result, again bool, err error) {
+	var claim *eventstore.StreamAppend
+	if !r.claimed {
+		if claim, err = r.h.claim(ctx, r.id, r.c, r.md); err != nil {
+			return Result{}, false, err
+		}
+	}
+	res, err = r.h.append(ctx, r.id, o, events, r.md, r.opts.Along, claim)
+	if err != nil {
+		r.h.forget(r.stream, o.State.Version)
+	}
+	wrong := (*eventstore.WrongExpectedRevisionError)(nil)
+	switch {
+	case !errors.As(err, &wrong):
+		return res, false, err
+	case wrong.Stream == r.stream && time.Now().Before(r.retryUntil):
+		if err := backoff(ctx, attempt); err != nil {
+			return Result{}, false, err
+		}
+		return Result{}, true, nil
+	case wrong.Stream == r.stream:
+		return Result{}, false, fmt.Errorf("%s on order %s after %d attempts: %w: %w", r.md.Command, r.id, attempt, ErrConflict, err)
+	case claim != nil && wrong.Stream == claim.Stream:
+		if err := r.h.claimHeld(ctx, r.id, r.c, claim.Stream); err != nil {
+			return Result{}, false, err
+		}
+		r.claimed = true // a retried command
+		return Result{}, true, nil
+	}
+	return Result{}, false, err
+}
+
+// check makes sure a keyed append wrote its events. The store answers an append of event ids
+// it already holds at that revision with the first append's result: decided on a remembered
+// order that missed them (another node, a key reused after it expired), or racing another run
+// of the key (a takeover), this append may not be ours. The store says so if it can, else the
+// stored events do; if they are another run's, the answer is theirs.
+func (r *run) check(ctx context.Context, o Order, remembered bool, res Result, decideErr error) (Result, bool, error) {
+	if r.md.IdempotencyKey == "" || (!remembered && res.fate != eventstore.FateRepeated) {
+		return res, false, decideErr
+	}
+	mine, err := r.h.mine(ctx, r.stream, res)
+	if err != nil {
+		return Result{}, false, err
+	}
+	if mine {
+		res.fate = eventstore.FateWritten
+		return res, false, decideErr
+	}
+	r.h.forget(r.stream, o.State.Version)
+	stored, err := r.h.Load(ctx, r.id, r.md.Principal, r.md.IdempotencyKey)
+	if err != nil {
+		return Result{}, false, err
+	}
+	if stored.Key != nil {
+		res, err := repeated(r.id, stored.Key, r.md)
+		return res, false, err
+	}
+	return Result{}, true, nil
 }
 
 // mine reports whether the append that returned res wrote its events, rather than met those

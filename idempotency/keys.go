@@ -191,154 +191,240 @@ func (k *Keys) replay(ctx context.Context, stream, fingerprint string) (*Outcome
 }
 
 // Begin claims the key for r, or returns the outcome to replay. Errors: ErrKeyReused,
-// ErrInFlight, and the store's.
+// ErrInFlight, and the store's. Each turn of its loop looks at the key, takes the step that
+// decide gives, and waits when the step is to wait.
 func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
-	stream := StreamName(r.Principal, r.Key)
-	// The wait bound is real time spent here, whatever the clock of leases and expiry says.
-	deadline := time.Now().Add(k.wait())
-	looked := false // in the order's stream, for a holder that died after its append
-	poll := pollFirst
-	waited := false
-	// Most keys are new: claim first, and read the key's stream only if that fails; but read
-	// first a key the sweeper knows was claimed (retries of keys no longer remembered, after a
-	// restart say), rather than run its command only for its claim to be refused.
-	fresh, watching := !k.known(stream), false
-	_, multi := k.Store.(eventstore.MultiStreamAppender)
-	deferring := r.Defer && multi
-	expiring := k.Expire == nil // the store is told the key's expiry once, before a claim
+	a := k.attempt(r)
+	defer a.stop()
 	for {
 		now := k.now()
-		held, here := k.heldHere(stream, now)
-		var st keyState
-		var changed <-chan struct{}
-		if !fresh || here {
-			if !watching {
-				watching = true
-				k.watch(stream)
-				defer k.unwatch(stream)
-			}
-			// Take the channel before looking: a completion after that closes it.
-			changed = k.changes(stream)
-			held, here = k.heldHere(stream, now)
+		v, done := a.look(ctx, now)
+		if done != nil {
+			return done.claim, done.replay, done.err
 		}
-		// Completed here, maybe by the holder this request waited for?
-		if out, ok, err := k.replay(ctx, stream, r.Fingerprint); ok {
-			return nil, out, err
-		}
+		step := decide(v.st, Holding{Here: v.here, Pending: v.held.pending, Answered: v.held.answer != nil}, r.Fingerprint, now)
+		done, again := a.take(ctx, step, v, now)
 		switch {
-		case here:
-			// A live request of this process holds the key: what a read would say is known.
-			st = keyState{exists: true, revision: held.revision, first: held.claimed, current: held.claimed}
-		case !fresh:
-			var err error
-			if st, err = k.read(ctx, stream); err != nil {
-				return nil, nil, err
-			}
-		}
-		fresh = false
-		switch decide(st, Holding{Here: here, Pending: held.pending, Answered: held.answer != nil}, r.Fingerprint, now) {
-		case StepForget:
-			// Expired: forget it and start again as a new request.
-			err := k.Store.DeleteStream(ctx, stream, eventstore.Exact(st.revision))
-			if err != nil && !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
-				return nil, nil, fmt.Errorf("expire key: %w", err)
-			}
-			if err == nil {
-				k.observe(ctx, EventExpired, stream)
-			}
-			// The store is told the expiry again before the next claim: whether a delete
-			// keeps a stream's metadata is the store's business.
-			expiring = k.Expire == nil
+		case done != nil:
+			return done.claim, done.replay, done.err
+		case again:
 			continue
-		case StepClaim:
-			if !expiring {
-				if err := k.Expire(ctx, stream, k.ttl()); err != nil {
-					return nil, nil, fmt.Errorf("set key expiry: %w", err)
-				}
-				expiring = true
-			}
-			orderID := r.OrderID
-			if orderID == "" && r.NewOrderID != nil {
-				orderID = r.NewOrderID()
-			}
-			if deferring {
-				// Claimed once its append is made (Claim.Made, completePending): the store
-				// may yet refuse it.
-				c, err := k.pend(stream, r, orderID, now)
-				return c, nil, err
-			}
-			c, err := k.claim(ctx, stream, eventstore.NoStream, r, orderID, now, now.Add(k.ttl()))
-			if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
-				continue // another request claimed it first
-			}
-			if err == nil {
-				k.observe(ctx, EventClaimed, stream)
-			}
-			return c, nil, err
-		case StepRefuse:
-			k.observe(ctx, EventMismatched, stream)
-			return nil, nil, ErrKeyReused
-		case StepReplay:
-			k.observe(ctx, EventReplayed, stream)
-			if here && held.answer != nil {
-				return nil, held.answer, nil // its outcome on its way to the store
-			}
-			k.remember(stream, st.first, st.done, true)
-			return nil, &st.done.Outcome, nil
-		case StepTakeOver:
-			c, err := k.claim(ctx, stream, eventstore.Exact(st.revision), r, st.first.OrderID, now, st.first.ExpiresAt)
-			if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
-				continue // another taker won
-			}
-			if c != nil {
-				c.Takeover = true
-				k.observe(ctx, EventTakenOver, stream)
-			}
-			return c, nil, err
 		}
-
-		// Another request holds the key. If it died after appending to the order, the
-		// effect is there: complete the record from it rather than wait for the lease. A
-		// live holder in this process usually wakes its waiters before the first poll ends,
-		// so the order's stream is looked at only after that.
-		if !looked && waited && !here && r.FindInOrderStream != nil && st.first.OrderID != "" {
-			looked = true
-			out, err := r.FindInOrderStream(ctx, st.first.OrderID)
-			if err != nil {
-				return nil, nil, err
-			}
-			if out != nil {
-				err := k.complete(ctx, stream, st.revision, st.first.OrderID, *out)
-				if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
-					continue
-				}
-				if err == nil {
-					k.remember(stream, st.first, &Completed{Outcome: *out}, false)
-					k.observe(ctx, EventRecovered, stream)
-				}
-				return nil, out, err
-			}
+		if done := a.wait(ctx, v, now); done != nil {
+			return done.claim, done.replay, done.err
 		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			k.observe(ctx, EventInFlight, stream)
-			return nil, nil, ErrInFlight
-		}
-		if !waited {
-			waited = true
-			k.observe(ctx, EventWaited, stream)
-		}
-		t := time.NewTimer(min(left, poll, st.current.LeaseUntil.Sub(now)+time.Millisecond))
-		poll = min(2*poll, pollMax)
-		select {
-		case <-changed:
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, nil, ctx.Err()
-		}
-		t.Stop()
 	}
+}
+
+// begun is what Begin returns.
+type begun struct {
+	claim  *Claim
+	replay *Outcome
+	err    error
+}
+
+// attempt is one request's way through Begin.
+type attempt struct {
+	k      *Keys
+	r      Request
+	stream string
+	// deadline bounds the wait in real time, whatever the clock of leases and expiry says.
+	deadline time.Time
+	poll     time.Duration
+	// fresh: the key is believed new, so it is claimed before its stream is read. A key the
+	// sweeper's table knows was claimed (a retry after a restart, say) is read first, rather
+	// than run its command only for its claim to be refused.
+	fresh     bool
+	watching  bool // for this process's holder of the key (see watch)
+	waited    bool
+	looked    bool // in the order's stream, for a holder that died after its append
+	deferring bool // a new key's claim is left to the caller (Request.Defer)
+	expiring  bool // the store was told the key's expiry (Keys.Expire), as before every claim
+}
+
+func (k *Keys) attempt(r Request) *attempt {
+	stream := StreamName(r.Principal, r.Key)
+	_, multi := k.Store.(eventstore.MultiStreamAppender)
+	return &attempt{k: k, r: r, stream: stream, deadline: time.Now().Add(k.wait()), poll: pollFirst,
+		fresh: !k.known(stream), deferring: r.Defer && multi, expiring: k.Expire == nil}
+}
+
+func (a *attempt) stop() {
+	if a.watching {
+		a.k.unwatch(a.stream)
+	}
+}
+
+// view is what a turn knows of the key.
+type view struct {
+	st      keyState // the key's stream folded, or this process's own claim of it
+	held    held
+	here    bool            // this process holds the key
+	changed <-chan struct{} // closed when this process completes or releases it
+}
+
+// look learns what is known of the key now: from this process's own claim, from its memory of
+// completed keys (then it is done: a replay), or from the key's stream.
+func (a *attempt) look(ctx context.Context, now time.Time) (view, *begun) {
+	k := a.k
+	var v view
+	v.held, v.here = k.heldHere(a.stream, now)
+	if !a.fresh || v.here {
+		if !a.watching {
+			a.watching = true
+			k.watch(a.stream)
+		}
+		// Take the channel before looking: a completion after that closes it.
+		v.changed = k.changes(a.stream)
+		v.held, v.here = k.heldHere(a.stream, now)
+	}
+	// Completed here, maybe by the holder this request waited for?
+	if out, ok, err := k.replay(ctx, a.stream, a.r.Fingerprint); ok {
+		return v, &begun{replay: out, err: err}
+	}
+	switch {
+	case v.here:
+		// A live request of this process holds the key: what a read would say is known.
+		v.st = keyState{exists: true, revision: v.held.revision, first: v.held.claimed, current: v.held.claimed}
+	case !a.fresh:
+		var err error
+		if v.st, err = k.read(ctx, a.stream); err != nil {
+			return v, &begun{err: err}
+		}
+	}
+	a.fresh = false
+	return v, nil
+}
+
+// take takes a step. It is done, or asks for another turn (again), or the step is to wait.
+func (a *attempt) take(ctx context.Context, step Step, v view, now time.Time) (done *begun, again bool) {
+	k := a.k
+	switch step {
+	case StepForget:
+		return a.forget(ctx, v.st)
+	case StepClaim:
+		return a.claim(ctx, now)
+	case StepRefuse:
+		k.observe(ctx, EventMismatched, a.stream)
+		return &begun{err: ErrKeyReused}, false
+	case StepReplay:
+		k.observe(ctx, EventReplayed, a.stream)
+		if v.here && v.held.answer != nil {
+			return &begun{replay: v.held.answer}, false // its outcome on its way to the store
+		}
+		k.remember(a.stream, v.st.first, v.st.done, true)
+		return &begun{replay: &v.st.done.Outcome}, false
+	case StepTakeOver:
+		c, err := k.claim(ctx, a.stream, eventstore.Exact(v.st.revision), a.r, v.st.first.OrderID, now, v.st.first.ExpiresAt)
+		if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
+			return nil, true // another taker won
+		}
+		if c != nil {
+			c.Takeover = true
+			k.observe(ctx, EventTakenOver, a.stream)
+		}
+		return &begun{claim: c, err: err}, false
+	}
+	return nil, false
+}
+
+// forget deletes an expired key, for the request to start again as new.
+func (a *attempt) forget(ctx context.Context, st keyState) (*begun, bool) {
+	err := a.k.Store.DeleteStream(ctx, a.stream, eventstore.Exact(st.revision))
+	if err != nil && !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
+		return &begun{err: fmt.Errorf("expire key: %w", err)}, false
+	}
+	if err == nil {
+		a.k.observe(ctx, EventExpired, a.stream)
+	}
+	// The store is told the expiry again before the next claim: whether a delete keeps a
+	// stream's metadata is the store's business.
+	a.expiring = a.k.Expire == nil
+	return nil, true
+}
+
+// claim claims a new key, or leaves its claim to the caller's append (deferring).
+func (a *attempt) claim(ctx context.Context, now time.Time) (*begun, bool) {
+	k := a.k
+	if !a.expiring {
+		if err := k.Expire(ctx, a.stream, k.ttl()); err != nil {
+			return &begun{err: fmt.Errorf("set key expiry: %w", err)}, false
+		}
+		a.expiring = true
+	}
+	orderID := a.r.OrderID
+	if orderID == "" && a.r.NewOrderID != nil {
+		orderID = a.r.NewOrderID()
+	}
+	if a.deferring {
+		// Claimed once its append is made (Claim.Made, completePending): the store may yet
+		// refuse it.
+		c, err := k.pend(a.stream, a.r, orderID, now)
+		return &begun{claim: c, err: err}, false
+	}
+	c, err := k.claim(ctx, a.stream, eventstore.NoStream, a.r, orderID, now, now.Add(k.ttl()))
+	if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
+		return nil, true // another request claimed it first
+	}
+	if err == nil {
+		k.observe(ctx, EventClaimed, a.stream)
+	}
+	return &begun{claim: c, err: err}, false
+}
+
+// wait waits for another request that holds the key, within the wait bound. If that request
+// died after appending to the order, the effect is there: the record is completed from it
+// rather than after the lease. A live holder in this process usually wakes its waiters
+// before the first poll ends, so the order's stream is looked at only after that.
+func (a *attempt) wait(ctx context.Context, v view, now time.Time) *begun {
+	k := a.k
+	if !a.looked && a.waited && !v.here && a.r.FindInOrderStream != nil && v.st.first.OrderID != "" {
+		a.looked = true
+		if done, again := a.recover(ctx, v.st); done != nil || again {
+			return done
+		}
+	}
+	left := time.Until(a.deadline)
+	if left <= 0 {
+		k.observe(ctx, EventInFlight, a.stream)
+		return &begun{err: ErrInFlight}
+	}
+	if !a.waited {
+		a.waited = true
+		k.observe(ctx, EventWaited, a.stream)
+	}
+	t := time.NewTimer(min(left, a.poll, v.st.current.LeaseUntil.Sub(now)+time.Millisecond))
+	defer t.Stop()
+	a.poll = min(2*a.poll, pollMax)
+	select {
+	case <-v.changed:
+	case <-t.C:
+	case <-ctx.Done():
+		return &begun{err: ctx.Err()}
+	}
+	return nil
+}
+
+// recover completes the record of a holder's outcome from the order's stream, if the
+// command's events are there.
+func (a *attempt) recover(ctx context.Context, st keyState) (done *begun, again bool) {
+	k := a.k
+	out, err := a.r.FindInOrderStream(ctx, st.first.OrderID)
+	if err != nil || out == nil {
+		if err != nil {
+			return &begun{err: err}, false
+		}
+		return nil, false
+	}
+	err = k.complete(ctx, a.stream, st.revision, st.first.OrderID, *out)
+	if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
+		return nil, true
+	}
+	if err == nil {
+		k.remember(a.stream, st.first, &Completed{Outcome: *out}, false)
+		k.observe(ctx, EventRecovered, a.stream)
+	}
+	return &begun{replay: out, err: err}, false
 }
 
 func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.ExpectedRevision, r Request, orderID string, now, expires time.Time) (*Claim, error) {
