@@ -1,50 +1,61 @@
 // Package idempotency makes every command with an Idempotency-Key take effect once and answers
 // its retries with the first outcome.
 //
+// # The key's life
+//
 // A key lives in its own event stream, named from the principal and a hash of the key. The
 // first request claims it by appending a Claimed event with expected revision NoStream: the
 // store's optimistic concurrency is the unique constraint, so of two racing requests exactly one
 // claims. The claim records the request's fingerprint (method, path, canonical body), the order
-// it targets (chosen at claim time for a create, so a takeover reuses it), the claimant, a lease
-// and the key's expiry. When the command has run, its outcome (status, the headers that matter,
-// the body byte for byte) is appended as Completed, with the exact revision of the claim. The
-// caller may answer before that when the order's stream can rebuild the very same answer (see
-// the next paragraph); Keys.Await lets a reader of the key wait for the outcome meanwhile.
+// it targets (drawn at claim time for a create, so a takeover reuses it), the claimant, a lease
+// and the key's expiry. The outcome (status, problem code, the headers that matter, the body
+// byte for byte) is appended as Completed at the exact revision of the claim; a 5xx is
+// appended as Released instead, so that a retry runs the command again.
 //
-// A later request with the key finds, in the key's stream:
-//   - Completed: replay it, if the fingerprint matches; else ErrKeyReused.
-//   - Claimed, lease running: another request is running it. The caller first looks in the
-//     order's own stream, where events carry their key (a crash after the order append and
-//     before Completed leaves the effect there: the caller completes the record from it); else
-//     it waits, bounded, for Completed and replays it, or gets ErrInFlight.
-//   - Claimed, lease expired (or Released after a 5xx): take it over by appending a new Claimed
-//     with the exact revision it read; of several takers one wins.
-//   - Claimed longer ago than the TTL: the key has expired; its stream is deleted and the
-//     request is new. A sweeper also deletes expired key streams in the background (Keys.Sweep,
-//     which walks the log from the oldest claim not yet expired, in the order keys expire),
-//     unless the store expires them itself (Keys.Expire, KurrentDB's $maxAge): then an expired
-//     key's events are hidden from reads, and its stream reads as not found, or without its
-//     first claim, which counts as expired too.
+// The events of a key stream put it in one Phase: Unclaimed, Running (claimed, lease running),
+// Abandoned (released, or its lease is over), Finished (outcome recorded) or Expired (older
+// than the TTL). decide, a pure function of the phase, the request's fingerprint and what this
+// process itself holds of the key (Holding), gives a request its next Step: claim, replay,
+// wait, take over, refuse (ErrKeyReused) or forget (delete the expired key, then it is new).
+// TestDecide is the whole table.
 //
-// Four shortcuts spare the store without changing these answers. A new key is claimed first and
-// its stream read only if the claim is refused; a key that the sweeper knows was claimed (it
-// keeps a table of fixed size of the keys claimed, see Keys.Sweep) is read first. On a store that appends to
-// several streams at once (eventstore.MultiStreamAppender, the embedded store), a new key is
-// not even claimed on its own: Begin leaves the Claimed event to the caller (Request.Defer),
-// which appends it with the command's events in one atomic append, or with the outcome if the
-// command appends nothing. The claim holds the key in this process from Begin on. If its append
-// is refused because the key's stream exists, nothing was written, and Begin, called again
-// without Defer, reads the key as above. Completed keys are kept in memory with their
-// expiry, up to a budget in bytes (Keys.RememberBytes): a completed key never changes until it
-// expires, so its replays read nothing (a node whose clock runs behind keeps replaying a key
-// that much past its expiry), but for an answer too large to keep, which is read from its
-// stream without a claim.
-// And a duplicate of a request that this process is running waits for it without reading,
-// woken when its outcome is recorded (only its own key's waiters are woken).
+// # One pipeline
+//
+// Pipeline.Do is the one way a keyed command runs, whatever brought it in: Keys.Begin takes the
+// steps until the request holds a claim or has its answer; the intake's Run executes the
+// command once under the claim; the outcome is recorded, or the key let go. A waiting request
+// first looks in the order's own stream, where events carry their key, after its first wait:
+// a holder that died after its append left the effect there, and the record is completed
+// from it rather than after the lease. A request that outlived its lease records nothing
+// (ErrTakenOver): it may have decided on an older state of the order than its taker.
+//
+// An answer is given before its outcome is recorded only when the order's stream holds it
+// word for word, with the key's events this run wrote (Result.Written): should the record
+// never land, the next retry rebuilds the very same answer from there. Every other answer is
+// recorded before it is given, and an answer that cannot be recorded is not given.
 //
 // The lease is not what prevents a second effect: command events carry the key and ids derived
-// from it, so even a takeover racing a slow first request appends the command once (see package
-// command). The lease only bounds how long a retry waits for a request that died. What it does
-// decide is whose outcome stands: a request that outlived its lease records none
-// (ErrTakenOver), since it may have decided on an older state of the order than its taker.
+// from it, and are appended at the exact revision decided on, so even a takeover racing a slow
+// first request appends the command once (see package command). The lease only bounds how long
+// a retry waits for a request that died.
+//
+// # Shortcuts that change no answer
+//
+// A new key's claim is not written on its own where the store appends to several streams at
+// once (eventstore.MultiStreamAppender): Begin leaves it to the Run (Request.Defer), which
+// appends it with the command's events, or with the outcome if the command appends nothing; if
+// the store refuses it because the key exists after all, nothing was written and Do starts
+// again without deferring. Completed keys are kept in memory, bounded in bytes
+// (Keys.RememberBytes): a completed key never changes until it expires, so its replays read
+// nothing.
+// A duplicate of a request this process runs waits for it without reading, woken when its
+// outcome is recorded. The sweeper's fixed-size table of claimed keys has Begin read a key
+// first that was claimed before, rather than claim it.
+//
+// # Expiry
+//
+// A key older than the TTL is new again. On the embedded store the sweeper (Keys.Sweep) walks
+// the log from the oldest claim not yet swept and deletes expired key streams, holding only a
+// position in memory; it retries a failed round with backoff and reports lasting failure
+// (Keys.SweepErr). On KurrentDB the store expires keys itself (Keys.Expire, $maxAge).
 package idempotency
