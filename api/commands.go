@@ -58,7 +58,7 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), commandTimeout)
 		defer cancel()
 		if !in.keyed {
-			res, err := s.run(ctx, id, in.build(id), in.md, command.Options{}, in.ifMatch)
+			res, err := s.run(ctx, id, in.build(id), in.md, in.ifMatch)
 			return s.write(c, s.respond(rt, id, res, err), res.Repeated)
 		}
 		ans, err := s.pipeline().Do(ctx, s.keyRequest(c, rt, in, id), s.runClaimed(rt, in))
@@ -99,14 +99,16 @@ func (s *Server) runClaimed(rt route, in commandRequest) idempotency.Run {
 	return func(ctx context.Context, claim *idempotency.Claim) idempotency.Result {
 		// A create's order id was drawn with the claim: its stream is new unless the claim
 		// took over another request's.
-		isNew := rt.create && !claim.Takeover
-		res, err := s.run(ctx, claim.OrderID, in.build(claim.OrderID), in.md, command.Options{New: isNew, Along: claim}, in.ifMatch)
+		opts := []command.Option{command.WithKeyClaim(claim)}
+		if rt.create && !claim.Takeover {
+			opts = append(opts, command.NewOrder())
+		}
+		res, err := s.run(ctx, claim.OrderID, in.build(claim.OrderID), in.md, in.ifMatch, opts...)
 		out := s.respond(rt, claim.OrderID, res, err)
 		return idempotency.Result{
 			Outcome: out, Err: err, Keep: keep(out, err), Repeated: res.Repeated,
 			Appended: len(res.Events) > 0,
 			Written:  len(res.Events) > 0 && res.Written(),
-			Settle:   func() { s.Orders.Settle(res) },
 		}
 	}
 }
@@ -202,12 +204,14 @@ func keep(out idempotency.Outcome, err error) bool {
 }
 
 // run runs cmd on the order under the precondition of If-Match.
-func (s *Server) run(ctx context.Context, orderID string, cmd order.Command, md command.Metadata, opts command.Options, ifMatch precondition) (command.Result, error) {
-	opts.At = ifMatch.revision
+func (s *Server) run(ctx context.Context, orderID string, cmd order.Command, md command.Metadata, ifMatch precondition, opts ...command.Option) (command.Result, error) {
+	if ifMatch.revision != nil {
+		opts = append(opts, command.At(*ifMatch.revision))
+	}
 	if _, create := cmd.(order.CreateOrder); create && ifMatch.exists {
 		return command.Result{}, noOrderToMatch(cmd, orderID)
 	}
-	res, err := s.Orders.HandleWith(ctx, orderID, cmd, md, opts)
+	res, err := s.Orders.Handle(ctx, orderID, cmd, md, opts...)
 	noteCause(ctx, err) // for the log line of a 5xx answer (see answerFailures)
 	var oe *order.Error
 	switch {
@@ -215,7 +219,7 @@ func (s *Server) run(ctx context.Context, orderID string, cmd order.Command, md 
 		return command.Result{}, noOrderToMatch(cmd, orderID)
 	case errors.Is(err, command.ErrNotOwner):
 		// To anyone but its creator, an order does not exist.
-		return command.Result{}, notYours(orderID, cmd, opts.At)
+		return command.Result{}, notYours(orderID, cmd, ifMatch.revision)
 	case ifMatch.exists && errors.As(err, &oe) && oe.Kind == order.KindNotFound && res.State.Version == 0:
 		return command.Result{}, noOrderToMatch(cmd, orderID) // not a missing line: no order
 	}

@@ -90,7 +90,7 @@ func testRememberedOrderIsCommandedWithoutReads(t *testing.T, h *command.Handler
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Settle(res)
+	res.Settle()
 	before, longBefore := counted.n.Load(), counted.long.Load()
 	commands := []order.Command{
 		order.AddLine{SKU: "sku-2", Quantity: 1, UnitPrice: eur(500)},
@@ -102,7 +102,7 @@ func testRememberedOrderIsCommandedWithoutReads(t *testing.T, h *command.Handler
 		if err != nil {
 			t.Fatalf("%s: %v", c.CommandName(), err)
 		}
-		h.Settle(res)
+		res.Settle()
 	}
 	if _, err := h.Handle(ctx, "o1", order.Ship{Carrier: "dhl", TrackingNumber: "t-1"}, command.Metadata{Principal: "shop-1"}); err != nil {
 		t.Fatal(err)
@@ -151,7 +151,7 @@ func testStaleRememberedOrderIsReadAgain(t *testing.T, h *command.Handler, s eve
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Settle(res)
+	res.Settle()
 
 	if _, err := other.Handle(ctx, "o1", order.AddLine{SKU: "sku-2", Quantity: 1, UnitPrice: eur(500)}, keyed("k2", "fp2")); err != nil {
 		t.Fatal(err)
@@ -160,7 +160,7 @@ func testStaleRememberedOrderIsReadAgain(t *testing.T, h *command.Handler, s eve
 	if err != nil || len(res.State.Lines) != 3 || res.State.Total != eur(2800) {
 		t.Fatalf("line added on a moved order: %+v, %v", res.State, err)
 	}
-	h.Settle(res)
+	res.Settle()
 
 	// On the remembered order no payment was started, so a confirmation would be refused.
 	if _, err := other.Handle(ctx, "o1", order.StartPayment{PaymentID: "pay-1", Amount: eur(2800)}, keyed("k4", "fp4")); err != nil {
@@ -170,7 +170,7 @@ func testStaleRememberedOrderIsReadAgain(t *testing.T, h *command.Handler, s eve
 	if err != nil || res.State.Status != order.StatusPaid {
 		t.Fatalf("confirmation on a moved order: %+v, %v", res.State, err)
 	}
-	h.Settle(res)
+	res.Settle()
 
 	// The other node's command with a key this handler does not know of is not run again:
 	// found in the stream, or appended with the same event ids at the same revision, which
@@ -186,7 +186,7 @@ func testStaleRememberedOrderIsReadAgain(t *testing.T, h *command.Handler, s eve
 	if n := len(streamEvents(t, s, "o1")); uint64(n) != shipped.Revision+1 {
 		t.Fatalf("%d events after the shipment at revision %d", n, shipped.Revision)
 	}
-	h.Settle(res)
+	res.Settle()
 	if _, err := h.Handle(ctx, "o1", order.RequestRefund{RefundID: "r-1", Amount: eur(100)}, keyed("k7", "fp7")); err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func testKeyReusedOnAMovedOrderIsRefused(t *testing.T, h *command.Handler, s eve
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Settle(res)
+	res.Settle()
 	cancelled, err := other.Handle(ctx, "o1", order.Cancel{Reason: "r"}, keyed("k2", "fp2"))
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +238,7 @@ func testNewOrderIsCreatedWithoutReads(t *testing.T, h *command.Handler, s event
 	h.Store = counted
 	_, untold := s.(untold)
 	ctx := context.Background()
-	first, err := h.HandleNew(ctx, "o1", create("o1"), keyed("k1", "fp1"))
+	first, err := h.Handle(ctx, "o1", create("o1"), keyed("k1", "fp1"), command.NewOrder())
 	if err != nil || first.State.Version != 2 {
 		t.Fatalf("create: %+v, %v", first, err)
 	}
@@ -249,11 +249,11 @@ func testNewOrderIsCreatedWithoutReads(t *testing.T, h *command.Handler, s event
 
 	// Another handler (another node, or after a restart), told the id is new though it is not.
 	other := &command.Handler{Store: counted, Now: func() time.Time { return t0.Add(time.Minute) }}
-	again, err := other.HandleNew(ctx, "o1", create("o1"), keyed("k1", "fp1"))
+	again, err := other.Handle(ctx, "o1", create("o1"), keyed("k1", "fp1"), command.NewOrder())
 	if err != nil || again.Revision != first.Revision || again.Position != first.Position || again.State.Version != 2 {
 		t.Fatalf("the same create again: %+v, %v; first %+v", again, err, first)
 	}
-	if _, err := other.HandleNew(ctx, "o1", create("o1"), keyed("k2", "fp2")); err == nil {
+	if _, err := other.Handle(ctx, "o1", create("o1"), keyed("k2", "fp2"), command.NewOrder()); err == nil {
 		t.Fatal("another key's create on an existing order was not refused")
 	}
 	if n := len(streamEvents(t, s, "o1")); n != 2 {
@@ -289,7 +289,7 @@ func TestLoserOfARaceWithAnotherProcessDecidesAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Settle(res)
+	res.Settle()
 	race.before = func() {
 		if _, err := other.Handle(ctx, "o1", order.AddLine{SKU: "sku-2", Quantity: 1, UnitPrice: eur(500)}, keyed("k-winner", "fp")); err != nil {
 			t.Error(err)
@@ -312,7 +312,7 @@ func TestConcurrentCommandsOnOneOrderAllApplyWithoutRetries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Settle(res)
+	res.Settle()
 	var wg sync.WaitGroup
 	for i := range 40 {
 		wg.Go(func() {
@@ -321,7 +321,7 @@ func TestConcurrentCommandsOnOneOrderAllApplyWithoutRetries(t *testing.T) {
 			if err != nil {
 				t.Error(err)
 			}
-			h.Settle(res)
+			res.Settle()
 		})
 	}
 	wg.Wait()
@@ -350,7 +350,7 @@ func testRunRacingAnotherRunOfItsKey(t *testing.T, first *command.Handler, s eve
 	if err != nil {
 		t.Fatal(err)
 	}
-	first.Settle(res)
+	res.Settle()
 	race := &racing{Store: s, key: "k-add"}
 	takeover := &command.Handler{Store: race, Now: func() time.Time { return t0.Add(time.Minute) }}
 	add := order.AddLine{SKU: "sku-2", Quantity: 1, UnitPrice: eur(500)}

@@ -65,71 +65,35 @@ type Result struct {
 	// Written is false.
 	Repeated bool
 
-	settle func()          // see Settle
+	settle func()          // remembers the order after a keyed append once its key's outcome is kept
 	hash   string          // the chain hash computed for the last event appended
 	fate   eventstore.Fate // what the store did with them
 }
 
-// Handle runs c on the order id. Amounts in c that name no currency are in the order's. It returns the domain's *order.Error when the command is
-// refused; for a ConfirmPayment the order refuses but must record, it returns both a Result
-// with the recorded events and the *order.Error. Other errors: ErrConflict, ErrKeyReused and
-// the store's.
+// Handle runs c on the order id, with opts. Amounts in c that name no currency are in the
+// order's. It returns the domain's *order.Error when the command is refused; for a
+// ConfirmPayment the order refuses but must record, it returns both a Result with the
+// recorded events and the *order.Error. Other errors: ErrConflict, ErrKeyReused,
+// ErrPreconditionFailed and the store's.
 //
 // Only the principal that created an order commands it: for any other (md.Principal), Handle
 // returns ErrNotOwner and changes nothing.
-func (h *Handler) Handle(ctx context.Context, id string, c order.Command, md Metadata) (Result, error) {
-	return h.HandleWith(ctx, id, c, md, Options{})
-}
-
-// HandleAt is Handle for a client that requires the order to be at revision (If-Match).
-func (h *Handler) HandleAt(ctx context.Context, id string, c order.Command, md Metadata, revision uint64) (Result, error) {
-	return h.HandleWith(ctx, id, c, md, Options{At: &revision})
-}
-
-// HandleNew is Handle for an order id drawn for this very command (Options.New).
-func (h *Handler) HandleNew(ctx context.Context, id string, c order.Command, md Metadata) (Result, error) {
-	return h.HandleWith(ctx, id, c, md, Options{New: true})
-}
-
-// Options are the ways a command can run besides Handle's. The zero Options is Handle.
-type Options struct {
-	// At requires the order to be at this revision (If-Match): at any other revision, or if
-	// the order does not exist, the command returns ErrPreconditionFailed.
-	At *uint64
-	// New says the order id was drawn for this very command (a create whose key was just
-	// claimed): its stream cannot exist, so the command is decided without reading it. Should
-	// it exist after all, the store refuses the append, or tells it is a repeat, and the
-	// command is decided again on the order read, as for a remembered order that moved.
-	New bool
-	// Along, if set, is appended with the command's events, all or nothing.
-	Along Along
-}
-
-// Along is an append to another stream that the command's events must be made with, all or
-// nothing: an idempotency claim that Begin left unwritten (idempotency.Claim), so that the
-// claim and the effect take one write where the store can append to several streams at once
-// (eventstore.MultiStreamAppender). On another store it is appended first, on its own.
 //
-// If it is refused, so is the command: HandleWith returns its *WrongExpectedRevisionError,
-// which names its stream, and has written nothing.
-type Along interface {
-	// Pending returns the append to make, or false once it is made.
-	Pending() (eventstore.StreamAppend, bool)
-	// Made is told the append's result once it is durable.
-	Made(context.Context, eventstore.AppendResult)
-}
-
-// HandleWith is Handle with opts. Commands on one order in this process run one after
-// another (see queues); each turn of the loop loads the order, decides, and appends at the
-// revision it loaded, and takes another turn when the store says the order moved meanwhile.
-func (h *Handler) HandleWith(ctx context.Context, id string, c order.Command, md Metadata, opts Options) (Result, error) {
+// Commands on one order in this process run one after another (see queues); each turn loads
+// the order, decides, and appends at the revision it loaded, and takes another turn when the
+// store says the order moved meanwhile.
+func (h *Handler) Handle(ctx context.Context, id string, c order.Command, md Metadata, opts ...Option) (Result, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	md.Command = c.CommandName()
 	leave, err := h.queues.enter(ctx, id)
 	if err != nil {
 		return Result{}, err
 	}
 	defer leave()
-	r := &run{h: h, id: id, stream: StreamName(id), c: c, md: md, opts: opts,
+	r := &run{h: h, id: id, stream: StreamName(id), c: c, md: md, opts: o,
 		retryUntil: time.Now().Add(cmp.Or(h.RetryFor, 2*time.Second))}
 	for attempt := 1; ; attempt++ {
 		if res, again, err := r.turn(ctx, attempt); !again {
@@ -138,13 +102,51 @@ func (h *Handler) HandleWith(ctx context.Context, id string, c order.Command, md
 	}
 }
 
-// run is one command's way through HandleWith.
+// Option is a way a command runs besides the plain one.
+type Option func(*options)
+
+type options struct {
+	at    *uint64
+	isNew bool
+	key   KeyClaim
+}
+
+// At requires the order to be at revision (If-Match): at any other revision, or if the order
+// does not exist, the command returns ErrPreconditionFailed.
+func At(revision uint64) Option { return func(o *options) { o.at = &revision } }
+
+// NewOrder says the order id was drawn for this very command (a create whose key was just
+// claimed): its stream cannot exist, so the command is decided without reading it. Should it
+// exist after all, the store refuses the append, or tells it is a repeat, and the command is
+// decided again on the order read, as for a remembered order that moved.
+func NewOrder() Option { return func(o *options) { o.isNew = true } }
+
+// WithKeyClaim runs the command under the claim of its idempotency key.
+func WithKeyClaim(c KeyClaim) Option { return func(o *options) { o.key = c } }
+
+// KeyClaim is the claim of the command's idempotency key (idempotency.Claim). If its append is
+// still to be made, it is made with the command's events, all or nothing, where the store can
+// append to several streams at once (eventstore.MultiStreamAppender); on another store it is
+// appended first, on its own. If it is refused, so is the command: Handle returns its
+// *WrongExpectedRevisionError, which names its stream, and has written nothing.
+type KeyClaim interface {
+	// Pending returns the append to make, or false once it is made.
+	Pending() (eventstore.StreamAppend, bool)
+	// Made is told the append's result once it is durable.
+	Made(context.Context, eventstore.AppendResult)
+	// OnKept is given what to do once the claim's outcome is recorded by a claim that no other
+	// request ran: then the events of its key are this run's, and the order after them can be
+	// remembered.
+	OnKept(func())
+}
+
+// run is one command's way through Handle.
 type run struct {
 	h          *Handler
 	id, stream string
 	c          order.Command
 	md         Metadata
-	opts       Options
+	opts       options
 	retryUntil time.Time
 	claimed    bool // what the command claims (see claim) is claimed for its order already
 }
@@ -152,7 +154,7 @@ type run struct {
 // turn loads the order, decides and appends; again asks for another turn.
 func (r *run) turn(ctx context.Context, attempt int) (res Result, again bool, err error) {
 	o, remembered := Order{}, true // a new order, as if remembered: checked by the store
-	if !r.opts.New || attempt > 1 {
+	if !r.opts.isNew || attempt > 1 {
 		if o, remembered, err = r.h.current(ctx, r.id, r.md); err != nil {
 			return Result{}, false, err
 		}
@@ -164,7 +166,7 @@ func (r *run) turn(ctx context.Context, attempt int) (res Result, again bool, er
 		res, err := repeated(r.id, o.Key, r.md)
 		return res, false, err
 	}
-	at := r.opts.At
+	at := r.opts.at
 	unmet := at != nil && (o.State.Version == 0 || o.Revision() != *at)
 	var events []order.Event
 	var decideErr error
@@ -205,7 +207,7 @@ func (r *run) write(ctx context.Context, attempt int, o Order, events []order.Ev
 			return Result{}, false, err
 		}
 	}
-	res, err = r.h.append(ctx, r.id, o, events, r.md, r.opts.Along, claim)
+	res, err = r.h.append(ctx, r.id, o, events, r.md, r.opts.key, claim)
 	if err != nil {
 		r.h.forget(r.stream, o.State.Version)
 	}
@@ -321,9 +323,9 @@ func (h *Handler) now() time.Time {
 
 // append writes events to order id's stream after the revision o was loaded at. The order
 // after it is remembered at once if the append cannot have been another's: the command is
-// unkeyed, or the store says it wrote the events. Otherwise only when Settle is told that no
+// unkeyed, or the store says it wrote the events. Otherwise only when the key's claim is kept (KeyClaim.OnKept): no
 // other run of its key could have appended the same events.
-func (h *Handler) append(ctx context.Context, id string, o Order, events []order.Event, md Metadata, along Along, claim *eventstore.StreamAppend) (Result, error) {
+func (h *Handler) append(ctx context.Context, id string, o Order, events []order.Event, md Metadata, along KeyClaim, claim *eventstore.StreamAppend) (Result, error) {
 	stream := StreamName(id)
 	data := make([]eventstore.EventData, len(events))
 	state := o.State
@@ -372,12 +374,15 @@ func (h *Handler) append(ctx context.Context, id string, o Order, events []order
 	}
 	h.forget(stream, o.State.Version)
 	res.settle = func() { h.remember(stream, next) }
+	if along != nil {
+		along.OnKept(res.settle)
+	}
 	return res, nil
 }
 
 // write makes the command's append, with along's if it is pending and its claim if there is
 // one: in one step where the store can, else those first, in that order.
-func (h *Handler) write(ctx context.Context, own eventstore.StreamAppend, along Along, claim *eventstore.StreamAppend) (eventstore.AppendResult, error) {
+func (h *Handler) write(ctx context.Context, own eventstore.StreamAppend, along KeyClaim, claim *eventstore.StreamAppend) (eventstore.AppendResult, error) {
 	var first []eventstore.StreamAppend
 	alongAt := -1
 	if along != nil {
@@ -415,18 +420,6 @@ func (h *Handler) write(ctx context.Context, own eventstore.StreamAppend, along 
 // that is not Written may carry a state decided by this run while the store holds another
 // run's events of the same key.
 func (r Result) Written() bool { return r.fate == eventstore.FateWritten }
-
-// Settle lets the handler remember the order after the keyed command that returned res, for
-// the next command on it, if it was not remembered already (see append). Call it only when no
-// other run of the command's key can have appended at the same time (the caller held the key
-// throughout, as a completed idempotency claim proves): the store answers a repeated append of
-// the same event ids with the first append's result, and the order remembered would then not
-// be the one stored.
-func (h *Handler) Settle(res Result) {
-	if res.settle != nil {
-		res.settle()
-	}
-}
 
 // backoff sleeps a jittered, growing while (up to 128 ms) before attempt+1.
 func backoff(ctx context.Context, attempt int) error {

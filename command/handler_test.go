@@ -319,7 +319,7 @@ func TestHandleSameKeyConcurrentlyTakesEffectOnce(t *testing.T) {
 	}
 }
 
-func TestHandleAtChecksTheRevision(t *testing.T) {
+func TestHandleAtARevisionChecksIt(t *testing.T) {
 	h, _ := newHandler(t)
 	ctx := context.Background()
 	res, err := h.Handle(ctx, "o1", create("o1"), keyed("k1", "fp1"))
@@ -327,13 +327,13 @@ func TestHandleAtChecksTheRevision(t *testing.T) {
 		t.Fatal(err)
 	}
 	add := order.AddLine{SKU: "sku-2", Quantity: 1, UnitPrice: eur(5)}
-	if _, err := h.HandleAt(ctx, "o1", add, keyed("k2", "fp2"), res.Revision+1); !errors.Is(err, command.ErrPreconditionFailed) {
+	if _, err := h.Handle(ctx, "o1", add, keyed("k2", "fp2"), command.At(res.Revision+1)); !errors.Is(err, command.ErrPreconditionFailed) {
 		t.Fatalf("stale revision: got %v, want ErrPreconditionFailed", err)
 	}
-	if _, err := h.HandleAt(ctx, "nope", add, keyed("k3", "fp3"), 0); !errors.Is(err, command.ErrPreconditionFailed) {
+	if _, err := h.Handle(ctx, "nope", add, keyed("k3", "fp3"), command.At(0)); !errors.Is(err, command.ErrPreconditionFailed) {
 		t.Fatalf("missing order: got %v, want ErrPreconditionFailed", err)
 	}
-	got, err := h.HandleAt(ctx, "o1", add, keyed("k4", "fp4"), res.Revision)
+	got, err := h.Handle(ctx, "o1", add, keyed("k4", "fp4"), command.At(res.Revision))
 	if err != nil || got.Revision != res.Revision+1 {
 		t.Fatalf("current revision: %+v, %v", got, err)
 	}
@@ -378,7 +378,7 @@ func TestClientReferenceIsUniquePerCustomer(t *testing.T) {
 	}
 	// Refused with the claim of its idempotency key along: that is not written either.
 	claim := newAlong("claim-k2")
-	_, err := h.HandleWith(ctx, "o2", withRef("o2", "alice"), keyed("k2", "fp2"), command.Options{New: true, Along: claim})
+	_, err := h.Handle(ctx, "o2", withRef("o2", "alice"), keyed("k2", "fp2"), command.NewOrder(), command.WithKeyClaim(claim))
 	if !errors.Is(err, command.ErrClientRefTaken) || claim.made != nil {
 		t.Fatalf("second order with a key claim along: got %v, made %v; want ErrClientRefTaken, nothing made", err, claim.made)
 	}
@@ -387,7 +387,7 @@ func TestClientReferenceIsUniquePerCustomer(t *testing.T) {
 	}
 }
 
-// along is a command.Along that records what it was told.
+// along is a command.KeyClaim that records what it was told.
 type along struct {
 	append eventstore.StreamAppend
 	made   *eventstore.AppendResult
@@ -395,6 +395,7 @@ type along struct {
 
 func (a *along) Pending() (eventstore.StreamAppend, bool)            { return a.append, a.made == nil }
 func (a *along) Made(_ context.Context, res eventstore.AppendResult) { a.made = &res }
+func (a *along) OnKept(func())                                       {}
 
 func newAlong(stream string) *along {
 	return &along{append: eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream,
@@ -406,7 +407,7 @@ type singleStore struct{ eventstore.Store }
 
 // An append along with the command's is made with it, all or nothing: in one step where the
 // store can, first on a store that cannot.
-func TestHandleAppendsAlong(t *testing.T) {
+func TestHandleAppendsTheKeyClaimWithTheEvents(t *testing.T) {
 	ctx := context.Background()
 	for _, multi := range []bool{true, false} {
 		t.Run(map[bool]string{true: "OneStep", false: "AlongFirst"}[multi], func(t *testing.T) {
@@ -415,7 +416,7 @@ func TestHandleAppendsAlong(t *testing.T) {
 				h.Store = singleStore{s}
 			}
 			claim := newAlong("claim-1")
-			res, err := h.HandleWith(ctx, "o1", create("o1"), keyed("k1", "fp1"), command.Options{New: true, Along: claim})
+			res, err := h.Handle(ctx, "o1", create("o1"), keyed("k1", "fp1"), command.NewOrder(), command.WithKeyClaim(claim))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -427,7 +428,7 @@ func TestHandleAppendsAlong(t *testing.T) {
 			}
 			// A command whose along is refused is refused with it, at once, and writes nothing.
 			again := newAlong("claim-1")
-			_, err = h.HandleWith(ctx, "o2", create("o2"), keyed("k2", "fp2"), command.Options{New: true, Along: again})
+			_, err = h.Handle(ctx, "o2", create("o2"), keyed("k2", "fp2"), command.NewOrder(), command.WithKeyClaim(again))
 			var wrong *eventstore.WrongExpectedRevisionError
 			if !errors.As(err, &wrong) || wrong.Stream != "claim-1" || again.made != nil {
 				t.Fatalf("a refused along: %v, made %v; want the refusal of claim-1", err, again.made)

@@ -106,6 +106,7 @@ type Claim struct {
 	// that one stands, and is what retries get.
 	Prior *Outcome
 
+	onKept  func()                   // see OnKept
 	first   Claimed                  // this claim, standing for the key's first: fingerprint and expiry
 	pending *eventstore.StreamAppend // the claim's append, while it is not made (Request.Defer)
 	keys    *Keys
@@ -127,6 +128,18 @@ func (c *Claim) Made(ctx context.Context, res eventstore.AppendResult) {
 	c.Revision = res.Revision
 	c.keys.hold(c.Stream, held{claimed: c.first, revision: res.Revision, claim: c})
 	c.keys.observe(ctx, EventClaimed, c.Stream)
+}
+
+// OnKept has f called when Complete records the claim's outcome and the claim is Kept: no other
+// request ran the key meanwhile, so the command's events are this run's.
+func (c *Claim) OnKept(f func()) { c.onKept = f }
+
+// kept sets Kept, and tells whoever asked (OnKept).
+func (c *Claim) kept() {
+	c.Kept = true
+	if c.onKept != nil {
+		c.onKept()
+	}
 }
 
 // Refused reports whether err is the refusal of the claim's append, left unmade by Begin,
@@ -486,7 +499,9 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 	defer k.letGo(c)
 	err := k.complete(ctx, c.Stream, c.Revision, c.OrderID, out)
 	if err == nil {
-		c.Kept = !c.Takeover
+		if !c.Takeover {
+			c.kept()
+		}
 		k.remember(c.Stream, c.first, &Completed{Outcome: out}, false)
 		k.observe(ctx, EventCompleted, c.Stream)
 		return nil
@@ -519,7 +534,8 @@ func (k *Keys) completePending(ctx context.Context, c *Claim, out Outcome) error
 	if err != nil {
 		return err
 	}
-	c.pending, c.Revision, c.Kept = nil, res.Revision-1, true // the claim is the first of the two
+	c.pending, c.Revision = nil, res.Revision-1 // the claim is the first of the two
+	c.kept()
 	k.remember(c.Stream, c.first, &Completed{Outcome: out}, false)
 	k.observe(ctx, EventClaimed, c.Stream)
 	k.observe(ctx, EventCompleted, c.Stream)

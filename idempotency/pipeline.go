@@ -50,9 +50,6 @@ type Result struct {
 	Written bool
 	// Repeated: the key's events were in the order's stream already; the answer is a replay.
 	Repeated bool
-	// Settle, if set, is called once the outcome is recorded by a claim no other request ran
-	// (Claim.Kept).
-	Settle func()
 }
 
 // Answer is what the intake sends back.
@@ -172,8 +169,6 @@ func (p *Pipeline) record(ctx context.Context, r Request, c *Claim, res Result) 
 		// The effect, if any, is in the order's stream with its key: the next retry completes
 		// the record from there.
 		p.log().Warn("record outcome", "claimant", r.Claimant, "key", KeyHash(r.Principal, r.Key), "error", err)
-	case c.Kept && res.Settle != nil:
-		res.Settle() // no other run of the key can have appended
 	}
 	return err
 }

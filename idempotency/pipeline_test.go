@@ -101,7 +101,8 @@ func TestPipelineRecordsAfterAnAnswerItWrote(t *testing.T) {
 	ctx := context.Background()
 	settled := false
 	ans, err := p.Do(ctx, request("fp"), func(ctx context.Context, c *idempotency.Claim) idempotency.Result {
-		return idempotency.Result{Outcome: created, Keep: true, Written: true, Settle: func() { settled = true }, Err: makeClaim(ctx, s, c)}
+		c.OnKept(func() { settled = true })
+		return idempotency.Result{Outcome: created, Keep: true, Written: true, Err: makeClaim(ctx, s, c)}
 	})
 	if err != nil || ans.Replayed || ans.Outcome.Body != created.Body {
 		t.Fatalf("Do: %+v, %v", ans, err)
@@ -111,7 +112,7 @@ func TestPipelineRecordsAfterAnAnswerItWrote(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !settled {
-		t.Error("Settle was not called once the outcome was recorded")
+		t.Error("the claim did not tell it was kept once its outcome was recorded")
 	}
 	other := &idempotency.Keys{Store: s, TTL: keys.TTL, Lease: keys.Lease, Wait: keys.Wait, Now: clk.Now}
 	_, replay, err := other.Begin(ctx, request("fp"))

@@ -35,7 +35,7 @@ func seedOrder(t *testing.T) (dir, id string) {
 	ctx := context.Background()
 	create := order.CreateOrder{OrderID: id, CustomerID: "c-1", Currency: "EUR",
 		Lines: []order.AddLine{{SKU: "book", Quantity: 2, UnitPrice: eur(1250)}}}
-	if _, err := h.HandleNew(ctx, id, create, command.Metadata{Principal: "shop-1", IdempotencyKey: "create-1"}); err != nil {
+	if _, err := h.Handle(ctx, id, create, command.Metadata{Principal: "shop-1", IdempotencyKey: "create-1"}, command.NewOrder()); err != nil {
 		t.Fatal(err)
 	}
 	now = created.Add(time.Hour)
