@@ -6,15 +6,15 @@ func EntryBytes(stream, fingerprint string, out Outcome) int64 {
 }
 
 // SetKnownSlots sizes the table of claimed keys of the next Sweep.
-func (k *Keys) SetKnownSlots(n int) { k.knownSlots = n }
+func (k *Keys) SetKnownSlots(n int) { k.sweeper.slots = n }
 
 // SweeperEntries returns how many keys the running sweeper holds in memory.
 func (k *Keys) SweeperEntries() int {
-	k.sweepMu.Lock()
-	defer k.sweepMu.Unlock()
+	k.sweeper.mu.Lock()
+	defer k.sweeper.mu.Unlock()
 	n := 0
-	if k.sweep != nil {
-		for _, h := range k.sweep.known {
+	if k.sweeper.st != nil {
+		for _, h := range k.sweeper.st.known {
 			if h != 0 {
 				n++
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/acme/orders/eventstore"
@@ -41,19 +40,11 @@ type Keys struct {
 	// nothing claimed. Takeovers and outcomes need no call: the expiry is the stream's.
 	Expire func(ctx context.Context, stream string, ttl time.Duration) error
 
-	memoryOnce  sync.Once
-	done, older *byteLRU // see memory
+	completed completed // the memory of completed keys
 
-	mu      sync.Mutex
-	waiting map[string]*waiters // by key stream: requests here waiting for its holder
-	holding map[string]held     // by key stream: claims of this process not yet let go
+	holds holds // the claims this process holds, and its requests waiting for them
 
-	// The sweeper's state has a mutex of its own: its rounds must not hold up the waiters and
-	// holders that mu serves.
-	sweepMu sync.Mutex
-	sweep   *sweepState // nil without a sweeper
-	// knownSlots sizes the sweeper's table of claimed keys; 0 means knownDefault.
-	knownSlots int
+	sweeper sweeper // the sweeper's state, with a mutex of its own
 }
 
 // held is a claim of this process that has not been completed or released yet.
@@ -126,7 +117,7 @@ func (c *Claim) Pending() (eventstore.StreamAppend, bool) {
 func (c *Claim) Made(ctx context.Context, res eventstore.AppendResult) {
 	c.pending = nil
 	c.Revision = res.Revision
-	c.keys.hold(c.Stream, held{claimed: c.first, revision: res.Revision, claim: c})
+	c.keys.holds.hold(c.Stream, held{claimed: c.first, revision: res.Revision, claim: c})
 	c.keys.observe(ctx, EventClaimed, c.Stream)
 }
 
@@ -259,12 +250,12 @@ func (k *Keys) attempt(r Request) *attempt {
 	stream := StreamName(r.Principal, r.Key)
 	_, multi := k.Store.(eventstore.MultiStreamAppender)
 	return &attempt{k: k, r: r, stream: stream, deadline: time.Now().Add(k.wait()), poll: pollFirst,
-		fresh: !k.known(stream), deferring: r.Defer && multi, expiring: k.Expire == nil}
+		fresh: !k.sweeper.known(stream), deferring: r.Defer && multi, expiring: k.Expire == nil}
 }
 
 func (a *attempt) stop() {
 	if a.watching {
-		a.k.unwatch(a.stream)
+		a.k.holds.unwatch(a.stream)
 	}
 }
 
@@ -281,15 +272,15 @@ type view struct {
 func (a *attempt) look(ctx context.Context, now time.Time) (view, *begun) {
 	k := a.k
 	var v view
-	v.held, v.here = k.heldHere(a.stream, now)
+	v.held, v.here = k.holds.heldHere(a.stream, now)
 	if !a.fresh || v.here {
 		if !a.watching {
 			a.watching = true
-			k.watch(a.stream)
+			k.holds.watch(a.stream)
 		}
 		// Take the channel before looking: a completion after that closes it.
-		v.changed = k.changes(a.stream)
-		v.held, v.here = k.heldHere(a.stream, now)
+		v.changed = k.holds.changes(a.stream)
+		v.held, v.here = k.holds.heldHere(a.stream, now)
 	}
 	// Completed here, maybe by the holder this request waited for?
 	if out, ok, err := k.replay(ctx, a.stream, a.r.Fingerprint); ok {
@@ -456,7 +447,7 @@ func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.Exp
 	}
 	// A takeover's claim has the original's fingerprint and expiry: it stands for it.
 	c := &Claim{Stream: stream, Revision: res.Revision, OrderID: orderID, first: claimed, keys: k}
-	k.hold(stream, held{claimed: claimed, revision: res.Revision, claim: c})
+	k.holds.hold(stream, held{claimed: claimed, revision: res.Revision, claim: c})
 	return c, nil
 }
 
@@ -472,7 +463,7 @@ func (k *Keys) pend(stream string, r Request, orderID string, now time.Time) (*C
 	k.noteClaimed(stream, claimed.ExpiresAt)
 	c := &Claim{Stream: stream, OrderID: orderID, first: claimed, keys: k,
 		pending: &eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream, Events: []eventstore.EventData{e}}}
-	k.hold(stream, held{claimed: claimed, claim: c, pending: true})
+	k.holds.hold(stream, held{claimed: claimed, claim: c, pending: true})
 	return c, nil
 }
 
@@ -496,7 +487,7 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 	if c.pending != nil {
 		return k.completePending(ctx, c, out)
 	}
-	defer k.letGo(c)
+	defer k.holds.letGo(c)
 	err := k.complete(ctx, c.Stream, c.Revision, c.OrderID, out)
 	if err == nil {
 		if !c.Takeover {
@@ -525,7 +516,7 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 }
 
 func (k *Keys) completePending(ctx context.Context, c *Claim, out Outcome) error {
-	defer k.letGo(c)
+	defer k.holds.letGo(c)
 	e, err := newEvent(TypeCompleted, Completed{Outcome: out, OrderID: c.OrderID, CompletedAt: k.now()})
 	if err != nil {
 		return err
@@ -556,19 +547,13 @@ func (k *Keys) complete(ctx context.Context, stream string, rev uint64, orderID 
 // stream tells word for word should it never be recorded (a crash, a takeover), as
 // Request.FindInOrderStream then rebuilds it. Complete or Release still ends the claim.
 func (k *Keys) Answered(c *Claim, out Outcome) {
-	k.mu.Lock()
-	if h, ok := k.holding[c.Stream]; ok && h.claim == c && !h.pending {
-		h.answer = &out
-		k.holding[c.Stream] = h
-	}
-	k.mu.Unlock()
-	k.wake(c.Stream)
+	k.holds.answered(c, out)
 }
 
 // Release gives the key up without an outcome (the request failed with a 5xx), so that a
 // retry runs the command again at once instead of waiting for the lease.
 func (k *Keys) Release(ctx context.Context, c *Claim, reason string) error {
-	defer k.letGo(c)
+	defer k.holds.letGo(c)
 	if c.pending != nil {
 		return nil // never written: nothing to give up in the store
 	}
@@ -607,11 +592,11 @@ func (k *Keys) read(ctx context.Context, stream string) (keyState, error) {
 // held by another process is not waited for.
 func (k *Keys) Await(ctx context.Context, principal, key string) error {
 	stream := StreamName(principal, key)
-	k.watch(stream)
-	defer k.unwatch(stream)
+	k.holds.watch(stream)
+	defer k.holds.unwatch(stream)
 	for {
-		changed := k.changes(stream) // before looking: a letGo after that closes it
-		if _, here := k.heldHere(stream, k.now()); !here {
+		changed := k.holds.changes(stream) // before looking: a letGo after that closes it
+		if _, here := k.holds.heldHere(stream, k.now()); !here {
 			return nil
 		}
 		select {
@@ -619,84 +604,5 @@ func (k *Keys) Await(ctx context.Context, principal, key string) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-	}
-}
-
-// hold notes a claim of this process, so that its duplicates here wait for it without reading
-// the key stream; letGo ends that when the claim completes or is released.
-func (k *Keys) hold(stream string, h held) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.holding == nil {
-		k.holding = make(map[string]held)
-	}
-	k.holding[stream] = h
-}
-
-// heldHere returns the claim of this process on the key stream, if one holds it still: within
-// its lease and before the key expires. A claim whose holder never let go (it panicked) is
-// forgotten once its lease ends, and the key stream is read again.
-func (k *Keys) heldHere(stream string, now time.Time) (held, bool) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	h, ok := k.holding[stream]
-	if ok && (!h.claimed.LeaseUntil.After(now) || !h.claimed.ExpiresAt.After(now)) {
-		delete(k.holding, stream)
-		return held{}, false
-	}
-	return h, ok
-}
-
-// letGo ends the hold of claim c, if it is still this process's latest claim of its key, and
-// wakes the requests here waiting for the key.
-func (k *Keys) letGo(c *Claim) {
-	k.mu.Lock()
-	if h, ok := k.holding[c.Stream]; ok && h.claim == c {
-		delete(k.holding, c.Stream)
-	}
-	k.mu.Unlock()
-	k.wake(c.Stream)
-}
-
-// watch notes that a request of this process waits for the key stream's holder, until
-// unwatch; meanwhile changes gives it a channel closed when this process next completes or
-// releases that key. Waiters wake at once for their key, and only for theirs.
-func (k *Keys) watch(stream string) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.waiting == nil {
-		k.waiting = make(map[string]*waiters)
-	}
-	w := k.waiting[stream]
-	if w == nil {
-		w = &waiters{changed: make(chan struct{})}
-		k.waiting[stream] = w
-	}
-	w.n++
-}
-
-func (k *Keys) unwatch(stream string) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if w := k.waiting[stream]; w != nil {
-		if w.n--; w.n == 0 {
-			delete(k.waiting, stream)
-		}
-	}
-}
-
-// changes returns the channel that wake closes next for a watched key stream.
-func (k *Keys) changes(stream string) <-chan struct{} {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.waiting[stream].changed
-}
-
-func (k *Keys) wake(stream string) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if w := k.waiting[stream]; w != nil {
-		close(w.changed)
-		w.changed = make(chan struct{})
 	}
 }

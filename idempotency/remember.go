@@ -43,6 +43,13 @@ func (r remembered) size(stream string) int64 {
 	return int64(n)
 }
 
+// completed is the memory of completed keys: their outcomes, bounded in bytes, so that their
+// replays read nothing from the store (see memory).
+type completed struct {
+	once       sync.Once
+	here, read *byteLRU // keys completed here; keys read back from the store
+}
+
 // byteLRU is a least-recently-used cache of remembered keys bounded by the bytes they take
 // (remembered.size): the LRU bounds only a count.
 type byteLRU struct {
@@ -110,17 +117,18 @@ func (c *byteLRU) size() int64 {
 // remembered, which is the one the next replays ask for: every one of them would read the
 // store (an LRU cache's sequential scan). Kept apart, the keys read push out only each other.
 func (k *Keys) memory() (done, read *byteLRU) {
-	k.memoryOnce.Do(func() {
+	m := &k.completed
+	m.once.Do(func() {
 		n := k.RememberBytes
 		if n == 0 {
 			n = RememberDefault
 		}
 		if n > 0 {
-			k.older = newByteLRU(max(n/8, 1))
-			k.done = newByteLRU(max(n-n/8, 1))
+			m.read = newByteLRU(max(n/8, 1))
+			m.here = newByteLRU(max(n-n/8, 1))
 		}
 	})
-	return k.done, k.older
+	return m.here, m.read
 }
 
 // RememberedBytes returns how many bytes the completed keys kept in memory take, as charged

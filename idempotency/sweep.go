@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"sync"
 	"time"
 
 	"github.com/acme/orders/eventstore"
@@ -65,8 +66,16 @@ func (k *Keys) Sweep(ctx context.Context, feed eventstore.Feed, interval time.Du
 	}
 }
 
+// sweeper is the state of Keys.Sweep, apart from the claims and the memory of completed keys:
+// its rounds must not hold up the requests that those serve.
+type sweeper struct {
+	mu    sync.Mutex
+	st    *sweepState // nil while no sweeper runs
+	slots int         // the size of the table of claimed keys; 0 means knownDefault
+}
+
 // sweepState is a running sweeper's. The sweeper alone uses feed, caughtUp and after; the rest
-// is under Keys.sweepMu.
+// is under sweeper.mu.
 type sweepState struct {
 	feed     eventstore.Feed
 	caughtUp bool                // the first walk, to the end of the log, is done
@@ -94,29 +103,29 @@ const sweepUnready = 3
 // comes before the first walk: a claim appended before it is in the log that the walk reads,
 // and one appended after it notes itself (claim notes once its append returns).
 func (k *Keys) attachSweeper(feed eventstore.Feed) (*sweepState, error) {
-	k.sweepMu.Lock()
-	defer k.sweepMu.Unlock()
-	if k.sweep != nil {
+	k.sweeper.mu.Lock()
+	defer k.sweeper.mu.Unlock()
+	if k.sweeper.st != nil {
 		return nil, errors.New("idempotency: a sweeper is already running")
 	}
-	k.sweep = &sweepState{feed: feed, known: make([]uint64, cmp.Or(k.knownSlots, knownDefault)), seed: maphash.MakeSeed()}
-	return k.sweep, nil
+	k.sweeper.st = &sweepState{feed: feed, known: make([]uint64, cmp.Or(k.sweeper.slots, knownDefault)), seed: maphash.MakeSeed()}
+	return k.sweeper.st, nil
 }
 
 // detachSweeper stops the noting: without a sweeper nothing is known.
 func (k *Keys) detachSweeper() {
-	k.sweepMu.Lock()
-	defer k.sweepMu.Unlock()
-	k.sweep = nil
+	k.sweeper.mu.Lock()
+	defer k.sweeper.mu.Unlock()
+	k.sweeper.st = nil
 }
 
 // sweepRound walks the log if it may find a key to sweep at now.
 func (k *Keys) sweepRound(ctx context.Context, st *sweepState) error {
 	now := k.now()
 	if st.caughtUp {
-		k.sweepMu.Lock()
+		k.sweeper.mu.Lock()
 		due := st.due
-		k.sweepMu.Unlock()
+		k.sweeper.mu.Unlock()
 		if due.IsZero() || now.Before(due) {
 			return nil
 		}
@@ -132,7 +141,7 @@ func (k *Keys) walk(ctx context.Context, st *sweepState, now time.Time) error {
 	stopped := false
 	for e, err := range st.feed.ReadAll(ctx, eventstore.ReadAllOptions{From: st.after, Filter: filter}) {
 		if err != nil {
-			k.noteDue(now, now) // the retry walks again
+			k.sweeper.noteDue(now, now) // the retry walks again
 			return fmt.Errorf("read key streams: %w", err)
 		}
 		if e.Position.Compare(st.after) <= 0 {
@@ -146,18 +155,18 @@ func (k *Keys) walk(ctx context.Context, st *sweepState, now time.Time) error {
 			}
 			continue
 		case !st.caughtUp:
-			k.noteKnown(e.Stream)
+			k.sweeper.noteKnown(e.Stream)
 		}
 		switch {
 		case stopped:
 			// Past where the first walk stops sweeping: only learning the claimed keys.
 		case expires.After(now):
 			stopped = true
-			k.noteDue(expires, now)
+			k.sweeper.noteDue(expires, now)
 		default:
 			changed, err := k.sweepKey(ctx, e.Stream, now)
 			if err != nil || changed {
-				k.noteDue(now, now) // read again by the next round
+				k.sweeper.noteDue(now, now) // read again by the next round
 				return err
 			}
 			st.after = e.Position
@@ -166,11 +175,11 @@ func (k *Keys) walk(ctx context.Context, st *sweepState, now time.Time) error {
 			return nil
 		}
 	}
-	k.sweepMu.Lock()
+	k.sweeper.mu.Lock()
 	if !st.due.After(now) {
 		st.due = time.Time{} // everything due is swept; a claim appended since has noted itself
 	}
-	k.sweepMu.Unlock()
+	k.sweeper.mu.Unlock()
 	st.caughtUp = true
 	return nil
 }
@@ -201,7 +210,7 @@ func (k *Keys) sweepKey(ctx context.Context, stream string, now time.Time) (chan
 	switch {
 	case err == nil:
 		k.observe(ctx, EventExpired, stream)
-		k.forget(stream)
+		k.sweeper.forget(stream)
 		return false, nil
 	case errors.Is(err, eventstore.ErrWrongExpectedRevision):
 		return true, nil // written to since the read, or expired by Begin
@@ -213,25 +222,25 @@ func (k *Keys) sweepKey(ctx context.Context, stream string, now time.Time) (chan
 // noteClaimed records, for a running sweeper, that the key stream was claimed and expires at
 // expires.
 func (k *Keys) noteClaimed(stream string, expires time.Time) {
-	k.noteKnown(stream)
-	k.noteDue(expires, time.Time{})
+	k.sweeper.noteKnown(stream)
+	k.sweeper.noteDue(expires, time.Time{})
 }
 
 // noteDue has the sweeper walk the log at due, unless it will earlier. A due at or before now
 // is stale (the claim it was noted for is swept), and replaced.
-func (k *Keys) noteDue(due, now time.Time) {
-	k.sweepMu.Lock()
-	defer k.sweepMu.Unlock()
-	if st := k.sweep; st != nil && (st.due.IsZero() || !st.due.After(now) || due.Before(st.due)) {
+func (w *sweeper) noteDue(due, now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if st := w.st; st != nil && (st.due.IsZero() || !st.due.After(now) || due.Before(st.due)) {
 		st.due = due
 	}
 }
 
 // noteKnown enters the key stream in the table of claimed keys.
-func (k *Keys) noteKnown(stream string) {
-	k.sweepMu.Lock()
-	defer k.sweepMu.Unlock()
-	if st := k.sweep; st != nil {
+func (w *sweeper) noteKnown(stream string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if st := w.st; st != nil {
 		slot, tag := st.slot(stream)
 		st.known[slot] = tag
 	}
@@ -242,21 +251,21 @@ func (k *Keys) noteKnown(stream string) {
 // has taken its slot. Without a sweeper nothing is known. It is a hint (see Begin): a key
 // wrongly taken for new is found claimed when its claim is refused, one wrongly known costs a
 // read.
-func (k *Keys) known(stream string) bool {
-	k.sweepMu.Lock()
-	defer k.sweepMu.Unlock()
-	if k.sweep == nil {
+func (w *sweeper) known(stream string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.st == nil {
 		return false
 	}
-	slot, tag := k.sweep.slot(stream)
-	return k.sweep.known[slot] == tag
+	slot, tag := w.st.slot(stream)
+	return w.st.known[slot] == tag
 }
 
 // forget takes a key stream the sweeper deleted out of the table of claimed keys.
-func (k *Keys) forget(stream string) {
-	k.sweepMu.Lock()
-	defer k.sweepMu.Unlock()
-	if st := k.sweep; st != nil {
+func (w *sweeper) forget(stream string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if st := w.st; st != nil {
 		if slot, tag := st.slot(stream); st.known[slot] == tag {
 			st.known[slot] = 0
 		}
@@ -272,15 +281,15 @@ func (st *sweepState) slot(stream string) (int, uint64) {
 
 // sweepDone records how a round ended, for SweepErr and OnSweepError.
 func (k *Keys) sweepDone(err error) {
-	k.sweepMu.Lock()
-	if st := k.sweep; st != nil {
+	k.sweeper.mu.Lock()
+	if st := k.sweeper.st; st != nil {
 		if err == nil {
 			st.failures, st.lastErr = 0, nil
 		} else {
 			st.failures, st.lastErr = st.failures+1, err
 		}
 	}
-	k.sweepMu.Unlock()
+	k.sweeper.mu.Unlock()
 	if err != nil && k.OnSweepError != nil {
 		k.OnSweepError(err)
 	}
@@ -290,9 +299,9 @@ func (k *Keys) sweepDone(err error) {
 // (each retried sooner than the last), until a round succeeds; nil while it works or none runs.
 // It is for readiness: keys that are not swept fill the store.
 func (k *Keys) SweepErr() error {
-	k.sweepMu.Lock()
-	defer k.sweepMu.Unlock()
-	if st := k.sweep; st != nil && st.failures >= sweepUnready {
+	k.sweeper.mu.Lock()
+	defer k.sweeper.mu.Unlock()
+	if st := k.sweeper.st; st != nil && st.failures >= sweepUnready {
 		return fmt.Errorf("key sweeper failed %d times in a row: %w", st.failures, st.lastErr)
 	}
 	return nil
