@@ -28,6 +28,9 @@
 //   - $all subscriptions take stream-name or event-type filters by prefix or by .NET-style regular
 //     expression (lookaheads work: the expressions are evaluated with regexp2) and send a
 //     checkpoint every checkpointIntervalMultiplier × window events examined.
+//   - Keepalive is KurrentDB's: the client's pings every 10 s are accepted, with or without a
+//     call in flight, so an idle subscription stays up; the server pings an idle client every
+//     10 s and drops the connection after 10 s without an answer.
 //
 // What it does not do: clustering and gossip, TLS and authentication, hard deletes (Tombstone),
 // BatchAppend, stream subscriptions, persistent subscriptions, projections, scavenging, and the

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/protos/serverfeatures"
 	"github.com/EventStore/EventStore-Client-Go/v4/protos/shared"
 	"github.com/EventStore/EventStore-Client-Go/v4/protos/streams"
 	"github.com/acme/orders/eventstore/sqlite"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 )
 
 // Version is the KurrentDB version the server reports through the server features service.
@@ -69,7 +71,8 @@ func Start(addr, dir string, cfg Config) (*Server, error) {
 		ids:     idCache{max: window, byID: map[[16]byte]eventRef{}},
 		maxSize: cmp.Or(cfg.MaxAppendSize, 1<<20),
 		// Stop waits for the handlers, so that the store closes after the last of them.
-		grpc: grpc.NewServer(grpc.WaitForHandlers(true), grpc.MaxRecvMsgSize(17<<20)),
+		grpc: grpc.NewServer(grpc.WaitForHandlers(true), grpc.MaxRecvMsgSize(17<<20),
+			grpc.KeepaliveEnforcementPolicy(clientPings), grpc.KeepaliveParams(serverPings)),
 	}
 	streams.RegisterStreamsServer(s.grpc, &streamsService{s: s})
 	serverfeatures.RegisterServerFeaturesServer(s.grpc, featuresService{})
@@ -79,6 +82,15 @@ func Start(addr, dir string, cfg Config) (*Server, error) {
 	}()
 	return s, nil
 }
+
+// The client pings every 10 s (KeepAliveInterval), idle or not, and KurrentDB accepts that;
+// gRPC's default policy (5 min, not without a call) would answer the third ping with GOAWAY
+// "too_many_pings" and drop idle subscriptions. Half the interval leaves room for jitter.
+var clientPings = keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}
+
+// KurrentDB's own --keep-alive-interval and --keep-alive-timeout, 10 s each: the server pings
+// an idle client too, and ends a connection whose client went away without closing it.
+var serverPings = keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 10 * time.Second}
 
 // Addr is the address the server listens on, host:port.
 func (s *Server) Addr() string { return s.ln.Addr().String() }

@@ -214,3 +214,54 @@ func TestFilteredSubscription(t *testing.T) {
 		t.Errorf("streams %v, %d checkpoints; want keep-1 and keep-2, and checkpoints", streams, checkpoints)
 	}
 }
+
+// The client pings every 10 s (KeepAliveInterval, which gRPC will not let go lower) even on an
+// idle connection; a server that calls that too many pings sends GOAWAY after three of them
+// and takes an idle subscription down with the connection.
+func TestIdleSubscriptionOutlivesClientKeepalivePings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("idles for over a minute")
+	}
+	t.Parallel()
+	c := start(t, kurrenttest.Config{})
+	// The deadline ends the subscription, as a drop, if the event never arrives.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	sub, err := c.SubscribeToAll(ctx, esdb.SubscribeToAllOptions{From: esdb.End{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	msgs := make(chan *esdb.SubscriptionEvent)
+	go func() {
+		for {
+			msg := sub.Recv()
+			select {
+			case msgs <- msg:
+			case <-t.Context().Done():
+				return
+			}
+			if msg.SubscriptionDropped != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case msg := <-msgs:
+		if msg.SubscriptionDropped != nil {
+			t.Fatalf("idle subscription dropped: %v", msg.SubscriptionDropped.Error)
+		}
+		t.Fatalf("idle subscription got %+v before anything was appended", msg)
+	case <-time.After(65 * time.Second):
+	}
+	id := uuid.New()
+	mustAppend(t, c, "after-idle", esdb.NoStream{}, id)
+	for msg := range msgs {
+		switch {
+		case msg.SubscriptionDropped != nil:
+			t.Fatalf("dropped: %v", msg.SubscriptionDropped.Error)
+		case msg.EventAppeared != nil && msg.EventAppeared.OriginalEvent().EventID == id:
+			return
+		}
+	}
+}
