@@ -12,7 +12,7 @@ import (
 // needs no read: it is decided on this state and appended at its revision, and the store
 // refuses the append if the order moved meanwhile (another node, another process), after
 // which the command is decided again on the order read afresh. A decision that appends
-// nothing is confirmed against the store's revision before it is answered (see fresh), and a
+// nothing is confirmed against the store's revision before it is answered (see unchanged), and a
 // keyed append asks whether it was written, since the store takes an append of event ids it
 // already holds for a repeat (see Handler.mine).
 type recent struct {
@@ -79,8 +79,8 @@ func (h *Handler) forget(stream string, version int64) {
 	}
 }
 
-// fresh reports whether the remembered order o is still the stream's latest version.
-func (h *Handler) fresh(ctx context.Context, stream string, o Order) (bool, error) {
+// unchanged reports whether the remembered order o is still the stream's latest version.
+func (h *Handler) unchanged(ctx context.Context, stream string, o Order) (bool, error) {
 	for e, err := range h.Store.ReadStream(ctx, stream, eventstore.ReadStreamOptions{Direction: eventstore.Backwards, From: eventstore.End, Limit: 1}) {
 		if errors.Is(err, eventstore.ErrStreamNotFound) {
 			return o.State.Version == 0, nil

@@ -178,8 +178,8 @@ func (r *run) turn(ctx context.Context, attempt int) (res Result, again bool, er
 		// An answer that appends nothing stands only on the order as it is in the store: a
 		// remembered one is checked first, and read again if it moved.
 		if remembered {
-			fresh, err := r.h.fresh(ctx, r.stream, o)
-			if err != nil || !fresh {
+			same, err := r.h.unchanged(ctx, r.stream, o)
+			if err != nil || !same {
 				r.h.forget(r.stream, o.State.Version)
 				return Result{}, err == nil, err
 			}

@@ -26,7 +26,7 @@ func (h *holds) answered(c *Claim, out Outcome) {
 }
 
 // hold notes a claim of this process, so that its duplicates here wait for it without reading
-// the key stream; letGo ends that when the claim completes or is released.
+// the key stream; drop ends that when the claim completes or is released.
 func (h *holds) hold(stream string, claim held) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -50,9 +50,9 @@ func (h *holds) heldHere(stream string, now time.Time) (held, bool) {
 	return claim, ok
 }
 
-// letGo ends the hold of claim c, if it is still this process's latest claim of its key, and
+// drop ends the hold of claim c, if it is still this process's latest claim of its key, and
 // wakes the requests here waiting for the key.
-func (h *holds) letGo(c *Claim) {
+func (h *holds) drop(c *Claim) {
 	h.mu.Lock()
 	if claim, ok := h.holding[c.Stream]; ok && claim.claim == c {
 		delete(h.holding, c.Stream)

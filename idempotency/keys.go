@@ -235,22 +235,22 @@ type attempt struct {
 	// deadline bounds the wait in real time, whatever the clock of leases and expiry says.
 	deadline time.Time
 	poll     time.Duration
-	// fresh: the key is believed new, so it is claimed before its stream is read. A key the
+	// believedNew: the key is believed new, so it is claimed before its stream is read. A key the
 	// sweeper's table knows was claimed (a retry after a restart, say) is read first, rather
 	// than run its command only for its claim to be refused.
-	fresh     bool
-	watching  bool // for this process's holder of the key (see watch)
-	waited    bool
-	looked    bool // in the order's stream, for a holder that died after its append
-	deferring bool // a new key's claim is left to the caller (Request.Defer)
-	expiring  bool // the store was told the key's expiry (Keys.Expire), as before every claim
+	believedNew bool
+	watching    bool // for this process's holder of the key (see watch)
+	waited      bool
+	looked      bool // in the order's stream, for a holder that died after its append
+	deferring   bool // a new key's claim is left to the caller (Request.Defer)
+	expiring    bool // the store was told the key's expiry (Keys.Expire), as before every claim
 }
 
 func (k *Keys) attempt(r Request) *attempt {
 	stream := StreamName(r.Principal, r.Key)
 	_, multi := k.Store.(eventstore.MultiStreamAppender)
 	return &attempt{k: k, r: r, stream: stream, deadline: time.Now().Add(k.wait()), poll: pollFirst,
-		fresh: !k.sweeper.known(stream), deferring: r.Defer && multi, expiring: k.Expire == nil}
+		believedNew: !k.sweeper.known(stream), deferring: r.Defer && multi, expiring: k.Expire == nil}
 }
 
 func (a *attempt) stop() {
@@ -273,7 +273,7 @@ func (a *attempt) look(ctx context.Context, now time.Time) (view, *begun) {
 	k := a.k
 	var v view
 	v.held, v.here = k.holds.heldHere(a.stream, now)
-	if !a.fresh || v.here {
+	if !a.believedNew || v.here {
 		if !a.watching {
 			a.watching = true
 			k.holds.watch(a.stream)
@@ -290,13 +290,13 @@ func (a *attempt) look(ctx context.Context, now time.Time) (view, *begun) {
 	case v.here:
 		// A live request of this process holds the key: what a read would say is known.
 		v.st = keyState{exists: true, revision: v.held.revision, first: v.held.claimed, current: v.held.claimed}
-	case !a.fresh:
+	case !a.believedNew:
 		var err error
 		if v.st, err = k.read(ctx, a.stream); err != nil {
 			return v, &begun{err: err}
 		}
 	}
-	a.fresh = false
+	a.believedNew = false
 	return v, nil
 }
 
@@ -363,7 +363,7 @@ func (a *attempt) claim(ctx context.Context, now time.Time) (*begun, bool) {
 	if a.deferring {
 		// Claimed once its append is made (Claim.Made, completePending): the store may yet
 		// refuse it.
-		c, err := k.pend(a.stream, a.r, orderID, now)
+		c, err := k.deferClaim(a.stream, a.r, orderID, now)
 		return &begun{claim: c, err: err}, false
 	}
 	c, err := k.claim(ctx, a.stream, eventstore.NoStream, a.r, orderID, now, now.Add(k.ttl()))
@@ -451,10 +451,10 @@ func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.Exp
 	return c, nil
 }
 
-// pend is claim for a key stream believed new, left for the caller to append (Request.Defer).
+// deferClaim is claim for a key stream believed new, left for the caller to append (Request.Defer).
 // The claim holds the key in this process at once; the sweeper hears of its expiry now, as it
 // may be written any time.
-func (k *Keys) pend(stream string, r Request, orderID string, now time.Time) (*Claim, error) {
+func (k *Keys) deferClaim(stream string, r Request, orderID string, now time.Time) (*Claim, error) {
 	claimed := k.claimed(r, orderID, now, now.Add(k.ttl()))
 	e, err := newEvent(TypeClaimed, claimed)
 	if err != nil {
@@ -487,7 +487,7 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 	if c.pending != nil {
 		return k.completePending(ctx, c, out)
 	}
-	defer k.holds.letGo(c)
+	defer k.holds.drop(c)
 	err := k.complete(ctx, c.Stream, c.Revision, c.OrderID, out)
 	if err == nil {
 		if !c.Takeover {
@@ -516,7 +516,7 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 }
 
 func (k *Keys) completePending(ctx context.Context, c *Claim, out Outcome) error {
-	defer k.holds.letGo(c)
+	defer k.holds.drop(c)
 	e, err := newEvent(TypeCompleted, Completed{Outcome: out, OrderID: c.OrderID, CompletedAt: k.now()})
 	if err != nil {
 		return err
@@ -553,7 +553,7 @@ func (k *Keys) Answered(c *Claim, out Outcome) {
 // Release gives the key up without an outcome (the request failed with a 5xx), so that a
 // retry runs the command again at once instead of waiting for the lease.
 func (k *Keys) Release(ctx context.Context, c *Claim, reason string) error {
-	defer k.holds.letGo(c)
+	defer k.holds.drop(c)
 	if c.pending != nil {
 		return nil // never written: nothing to give up in the store
 	}
@@ -595,7 +595,7 @@ func (k *Keys) Await(ctx context.Context, principal, key string) error {
 	k.holds.watch(stream)
 	defer k.holds.unwatch(stream)
 	for {
-		changed := k.holds.changes(stream) // before looking: a letGo after that closes it
+		changed := k.holds.changes(stream) // before looking: a drop after that closes it
 		if _, here := k.holds.heldHere(stream, k.now()); !here {
 			return nil
 		}
