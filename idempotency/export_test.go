@@ -13,11 +13,9 @@ func (k *Keys) SweeperEntries() int {
 	k.sweeper.mu.Lock()
 	defer k.sweeper.mu.Unlock()
 	n := 0
-	if k.sweeper.st != nil {
-		for _, h := range k.sweeper.st.known {
-			if h != 0 {
-				n++
-			}
+	for _, h := range k.sweeper.known {
+		if h != 0 {
+			n++
 		}
 	}
 	return n

@@ -250,7 +250,7 @@ func (k *Keys) attempt(r Request) *attempt {
 	stream := StreamName(r.Principal, r.Key)
 	_, multi := k.Store.(eventstore.MultiStreamAppender)
 	return &attempt{k: k, r: r, stream: stream, deadline: time.Now().Add(k.wait()), poll: pollFirst,
-		believedNew: !k.sweeper.known(stream), deferring: r.Defer && multi, expiring: k.Expire == nil}
+		believedNew: !k.sweeper.claimed(stream), deferring: r.Defer && multi, expiring: k.Expire == nil}
 }
 
 func (a *attempt) stop() {

@@ -27,7 +27,7 @@ import (
 // itself (see Keys.Expire) needs no sweeper.
 //
 // Its first walk goes on to the end of the log, learning the claimed keys for Begin (see
-// known). It relies on this process being the only writer of key streams after it, as with
+// sweeper.claimed). It relies on this process being the only writer of key streams after it, as with
 // the embedded store, whose data directory one server holds: a key claimed by another process
 // is swept once a later claim of this one has expired, or by the next restart's walk.
 //
@@ -69,9 +69,14 @@ func (k *Keys) Sweep(ctx context.Context, feed eventstore.Feed, interval time.Du
 // sweeper is the state of Keys.Sweep, apart from the claims and the memory of completed keys:
 // its rounds must not hold up the requests that those serve.
 type sweeper struct {
-	mu    sync.Mutex
-	st    *sweepState // nil while no sweeper runs
-	slots int         // the size of the table of claimed keys; 0 means knownDefault
+	mu sync.Mutex
+	st *sweepState // nil while no sweeper runs
+	// known is a table of the key streams claimed, a hash of each at a slot of its own (see
+	// claimed), filled by this process's claims and by the sweeper's first walk of the log:
+	// its size is fixed, a key claimed later takes the slot of an earlier one.
+	known []uint64
+	seed  maphash.Seed
+	slots int // the size of known; 0 means knownDefault
 }
 
 // sweepState is a running sweeper's. The sweeper alone uses feed, caughtUp and after; the rest
@@ -83,10 +88,6 @@ type sweepState struct {
 	// due is when a walk may find a key to sweep: the expiry of the claim it stopped at, or an
 	// earlier one noted by a claim since. Zero: none known.
 	due time.Time
-	// known is a table of the key streams claimed, a hash of each at a slot of its own (see
-	// Keys.known): its size is fixed, a key claimed later takes the slot of an earlier one.
-	known []uint64
-	seed  maphash.Seed
 
 	failures int // rounds failed in a row
 	lastErr  error
@@ -108,11 +109,11 @@ func (k *Keys) attachSweeper(feed eventstore.Feed) (*sweepState, error) {
 	if k.sweeper.st != nil {
 		return nil, errors.New("idempotency: a sweeper is already running")
 	}
-	k.sweeper.st = &sweepState{feed: feed, known: make([]uint64, cmp.Or(k.sweeper.slots, knownDefault)), seed: maphash.MakeSeed()}
+	k.sweeper.st = &sweepState{feed: feed}
 	return k.sweeper.st, nil
 }
 
-// detachSweeper stops the noting: without a sweeper nothing is known.
+// detachSweeper stops the noting of expiries.
 func (k *Keys) detachSweeper() {
 	k.sweeper.mu.Lock()
 	defer k.sweeper.mu.Unlock()
@@ -219,8 +220,8 @@ func (k *Keys) sweepKey(ctx context.Context, stream string, now time.Time) (chan
 	}
 }
 
-// noteClaimed records, for a running sweeper, that the key stream was claimed and expires at
-// expires.
+// noteClaimed records that the key stream was claimed, and, for a running sweeper, that it
+// expires at expires.
 func (k *Keys) noteClaimed(stream string, expires time.Time) {
 	k.sweeper.noteKnown(stream)
 	k.sweeper.noteDue(expires, time.Time{})
@@ -240,43 +241,38 @@ func (w *sweeper) noteDue(due, now time.Time) {
 func (w *sweeper) noteKnown(stream string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if st := w.st; st != nil {
-		slot, tag := st.slot(stream)
-		st.known[slot] = tag
-	}
+	slot, tag := w.slot(stream)
+	w.known[slot] = tag
 }
 
-// known reports whether a running sweeper knows the key stream was claimed: a claim of it was
-// in the log its first walk read, or this process claimed it since, and no key claimed later
-// has taken its slot. Without a sweeper nothing is known. It is a hint (see Begin): a key
-// wrongly taken for new is found claimed when its claim is refused, one wrongly known costs a
-// read.
-func (w *sweeper) known(stream string) bool {
+// claimed reports whether the key stream is known to have been claimed: this process claimed
+// it, or a claim of it was in the log the sweeper's first walk read, and no key claimed later
+// has taken its slot. It is a hint (see Begin): a key wrongly taken for new is found claimed
+// when its claim is refused, one wrongly known costs a read.
+func (w *sweeper) claimed(stream string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.st == nil {
-		return false
-	}
-	slot, tag := w.st.slot(stream)
-	return w.st.known[slot] == tag
+	slot, tag := w.slot(stream)
+	return w.known[slot] == tag
 }
 
 // forget takes a key stream the sweeper deleted out of the table of claimed keys.
 func (w *sweeper) forget(stream string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if st := w.st; st != nil {
-		if slot, tag := st.slot(stream); st.known[slot] == tag {
-			st.known[slot] = 0
-		}
+	if slot, tag := w.slot(stream); w.known[slot] == tag {
+		w.known[slot] = 0
 	}
 }
 
 // slot returns where the key stream's hash goes in the table of claimed keys, and the hash
-// (never 0, which marks a free slot).
-func (st *sweepState) slot(stream string) (int, uint64) {
-	h := maphash.String(st.seed, stream)
-	return int(h % uint64(len(st.known))), h | 1
+// (never 0, which marks a free slot); it makes the table on first use. Call it with w.mu held.
+func (w *sweeper) slot(stream string) (int, uint64) {
+	if w.known == nil {
+		w.known, w.seed = make([]uint64, cmp.Or(w.slots, knownDefault)), maphash.MakeSeed()
+	}
+	h := maphash.String(w.seed, stream)
+	return int(h % uint64(len(w.known))), h | 1
 }
 
 // sweepDone records how a round ended, for SweepErr and OnSweepError.
