@@ -2,7 +2,9 @@ package api_test
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -120,38 +122,36 @@ func TestOpenAPIListsEveryProblemType(t *testing.T) {
 		}
 	}
 
-	problem := doc.Components.Schemas["Problem"].Value
-	types := problem.Properties["type"].Value.Enum
-	for code := range contractProblems {
-		if !slices.Contains(types, any("/problems/"+code)) {
-			t.Errorf("Problem.type does not allow /problems/%s", code)
-		}
-	}
-
-	// Each error response narrows the problem to its status and that status's types.
+	// Each error response is the one Problem schema, and lists the codes it carries, all of its
+	// status; its examples are problems of those codes.
 	byStatus := make(map[int][]string)
-	for name, ref := range doc.Components.Responses {
-		mt := ref.Value.Content.Get("application/problem+json")
-		if mt == nil {
-			continue
-		}
-		all := mt.Schema.Value.AllOf
-		if len(all) != 2 || all[0].Ref != "#/components/schemas/Problem" {
-			t.Errorf("response %s: schema is not allOf [Problem, narrowing]", name)
-			continue
-		}
-		statuses := all[1].Value.Properties["status"].Value.Enum
-		if len(statuses) != 1 {
-			t.Errorf("response %s: %d statuses, want 1", name, len(statuses))
-			continue
-		}
-		status := toInt(t, statuses[0])
-		for _, typ := range all[1].Value.Properties["type"].Value.Enum {
-			code := strings.TrimPrefix(typ.(string), "/problems/")
-			if contractProblems[code] != status {
-				t.Errorf("response %s (status %d) allows %s, whose status is %d", name, status, typ, contractProblems[code])
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			for s, ref := range op.Responses.Map() {
+				mt := ref.Value.Content.Get("application/problem+json")
+				if mt == nil {
+					continue
+				}
+				name := method + " " + path + ": response " + s
+				if mt.Schema.Ref != "#/components/schemas/Problem" {
+					t.Errorf("%s: the schema is not #/components/schemas/Problem", name)
+				}
+				status := toInt(t, s)
+				codes := problemCodes(t, name, ref.Value)
+				for _, code := range codes {
+					if contractProblems[code] != status {
+						t.Errorf("%s: x-problem-codes lists %s, whose status is %d", name, code, contractProblems[code])
+					}
+					byStatus[status] = append(byStatus[status], code)
+				}
+				for _, ex := range mediaTypeExamples(mt) {
+					p, _ := ex.(map[string]any)
+					code, _ := p["type"].(string)
+					if !slices.Contains(codes, strings.TrimPrefix(code, "/problems/")) || toInt(t, p["status"]) != status {
+						t.Errorf("%s: example %v is not a problem of its codes and status", name, ex)
+					}
+				}
 			}
-			byStatus[status] = append(byStatus[status], code)
 		}
 	}
 	for code, status := range contractProblems {
@@ -159,9 +159,105 @@ func TestOpenAPIListsEveryProblemType(t *testing.T) {
 			continue // answered before any route is matched; no operation documents it
 		}
 		if !slices.Contains(byStatus[status], code) {
-			t.Errorf("no error response with status %d allows /problems/%s", status, code)
+			t.Errorf("no error response with status %d lists %s", status, code)
 		}
 	}
+}
+
+// problemCodes is the x-problem-codes list of the problem response named name.
+func problemCodes(t *testing.T, name string, r *openapi3.Response) []string {
+	t.Helper()
+	raw, _ := r.Extensions["x-problem-codes"].([]any)
+	var codes []string
+	for _, c := range raw {
+		code, ok := c.(string)
+		if !ok {
+			t.Errorf("%s: x-problem-codes holds %v, not a code", name, c)
+		}
+		codes = append(codes, code)
+	}
+	if len(codes) == 0 {
+		t.Errorf("%s: no x-problem-codes", name)
+	}
+	return codes
+}
+
+// TestOpenAPIProblemIsTheServers checks that the Problem schema declares exactly the members
+// of api.Problem, with plain types, so that a generated client decodes every problem into one
+// typed struct; and that type is an open string, so that such a client reads codes added later.
+func TestOpenAPIProblemIsTheServers(t *testing.T) {
+	doc := load(t)
+	problem := doc.Components.Schemas["Problem"].Value
+
+	var fields []string
+	st := reflect.TypeFor[api.Problem]()
+	for i := range st.NumField() {
+		if f := st.Field(i); f.IsExported() {
+			fields = append(fields, strings.Split(f.Tag.Get("json"), ",")[0])
+		}
+	}
+	declared := slices.Sorted(maps.Keys(problem.Properties))
+	slices.Sort(fields)
+	if !slices.Equal(declared, fields) {
+		t.Errorf("Problem declares %v, the server sends %v", declared, fields)
+	}
+	if required := slices.Sorted(slices.Values(problem.Required)); !slices.Equal(required, fields) {
+		t.Errorf("Problem requires %v, the server always sends %v", required, fields)
+	}
+
+	want := map[string]string{"type": "string", "title": "string", "status": "integer", "detail": "string"}
+	for name, typ := range want {
+		p := problem.Properties[name]
+		if p == nil {
+			continue // reported above
+		}
+		if !p.Value.Type.Is(typ) || p.Value.Enum != nil || p.Value.AllOf != nil || p.Value.OneOf != nil {
+			t.Errorf("Problem.%s is not a plain %s", name, typ)
+		}
+	}
+	if p := problem.Properties["type"]; p != nil {
+		for code := range contractProblems {
+			if !slices.Contains(p.Value.Examples, any("/problems/"+code)) {
+				t.Errorf("Problem.type does not name /problems/%s in its examples", code)
+			}
+		}
+	}
+}
+
+// TestOpenAPIGivesExamples checks that every request body and every response shows an
+// example; doc.Validate (TestOpenAPIIsValid) checks each against its schema.
+func TestOpenAPIGivesExamples(t *testing.T) {
+	doc := load(t)
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.RequestBody != nil {
+				for ct, mt := range op.RequestBody.Value.Content {
+					if len(mediaTypeExamples(mt)) == 0 {
+						t.Errorf("%s %s: the %s request body has no example", method, path, ct)
+					}
+				}
+			}
+			for status, ref := range op.Responses.Map() {
+				for ct, mt := range ref.Value.Content {
+					if len(mediaTypeExamples(mt)) == 0 {
+						t.Errorf("%s %s: the %s %s response has no example", method, path, status, ct)
+					}
+				}
+			}
+		}
+	}
+}
+
+// mediaTypeExamples is the values of mt's example and examples.
+func mediaTypeExamples(mt *openapi3.MediaType) []any {
+	var values []any
+	if mt.Example != nil {
+		values = append(values, mt.Example)
+	}
+	for _, ex := range mt.Examples {
+		values = append(values, ex.Value.Value)
+	}
+	return values
 }
 
 func TestOpenAPIDocumentsEveryRoute(t *testing.T) {

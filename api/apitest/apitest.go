@@ -11,6 +11,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -169,13 +170,42 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			Options: options,
 		}
 		input.SetBodyBytes(data)
-		mismatch = openapi3filter.ValidateResponse(req.Context(), input)
+		mismatch = errors.Join(openapi3filter.ValidateResponse(req.Context(), input),
+			checkProblem(route, resp.StatusCode, data))
 	}
 	if mismatch != nil {
 		t.tb.Errorf("apitest: %s: %d response does not match api.OpenAPI: %v\nbody: %s",
 			name, resp.StatusCode, mismatch, truncate(data))
 	}
 	return resp, nil
+}
+
+// checkProblem checks what the Problem schema leaves open, so that clients accept codes added
+// later: a problem's status is the response's, and its type one of the codes that the response
+// lists in x-problem-codes.
+func checkProblem(route *routers.Route, status int, data []byte) error {
+	ref := route.Operation.Responses.Status(status)
+	if ref == nil || ref.Value == nil {
+		return nil // an undocumented status: ValidateResponse reports it
+	}
+	codes, ok := ref.Value.Extensions["x-problem-codes"].([]any)
+	if !ok {
+		return nil // not a problem response
+	}
+	var p struct {
+		Type   string `json:"type"`
+		Status int    `json:"status"`
+	}
+	if json.Unmarshal(data, &p) != nil {
+		return nil // no body (HEAD), or not JSON: ValidateResponse reports it
+	}
+	if p.Status != status {
+		return fmt.Errorf("problem status %d, response status %d", p.Status, status)
+	}
+	if !slices.Contains(codes, any(strings.TrimPrefix(p.Type, "/problems/"))) {
+		return fmt.Errorf("problem type %s is not one of the %d response's x-problem-codes %v", p.Type, status, codes)
+	}
+	return nil
 }
 
 // checkUnrouted checks the response to a request for a route the document does not have:
