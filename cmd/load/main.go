@@ -36,13 +36,32 @@ func main() {
 }
 
 type cli struct {
-	Run           runCmd           `cmd:"" default:"withargs" help:"Measure the service against the baseline and verify it (the default)."`
-	ServeBaseline serveBaselineCmd `cmd:"" hidden:"" help:"Serve the baseline on a loopback port (the tool runs this as its own child)."`
+	Run            runCmd            `cmd:"" default:"withargs" help:"Measure the service against the baseline and verify it (the default)."`
+	ServeBaseline  serveBaselineCmd  `cmd:"" hidden:"" help:"Serve the baseline on a loopback port (the tool runs this as its own child)."`
+	ServeYardstick serveYardstickCmd `cmd:"" hidden:"" help:"Serve the durable yardstick of keyed creates on a loopback port (the tool runs this as its own child)."`
 }
 
 type serveBaselineCmd struct{}
 
-func (serveBaselineCmd) Run(ctx context.Context, e *env) error { return serveBaseline(ctx, e.stdout) }
+func (serveBaselineCmd) Run(ctx context.Context, e *env) error {
+	return serve(ctx, e.stdout, load.Baseline())
+}
+
+type serveYardstickCmd struct {
+	Data string `required:"" help:"SQLite file of the keyed creates."`
+}
+
+func (c serveYardstickCmd) Run(ctx context.Context, e *env) error {
+	y, err := load.OpenYardstick(c.Data)
+	if err != nil {
+		return err
+	}
+	err = serve(ctx, e.stdout, y.Handler())
+	if cerr := y.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
 
 type runCmd struct {
 	URL         string        `help:"Base URL of a running server to measure, instead of starting one."`

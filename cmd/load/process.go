@@ -109,14 +109,15 @@ func buildServer(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
-// serveBaseline is the hidden subcommand that the tool runs as its own child: the baseline in
-// a process of its own, as the service is, so that both compete with the clients alike.
-func serveBaseline(ctx context.Context, stdout io.Writer) error {
+// serve serves h on a loopback port until ctx ends. The tool runs the baseline and the
+// yardstick as its own children, each in a process of its own as the service is, so that all
+// compete with the clients alike.
+func serve(ctx context.Context, stdout io.Writer, h http.Handler) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: load.Baseline(), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())

@@ -2,6 +2,7 @@ package load
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"time"
 
@@ -17,20 +18,12 @@ import (
 func Baseline() http.Handler {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	type line struct {
-		SKU       *string `json:"sku"`
-		Quantity  *int64  `json:"quantity"`
-		UnitPrice *int64  `json:"unitPrice"`
-	}
 	route := func(status string, body func() any) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if err := idempotency.ValidateKey(c.Request().Header.Get("Idempotency-Key")); err != nil {
 				return c.JSON(http.StatusBadRequest, map[string]string{"type": "/problems/idempotency-key-invalid"})
 			}
-			b := body()
-			dec := json.NewDecoder(c.Request().Body)
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(b); err != nil {
+			if err := decodeStrict(c.Request().Body, body()); err != nil {
 				return c.JSON(http.StatusBadRequest, map[string]string{"type": "/problems/malformed-request", "detail": err.Error()})
 			}
 			id, code := c.Param("id"), http.StatusOK
@@ -47,14 +40,7 @@ func Baseline() http.Handler {
 			return c.Blob(code, echo.MIMEApplicationJSON, append(out, '\n'))
 		}
 	}
-	e.POST("/v1/orders", route("created", func() any {
-		return &struct {
-			CustomerID      *string `json:"customerId"`
-			Currency        *string `json:"currency"`
-			Lines           []line  `json:"lines"`
-			ClientReference string  `json:"clientReference"`
-		}{}
-	}))
+	e.POST("/v1/orders", route("created", func() any { return &createBody{} }))
 	e.POST("/v1/orders/:id/lines", route("created", func() any { return &line{} }))
 	e.POST("/v1/orders/:id/payments", route("paying", func() any {
 		return &struct {
@@ -88,6 +74,27 @@ func Baseline() http.Handler {
 	}))
 	e.POST("/v1/orders/:id/refunds/:refundId/complete", route("refunded", func() any { return &struct{}{} }))
 	return e
+}
+
+// createBody is the body of a create-order command, decoded as strictly as the service does.
+type createBody struct {
+	CustomerID      *string `json:"customerId"`
+	Currency        *string `json:"currency"`
+	Lines           []line  `json:"lines"`
+	ClientReference string  `json:"clientReference"`
+}
+
+type line struct {
+	SKU       *string `json:"sku"`
+	Quantity  *int64  `json:"quantity"`
+	UnitPrice *int64  `json:"unitPrice"`
+}
+
+// decodeStrict decodes one JSON value from r into v, refusing unknown fields as the service does.
+func decodeStrict(r io.Reader, v any) error {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
 }
 
 // baselineOrder has the shape of the service's order.

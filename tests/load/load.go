@@ -55,6 +55,9 @@ type Config struct {
 	// RequestTimeout bounds one request, and how long answers of 409 in-flight or concurrent
 	// modification are retried; 0 means 30 seconds.
 	RequestTimeout time.Duration
+	// CreatesOnly ends each lifecycle after its create: the keyed creates alone, which a
+	// target that only knows creates can serve too.
+	CreatesOnly bool
 	// Baseline marks a target that stores nothing: answers are not checked against orders.
 	Baseline bool
 	// Stop, when closed, ends the run: each client stops after the command it is on.
@@ -212,6 +215,9 @@ func (w *worker) lifecycle(ctx context.Context, n int) {
 		o.Lines[l.SKU] = Line{Quantity: l.Quantity, UnitPrice: l.UnitPrice}
 	}
 	o.check(w, r)
+	if w.cfg.CreatesOnly {
+		return
+	}
 	path := "/v1/orders/" + o.ID
 
 	for i := range w.rng.IntN(4) {

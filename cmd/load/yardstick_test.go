@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"database/sql"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The yardstick answers a keyed create after storing it in its SQLite file, and answers the
+// same request again with the stored answer, marked as a replay.
+func TestYardstickStoresKeyedCreate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "yardstick.db")
+	ctx, cancel := context.WithCancel(t.Context())
+	stdout, w := io.Pipe()
+	var stderr bytes.Buffer
+	served := make(chan error, 1)
+	go func() {
+		served <- run(ctx, []string{"serve-yardstick", "--data", path}, w, &stderr)
+		w.Close()
+	}()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("yardstick printed no address: %v (%s)", err, stderr.String())
+	}
+	go io.Copy(io.Discard, stdout)
+	url := strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
+
+	body := `{"customerId":"cust-1","currency":"EUR","lines":[{"sku":"sku-1","quantity":2,"unitPrice":300}]}`
+	post := func() (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/orders", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "key-1")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res, string(b)
+	}
+	first, firstBody := post()
+	if first.StatusCode != http.StatusCreated || first.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("first create: %s %q %s; want 201, not replayed", first.Status, first.Header.Get("Idempotent-Replayed"), firstBody)
+	}
+	if !strings.Contains(firstBody, `"total":600`) {
+		t.Errorf("first create answered %s; want total 600", firstBody)
+	}
+	again, againBody := post()
+	if again.StatusCode != http.StatusCreated || again.Header.Get("Idempotent-Replayed") != "true" ||
+		againBody != firstBody || again.Header.Get("Location") != first.Header.Get("Location") {
+		t.Errorf("same create again: %s replayed %q, Location %q, %s; want 201, replayed, the first answer (Location %q, %s)",
+			again.Status, again.Header.Get("Idempotent-Replayed"), again.Header.Get("Location"), againBody, first.Header.Get("Location"), firstBody)
+	}
+
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatalf("serve-yardstick: %v (%s)", err, stderr.String())
+	}
+	db, err := sql.Open("sqlite3", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var rows int
+	var stored, mode string
+	if err := db.QueryRow(`SELECT count(*), max(body) FROM creates WHERE key = 'key-1'`).Scan(&rows, &stored); err != nil {
+		t.Fatalf("read the yardstick's file: %v", err)
+	}
+	if rows != 1 || stored != firstBody {
+		t.Errorf("file holds %d rows for key-1, body %s; want one, the first answer %s", rows, stored, firstBody)
+	}
+	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		t.Errorf("journal mode %q (%v); want wal", mode, err)
+	}
+}
