@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
@@ -79,7 +80,9 @@ type runCmd struct {
 	FailShare   float64       `default:"0.05" help:"Share of orders whose first payment fails."`
 	RefundShare float64       `default:"0.2" help:"Share of shipped orders refunded."`
 	Seed        uint64        `default:"1" help:"Seed of the workload's choices."`
-	Baseline    bool          `default:"true" negatable:"" help:"Measure the baseline first."`
+	Baseline    bool          `default:"true" negatable:"" help:"Measure the baseline and the yardstick first."`
+	Yardstick   bool          `default:"true" negatable:"" help:"Measure the durable yardstick of keyed creates (skipped with --no-baseline too)."`
+	Creates     bool          `default:"true" negatable:"" help:"Measure keyed creates alone on each target too, after its lifecycles."`
 	JSON        string        `help:"Write the figures as JSON to this file ('-' for stdout, instead of the table)."`
 	CPUProfile  string        `name:"cpu-profile" help:"Write a CPU profile of the started server over the measured window of its lifecycles to this file (the server runs with --pprof-addr)."`
 }
@@ -123,6 +126,7 @@ type Figures struct {
 	Server   Phase        `json:"server"`
 	Verify   load.Report  `json:"verify"`
 	Ratios   *Ratios      `json:"ratios,omitempty"`
+	Creates  *Creates     `json:"creates,omitempty"`
 	Targets  TargetStatus `json:"targets"`
 	OK       bool         `json:"ok"` // nothing lost, duplicated, mismatched; no errors
 }
@@ -142,6 +146,42 @@ type Phase struct {
 type Ratios struct {
 	Commands float64 `json:"commands"` // commands/s
 	Replays  float64 `json:"replays"`  // replays/s
+}
+
+// Creates are the figures of keyed creates alone (and their replays), on every target: the
+// yardstick knows nothing else. The server's creates come after its lifecycles, on the same
+// store.
+type Creates struct {
+	Baseline  *Phase      `json:"baseline,omitempty"`
+	Yardstick *Phase      `json:"yardstick,omitempty"`
+	Server    Phase       `json:"server"`
+	Verify    load.Report `json:"verify"`
+	// VsBaseline and VsYardstick compare the server with each reference.
+	VsBaseline  *CreateRatios `json:"vsBaseline,omitempty"`
+	VsYardstick *CreateRatios `json:"vsYardstick,omitempty"`
+}
+
+// CreateRatios compare the server's keyed creates with a reference's: the server's figure
+// divided by the reference's, 0 where either is unknown.
+type CreateRatios struct {
+	Creates      float64 `json:"creates"`      // creates/s
+	Replays      float64 `json:"replays"`      // replays/s
+	CPUPerCreate float64 `json:"cpuPerCreate"` // processor time of the target process per create
+}
+
+func createRatios(server, ref Phase) *CreateRatios {
+	return &CreateRatios{
+		Creates:      ratio(server.Commands.CommandsPerSecond(), ref.Commands.CommandsPerSecond()),
+		Replays:      ratio(server.Replays.CommandsPerSecond(), ref.Replays.CommandsPerSecond()),
+		CPUPerCreate: ratio(float64(server.CommandsCPU.TargetPerCommand), float64(ref.CommandsCPU.TargetPerCommand)),
+	}
+}
+
+func ratio(a, b float64) float64 {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	return a / b
 }
 
 // TargetStatus says which targets were met.
@@ -170,24 +210,13 @@ func (cmd *runCmd) Run(ctx context.Context, e *env) error {
 	say := func(format string, args ...any) { fmt.Fprintf(e.stderr, "load: "+format+"\n", args...) }
 
 	f := Figures{Machine: machine(), Config: *cmd}
+	if cmd.Creates {
+		f.Creates = &Creates{}
+	}
 	if cmd.Baseline {
-		self, err := os.Executable()
-		if err != nil {
+		if err := cmd.references(ctx, dir, &f, say); err != nil {
 			return err
 		}
-		b, err := startChild(ctx, dir, "baseline", self, "serve-baseline")
-		if err != nil {
-			return err
-		}
-		say("baseline at %s", b.url)
-		p, _, err := cmd.phase(ctx, b.url, b.cmd.Process.Pid, true, say)
-		if stopErr := b.stop(); err == nil {
-			err = stopErr
-		}
-		if err != nil {
-			return err
-		}
-		f.Baseline = &p
 	}
 
 	url := cmd.URL
@@ -238,6 +267,13 @@ func (cmd *runCmd) Run(ctx context.Context, e *env) error {
 		say("verifying %d orders against the ledger", len(ledger.Orders()))
 		f.Verify, err = load.Verify(ctx, cmd.config(url, false), ledger)
 	}
+	if err == nil && f.Creates != nil {
+		var creates *load.Ledger
+		if f.Creates.Server, creates, err = cmd.createPhase(ctx, "server", url, pid, false, say); err == nil {
+			say("verifying %d created orders against the ledger", len(creates.Orders()))
+			f.Creates.Verify, err = load.Verify(ctx, cmd.config(url, false), creates)
+		}
+	}
 	if srv != nil {
 		if stopErr := srv.stop(); err == nil {
 			err = stopErr
@@ -259,6 +295,15 @@ func (cmd *runCmd) Run(ctx context.Context, e *env) error {
 		f.Targets.Commands, f.Targets.Replays = &cm, &rm
 	}
 	f.OK = f.Verify.OK() && p.Commands.Errors == 0 && p.Replays.Errors == 0
+	if c := f.Creates; c != nil {
+		if c.Baseline != nil {
+			c.VsBaseline = createRatios(c.Server, *c.Baseline)
+		}
+		if c.Yardstick != nil {
+			c.VsYardstick = createRatios(c.Server, *c.Yardstick)
+		}
+		f.OK = f.OK && c.Verify.OK() && c.Server.Commands.Errors == 0 && c.Server.Replays.Errors == 0
+	}
 
 	switch cmd.JSON {
 	case "":
@@ -285,6 +330,89 @@ func (cmd *runCmd) Run(ctx context.Context, e *env) error {
 	return nil
 }
 
+// references measures the baseline (lifecycles, then keyed creates) and the yardstick (keyed
+// creates), each started as a child of its own and stopped before the next.
+func (cmd *runCmd) references(ctx context.Context, dir string, f *Figures, say func(string, ...any)) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	b, err := startChild(ctx, dir, "baseline", self, "serve-baseline")
+	if err != nil {
+		return err
+	}
+	say("baseline at %s", b.url)
+	p, _, err := cmd.phase(ctx, b.url, b.cmd.Process.Pid, true, say)
+	f.Baseline = &p
+	if err == nil && f.Creates != nil {
+		var c Phase
+		c, _, err = cmd.createPhase(ctx, "baseline", b.url, b.cmd.Process.Pid, true, say)
+		f.Creates.Baseline = &c
+	}
+	if stopErr := b.stop(); err == nil {
+		err = stopErr
+	}
+	if err != nil || f.Creates == nil || !cmd.Yardstick {
+		return err
+	}
+	y, err := startChild(ctx, dir, "yardstick", self, "serve-yardstick", "--data", filepath.Join(dir, "yardstick.db"))
+	if err != nil {
+		return err
+	}
+	say("yardstick at %s", y.url)
+	c, _, err := cmd.createPhase(ctx, "yardstick", y.url, y.cmd.Process.Pid, false, say)
+	f.Creates.Yardstick = &c
+	if stopErr := y.stop(); err == nil {
+		err = stopErr
+	}
+	return err
+}
+
+// createPhase runs keyed creates alone, then replays every acknowledged create. The yardstick
+// runs as a store (baseline false): its answers and replays are checked as the server's are.
+func (cmd *runCmd) createPhase(ctx context.Context, name, url string, pid int, baseline bool, say func(string, ...any)) (Phase, *load.Ledger, error) {
+	cfg := cmd.config(url, baseline)
+	cfg.CreatesOnly = true
+	say("%s: %d clients, keyed creates for %v after %v of warm-up", name, cmd.Clients, cmd.Duration, cmd.Warmup)
+	runCtx, cancel := context.WithCancel(ctx)
+	window := cmd.cpuWindow(runCtx, pid)
+	res, err := load.Run(ctx, cfg)
+	cancel()
+	w := <-window
+	if err != nil {
+		return Phase{}, nil, err
+	}
+	p := Phase{Commands: res.Stats, CommandsCPU: cpuBetween(w[0], w[1], res.Stats.Commands)}
+	say("%s: %.0f creates/s; replaying %d acknowledged creates", name, res.Stats.CommandsPerSecond(), len(res.Ledger.Commands()))
+	before := sampleCPU(pid)
+	if p.Replays, err = load.Replay(ctx, cfg, res.Ledger); err != nil {
+		return Phase{}, nil, err
+	}
+	p.ReplaysCPU = cpuBetween(before, sampleCPU(pid), p.Replays.Commands)
+	return p, res.Ledger, nil
+}
+
+// cpuWindow samples the processor use at the ends of the measured window: after the warm-up
+// and the duration, or, with --orders, from now until runCtx ends.
+func (cmd *runCmd) cpuWindow(runCtx context.Context, pid int) <-chan [2]cpuSample {
+	window := make(chan [2]cpuSample, 1)
+	go func() {
+		var w [2]cpuSample
+		if cmd.Orders == 0 {
+			sleepCtx(runCtx, cmd.Warmup)
+			w[0] = sampleCPU(pid)
+			sleepCtx(runCtx, cmd.Duration)
+			w[1] = sampleCPU(pid)
+		} else {
+			w[0] = sampleCPU(pid)
+			<-runCtx.Done()
+			w[1] = sampleCPU(pid)
+		}
+		window <- w
+	}()
+	return window
+}
+
 func (cmd *runCmd) config(url string, baseline bool) load.Config {
 	return load.Config{
 		URL: func() string { return url }, Token: cmd.Token,
@@ -302,7 +430,6 @@ func (cmd *runCmd) phase(ctx context.Context, url string, pid int, baseline bool
 	cfg := cmd.config(url, baseline)
 	name := map[bool]string{true: "baseline", false: "server"}[baseline]
 	say("%s: %d clients, lifecycles for %v after %v of warm-up", name, cmd.Clients, cmd.Duration, cmd.Warmup)
-	window := make(chan [2]cpuSample, 1)
 	runCtx, cancel := context.WithCancel(ctx)
 	runCfg := cfg
 	lagged := make(chan *Lag, 1)
@@ -323,20 +450,7 @@ func (cmd *runCmd) phase(ctx context.Context, url string, pid int, baseline bool
 			lagged <- &l
 		}()
 	}
-	go func() {
-		var w [2]cpuSample
-		if cmd.Orders == 0 {
-			sleepCtx(runCtx, cmd.Warmup)
-			w[0] = sampleCPU(pid)
-			sleepCtx(runCtx, cmd.Duration)
-			w[1] = sampleCPU(pid)
-		} else {
-			w[0] = sampleCPU(pid)
-			<-runCtx.Done()
-			w[1] = sampleCPU(pid)
-		}
-		window <- w
-	}()
+	window := cmd.cpuWindow(runCtx, pid)
 	res, err := load.Run(ctx, runCfg)
 	cancel()
 	w, lag := <-window, <-lagged
@@ -400,6 +514,9 @@ func report(w io.Writer, f Figures) {
 	cpu("replays", "server", f.Server.ReplaysCPU)
 	tw.Flush()
 	fmt.Fprintln(w)
+	if f.Creates != nil {
+		reportCreates(w, *f.Creates)
+	}
 	if l := f.Server.CommandsLag; l != nil {
 		fmt.Fprintf(tw, "projection lag, server commands\tsamples\tfailed\tp50\tp99\tmax\t\n")
 		fmt.Fprintf(tw, "acknowledged → GET ?minPosition= answers 200\t%d\t%d\t%v\t%v\t%v\t\n", l.Samples, l.Failed, round(l.P50), round(l.P99), round(l.Max))
@@ -431,6 +548,22 @@ func report(w io.Writer, f Figures) {
 	for _, s := range append(f.Server.Commands.Samples, f.Server.Replays.Samples...) {
 		fmt.Fprintln(w, "  error:", s)
 	}
+	if c := f.Creates; c != nil {
+		v := c.Verify
+		fmt.Fprintf(w, "ledger of keyed creates: %d orders, %d acknowledged (%d unanswered), %d events: %d lost, %d duplicated, %d mismatched, %d phantom\n",
+			v.Orders, v.Commands, v.Unknown, v.Events, v.Lost, v.Duplicated, v.Mismatched, v.Phantoms)
+		for _, p := range v.Problems {
+			fmt.Fprintln(w, "  problem:", p)
+		}
+		samples := append(c.Server.Commands.Samples, c.Server.Replays.Samples...)
+		if c.Yardstick != nil {
+			samples = append(samples, c.Yardstick.Commands.Samples...)
+			samples = append(samples, c.Yardstick.Replays.Samples...)
+		}
+		for _, s := range samples {
+			fmt.Fprintln(w, "  error:", s)
+		}
+	}
 	if l := f.Server.CommandsLag; l != nil {
 		for _, s := range l.Errors {
 			fmt.Fprintln(w, "  lag probe:", s)
@@ -440,6 +573,55 @@ func report(w io.Writer, f Figures) {
 		}
 	}
 	fmt.Fprintf(w, "verdict: %s\n", map[bool]string{true: "OK: nothing lost, nothing applied twice, every replay identical", false: "FAILED"}[f.OK])
+}
+
+// reportCreates prints the keyed creates of every target, and the server's figures as ratios
+// to the baseline's and the yardstick's.
+func reportCreates(w io.Writer, c Creates) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "keyed creates\ttarget\tper second\tp50\tp99\treplays\terrors\ttarget cores\tother cores\ttarget time per create\t")
+	row := func(phase, target string, s load.Stats, cpu CPU) {
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%v\t%v\t%d\t%d\t%.2f\t%.2f\t%v\t\n", phase, target, s.CommandsPerSecond(),
+			round(s.Latency.P50), round(s.Latency.P99), s.Replays, s.Errors, cpu.Target, cpu.Harness+cpu.Others, cpu.TargetPerCommand.Round(time.Microsecond))
+	}
+	targets := []struct {
+		name string
+		p    *Phase
+	}{{"baseline", c.Baseline}, {"yardstick", c.Yardstick}, {"server", &c.Server}}
+	for _, t := range targets {
+		if t.p != nil {
+			row("creates", t.name, t.p.Commands, t.p.CommandsCPU)
+		}
+	}
+	for _, t := range targets {
+		if t.p != nil {
+			row("replays", t.name, t.p.Replays, t.p.ReplaysCPU)
+		}
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	if c.VsBaseline == nil && c.VsYardstick == nil {
+		return
+	}
+	fmt.Fprintln(tw, "server's keyed creates, times the\tbaseline's\tyardstick's\t")
+	fig := func(r *CreateRatios, f func(CreateRatios) float64) string {
+		if r == nil || f(*r) == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.3f", f(*r))
+	}
+	for _, l := range []struct {
+		name string
+		f    func(CreateRatios) float64
+	}{
+		{"creates/s", func(r CreateRatios) float64 { return r.Creates }},
+		{"replays/s", func(r CreateRatios) float64 { return r.Replays }},
+		{"server processor time per create", func(r CreateRatios) float64 { return r.CPUPerCreate }},
+	} {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", l.name, fig(c.VsBaseline, l.f), fig(c.VsYardstick, l.f))
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
 }
 
 func round(d time.Duration) time.Duration {

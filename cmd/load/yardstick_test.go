@@ -5,11 +5,15 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/acme/orders/tests/load"
 )
 
 // The yardstick answers a keyed create after storing it in its SQLite file, and answers the
@@ -78,5 +82,19 @@ func TestYardstickStoresKeyedCreate(t *testing.T) {
 	}
 	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
 		t.Errorf("journal mode %q (%v); want wal", mode, err)
+	}
+}
+
+// A reference with no figure (no window, or no process to read the time of, as with --url)
+// leaves its ratio at 0: JSON has no NaN or infinity to write instead.
+func TestCreateRatiosOfUnknownFiguresEncode(t *testing.T) {
+	server := Phase{Commands: load.Stats{Commands: 10, Elapsed: time.Second}, CommandsCPU: CPU{TargetPerCommand: time.Millisecond}}
+	for _, r := range []*CreateRatios{createRatios(server, Phase{}), createRatios(Phase{}, server)} {
+		if *r != (CreateRatios{}) {
+			t.Errorf("ratios with an unknown side: %+v; want zeros", *r)
+		}
+		if _, err := json.Marshal(Figures{Creates: &Creates{VsYardstick: r}}); err != nil {
+			t.Errorf("encode the figures: %v", err)
+		}
 	}
 }
