@@ -86,6 +86,7 @@ type runCmd struct {
 	Baseline    bool          `default:"true" negatable:"" help:"Measure the baseline and the yardstick first."`
 	Yardstick   bool          `default:"true" negatable:"" help:"Measure the durable yardstick of keyed creates (skipped with --no-baseline too)."`
 	Creates     bool          `default:"true" negatable:"" help:"Measure keyed creates alone on each target too, after its lifecycles."`
+	Client      string        `default:"go" enum:"go,wrk" help:"Clients of the keyed creates: the workload's Go clients (answers checked, replayed and verified after) or wrk (its own retries only; must be installed)."`
 	JSON        string        `help:"Write the figures as JSON to this file ('-' for stdout, instead of the table)."`
 	CPUProfile  string        `name:"cpu-profile" help:"Write a CPU profile of the started server over the measured window of its lifecycles to this file (the server runs with --pprof-addr)."`
 }
@@ -272,7 +273,7 @@ func (cmd *runCmd) Run(ctx context.Context, e *env) error {
 	}
 	if err == nil && f.Creates != nil {
 		var creates *load.Ledger
-		if f.Creates.Server, creates, err = cmd.createPhase(ctx, "server", url, pid, false, say); err == nil {
+		if f.Creates.Server, creates, err = cmd.createPhase(ctx, "server", url, pid, false, say); err == nil && creates != nil {
 			say("verifying %d created orders against the ledger", len(creates.Orders()))
 			f.Creates.Verify, err = load.Verify(ctx, cmd.config(url, false), creates)
 		}
@@ -374,6 +375,10 @@ func (cmd *runCmd) references(ctx context.Context, dir string, f *Figures, say f
 // createPhase runs keyed creates alone, then replays every acknowledged create. The yardstick
 // runs as a store (baseline false): its answers and replays are checked as the server's are.
 func (cmd *runCmd) createPhase(ctx context.Context, name, url string, pid int, baseline bool, say func(string, ...any)) (Phase, *load.Ledger, error) {
+	if cmd.Client == "wrk" {
+		p, err := cmd.wrkPhase(ctx, name, url, pid, say)
+		return p, nil, err
+	}
 	cfg := cmd.config(url, baseline)
 	cfg.CreatesOnly = true
 	say("%s: %d clients, keyed creates for %v after %v of warm-up", name, cmd.Clients, cmd.Duration, cmd.Warmup)
@@ -551,7 +556,9 @@ func report(w io.Writer, f Figures) {
 	for _, s := range append(f.Server.Commands.Samples, f.Server.Replays.Samples...) {
 		fmt.Fprintln(w, "  error:", s)
 	}
-	if c := f.Creates; c != nil {
+	if c := f.Creates; c != nil && f.Config.Client == "wrk" {
+		fmt.Fprintln(w, "keyed creates driven by wrk: no ledger, nothing verified after")
+	} else if c != nil {
 		v := c.Verify
 		fmt.Fprintf(w, "ledger of keyed creates: %d orders, %d acknowledged (%d unanswered), %d events: %d lost, %d duplicated, %d mismatched, %d phantom\n",
 			v.Orders, v.Commands, v.Unknown, v.Events, v.Lost, v.Duplicated, v.Mismatched, v.Phantoms)
@@ -597,7 +604,7 @@ func reportCreates(w io.Writer, c Creates) {
 		}
 	}
 	for _, t := range targets {
-		if t.p != nil {
+		if t.p != nil && t.p.Replays.Requests > 0 { // none with wrk
 			row("replays", t.name, t.p.Replays, t.p.ReplaysCPU)
 		}
 	}

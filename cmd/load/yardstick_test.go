@@ -8,6 +8,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -96,5 +99,46 @@ func TestCreateRatiosOfUnknownFiguresEncode(t *testing.T) {
 		if _, err := json.Marshal(Figures{Creates: &Creates{VsYardstick: r}}); err != nil {
 			t.Errorf("encode the figures: %v", err)
 		}
+	}
+}
+
+// wrk's keyed creates reach the yardstick's file, and its retries are replayed, not stored
+// again; skipped where wrk is not installed.
+func TestWrkCreatesOnYardstick(t *testing.T) {
+	if _, err := exec.LookPath("wrk"); err != nil {
+		t.Skip("wrk is not installed")
+	}
+	path := filepath.Join(t.TempDir(), "yardstick.db")
+	y, err := load.OpenYardstick(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(y.Handler())
+	cmd := &runCmd{Clients: 4, Duration: time.Second, RetryShare: 0.5}
+	p, err := cmd.wrkPhase(t.Context(), "yardstick", srv.URL, os.Getpid(), func(string, ...any) {})
+	srv.Close()
+	if cerr := y.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Commands
+	if s.Commands == 0 || s.Errors != 0 || s.Requests != s.Commands+s.Replays+s.Conflicts {
+		t.Fatalf("wrk: %d requests, %d creates, %d replays, %d conflicts, %d errors %v; want creates, no errors",
+			s.Requests, s.Commands, s.Replays, s.Conflicts, s.Errors, s.Samples)
+	}
+	db, err := sql.Open("sqlite3", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var rows int
+	if err := db.QueryRow(`SELECT count(*) FROM creates`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	// wrk does not count the requests still in flight when it stops: one per connection.
+	if rows < s.Commands || rows > s.Commands+cmd.Clients {
+		t.Errorf("file holds %d creates; wrk saw %d answered as first creates, with %d connections", rows, s.Commands, cmd.Clients)
 	}
 }
