@@ -7,7 +7,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,11 +16,7 @@ import (
 	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/projections"
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 )
-
-// MaxBody is the largest request body accepted, in bytes.
-const MaxBody = 1 << 20
 
 // MaxHeaderBytes bounds a request's headers (http.Server.MaxHeaderBytes); net/http refuses
 // more with 431 before any handler runs (see Listener for how that answer is made a problem).
@@ -87,7 +82,7 @@ func (s *Server) Handler() http.Handler {
 	e.Use(s.logRequests)
 	e.Use(s.observeRequests(routes))
 	e.Use(s.limitTime)
-	e.Use(middleware.BodyLimit(strconv.Itoa(MaxBody))) // in bytes: "1M" would be 1,000,000
+	e.Use(limitBody)
 	s.addRoutes(e)
 	for _, r := range e.Routes() {
 		routes[r.Path] = true
