@@ -82,8 +82,8 @@ func answerTooLarge(c echo.Context, err error, body io.Reader) {
 	io.CopyN(io.Discard, body, drainBody)
 }
 
-// DefaultBodyMemory is the default of Server.BodyMemory.
-const DefaultBodyMemory = 16 << 20
+// defaultBodyMemory is the default of Server.BodyMemory.
+const defaultBodyMemory = 16 << 20
 
 const (
 	// freeBody is how much of every body is read without the budget, so that the small bodies
@@ -112,7 +112,7 @@ func (s *Server) bodyBudget() *bodyBudget {
 	b.once.Do(func() {
 		b.size = s.BodyMemory
 		if b.size <= 0 {
-			b.size = DefaultBodyMemory
+			b.size = defaultBodyMemory
 		}
 	})
 	return b

@@ -52,7 +52,7 @@ type Server struct {
 	Ready func(context.Context) error
 	// Metrics, if set, are recorded and served at /metrics.
 	Metrics *Metrics
-	// RequestTimeout bounds each request's work; 0 means DefaultRequestTimeout.
+	// RequestTimeout bounds each request's work; 0 means 30 s.
 	RequestTimeout time.Duration
 	// Hooks are for tests that crash the process at a precise point; nil in production.
 	Hooks Hooks
@@ -62,7 +62,7 @@ type Server struct {
 	failures     *logLimiter           // the log lines of 5xx answers (see answerFailures)
 
 	// BodyMemory bounds the bytes of command bodies being read and checked at once, past the
-	// first 16 KiB of each (see readBody); 0 means DefaultBodyMemory.
+	// first 16 KiB of each (see readBody); 0 means 16 MiB.
 	BodyMemory int64
 	bodies     bodyBudget
 }
