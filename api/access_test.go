@@ -185,8 +185,8 @@ func TestLookupFindsTheKeysEntry(t *testing.T) {
 }
 
 func TestRoles(t *testing.T) {
-	if got := AllRoles.String(); got != "client,auditor,admin" {
-		t.Errorf("AllRoles = %q", got)
+	if got := allRoles.String(); got != "client,auditor,admin" {
+		t.Errorf("allRoles = %q", got)
 	}
 	rs, err := ParseRoles(" admin , client")
 	if err != nil || rs != RoleAdmin|RoleClient || !rs.Has(RoleAdmin|RoleAuditor) || rs.Has(RoleAuditor) {

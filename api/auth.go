@@ -25,8 +25,8 @@ const (
 	// RoleAdmin runs projections and reads metrics, and can do all an auditor can.
 	RoleAdmin
 
-	// AllRoles is what the principal of development mode holds.
-	AllRoles = RoleClient | RoleAuditor | RoleAdmin
+	// allRoles is what the principal of development mode holds.
+	allRoles = RoleClient | RoleAuditor | RoleAdmin
 )
 
 var roleNames = []struct {
@@ -87,11 +87,11 @@ func (k APIKey) Line() string {
 }
 
 // APIKeys are the keys a server accepts. Empty means development mode: every request is the
-// principal DevPrincipal with every role.
+// principal "local" with every role.
 type APIKeys []APIKey
 
-// DevPrincipal is the principal of every request in development mode.
-const DevPrincipal = "local"
+// devPrincipal is the principal of every request in development mode.
+const devPrincipal = "local"
 
 // ParseAPIKeys reads a keys file. Each line is
 //
@@ -221,8 +221,8 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		keys := s.apiKeys()
 		if len(keys) == 0 {
-			c.Set(principalKey, DevPrincipal)
-			c.Set(rolesKey, AllRoles)
+			c.Set(principalKey, devPrincipal)
+			c.Set(rolesKey, allRoles)
 		} else {
 			bearer, ok := bearerToken(c.Request().Header.Get("Authorization"))
 			if !ok {

@@ -5,15 +5,85 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
 )
 
-// DefaultBodyMemory is the default of Server.BodyMemory.
-const DefaultBodyMemory = 16 << 20
+// maxBody is the largest request body accepted, in bytes.
+const maxBody = 1 << 20
+
+// A body refused as too large is read on after the answer, up to drainBody bytes within
+// drainWait: net/http closes the connection after that answer, and closing it with bytes
+// unread resets it, so that a client still sending would lose the answer. A larger or slower
+// body is cut off, its answer left to chance.
+const (
+	drainBody = 8 << 20
+	drainWait = 3 * time.Second
+)
+
+// limitBody refuses a body over maxBody with 413 payload-too-large: at once when its
+// Content-Length says so, else when a read passes the limit.
+func limitBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		body := req.Body
+		var err error = echo.ErrStatusRequestEntityTooLarge
+		if req.ContentLength <= maxBody {
+			req.Body = &limitedBody{ReadCloser: body, left: maxBody}
+			err = next(c)
+		}
+		if errors.Is(err, echo.ErrStatusRequestEntityTooLarge) {
+			answerTooLarge(c, err, body)
+		}
+		return err
+	}
+}
+
+// limitedBody reads at most one byte past the limit from its body, and fails from there on.
+type limitedBody struct {
+	io.ReadCloser
+	left int64 // bytes the body may still have; below zero once it has more
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, echo.ErrStatusRequestEntityTooLarge
+	}
+	n, err := b.ReadCloser.Read(p[:min(int64(len(p)), b.left+1)])
+	b.left -= int64(n)
+	if b.left < 0 {
+		return n, echo.ErrStatusRequestEntityTooLarge
+	}
+	return n, err
+}
+
+// answerTooLarge answers err, then reads and drops what is left of body (see drainBody). A
+// client that waits for 100 Continue before it sends a body, and got none, sends nothing more.
+func answerTooLarge(c echo.Context, err error, body io.Reader) {
+	req := c.Request()
+	waits := req.ContentLength > maxBody && strings.EqualFold(req.Header.Get("Expect"), "100-continue")
+	rc := http.NewResponseController(c.Response())
+	if !waits {
+		// Else net/http would read at most 256 KiB of the body before the answer, then close.
+		rc.EnableFullDuplex()
+	}
+	c.Response().Header().Set(echo.HeaderConnection, "close")
+	c.Error(err)
+	if waits {
+		return
+	}
+	rc.Flush()
+	rc.SetReadDeadline(time.Now().Add(drainWait))
+	io.CopyN(io.Discard, body, drainBody)
+}
+
+// defaultBodyMemory is the default of Server.BodyMemory.
+const defaultBodyMemory = 16 << 20
 
 const (
 	// freeBody is how much of every body is read without the budget, so that the small bodies
@@ -42,7 +112,7 @@ func (s *Server) bodyBudget() *bodyBudget {
 	b.once.Do(func() {
 		b.size = s.BodyMemory
 		if b.size <= 0 {
-			b.size = DefaultBodyMemory
+			b.size = defaultBodyMemory
 		}
 	})
 	return b
@@ -104,7 +174,7 @@ func (s *Server) readBody(c echo.Context) (body []byte, release func(), err erro
 			if want >= 0 && int64(len(body)) >= want {
 				return body, release, nil // net/http never reads past Content-Length
 			}
-			next := min(2*cap(body), MaxBody+1)
+			next := min(2*cap(body), maxBody+1)
 			if want >= 0 {
 				next = min(next, int(want))
 			}

@@ -88,3 +88,53 @@ func TestBodyIsCheckedBeforeItsKey(t *testing.T) {
 		t.Errorf("retry: %d %v %s; want the replayed 201", rec.Code, rec.Header(), rec.Body)
 	}
 }
+
+// A body over the limit is read on after its 413, up to drainBody, announced or chunked: a
+// client still sending would otherwise meet a reset instead of the answer. A client that
+// waits for 100 Continue before it sends its body, and was answered first, is not read from.
+func TestBodyOverTheLimitIsDrained(t *testing.T) {
+	srv, _ := newServer(t, nil)
+	h := srv.Handler()
+	for _, tc := range []struct {
+		name       string
+		size       int64
+		announced  bool
+		expect     bool
+		wantUnread int64
+	}{
+		{"announced", 2 << 20, true, false, 0},
+		{"chunked", 2 << 20, false, false, 0},
+		{"announced, past the drain", maxBody + drainBody + 100, true, false, maxBody + 100},
+		{"chunked, past the drain", maxBody + drainBody + 100, false, false, 99},
+		{"waiting for 100 Continue", 2 << 20, true, true, 2 << 20},
+	} {
+		body := &io.LimitedReader{R: zeros{}, N: tc.size}
+		req := httptest.NewRequest(http.MethodPost, "/v1/orders", body)
+		req.ContentLength = -1
+		if tc.announced {
+			req.ContentLength = tc.size
+		}
+		if tc.expect {
+			req.Header.Set("Expect", "100-continue")
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "large")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusRequestEntityTooLarge || !strings.Contains(rec.Body.String(), "/problems/payload-too-large") ||
+			rec.Header().Get("Connection") != "close" {
+			t.Errorf("%s: %d %v %s; want 413 payload-too-large, Connection: close", tc.name, rec.Code, rec.Header(), rec.Body)
+		}
+		if body.N != tc.wantUnread {
+			t.Errorf("%s: %d of %d bytes left unread; want %d", tc.name, body.N, tc.size, tc.wantUnread)
+		}
+	}
+}
+
+// zeros reads as endless zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}

@@ -88,7 +88,7 @@ func (l *Listener) refuse(c net.Conn) {
 		if cw, ok := c.(closeWriter); ok {
 			cw.CloseWrite()
 		}
-		io.Copy(io.Discard, io.LimitReader(c, MaxHeaderBytes+MaxBody))
+		io.Copy(io.Discard, io.LimitReader(c, MaxHeaderBytes+maxBody))
 	}()
 }
 

@@ -41,15 +41,15 @@ func (s *Server) ObserveKey(ctx context.Context, e idempotency.Event, keyHash st
 	s.Log.LogAttrs(ctx, slog.LevelInfo, "idempotency key", slog.String("event", string(e)), slog.String("key_hash", keyHash))
 }
 
-// DefaultRequestTimeout bounds a request's work when Server.RequestTimeout is 0.
-const DefaultRequestTimeout = 30 * time.Second
+// defaultRequestTimeout bounds a request's work when Server.RequestTimeout is 0.
+const defaultRequestTimeout = 30 * time.Second
 
 // limitTime gives every request a deadline. A command runs to its end regardless, within its
 // own bound (see command), so that it never stops between its effect and its recorded outcome.
 func (s *Server) limitTime(next echo.HandlerFunc) echo.HandlerFunc {
 	timeout := s.RequestTimeout
 	if timeout <= 0 {
-		timeout = DefaultRequestTimeout
+		timeout = defaultRequestTimeout
 	}
 	return func(c echo.Context) error {
 		req := c.Request()

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,11 +16,7 @@ import (
 	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/projections"
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 )
-
-// MaxBody is the largest request body accepted, in bytes.
-const MaxBody = 1 << 20
 
 // MaxHeaderBytes bounds a request's headers (http.Server.MaxHeaderBytes); net/http refuses
 // more with 431 before any handler runs (see Listener for how that answer is made a problem).
@@ -57,7 +52,7 @@ type Server struct {
 	Ready func(context.Context) error
 	// Metrics, if set, are recorded and served at /metrics.
 	Metrics *Metrics
-	// RequestTimeout bounds each request's work; 0 means DefaultRequestTimeout.
+	// RequestTimeout bounds each request's work; 0 means 30 s.
 	RequestTimeout time.Duration
 	// Hooks are for tests that crash the process at a precise point; nil in production.
 	Hooks Hooks
@@ -67,7 +62,7 @@ type Server struct {
 	failures     *logLimiter           // the log lines of 5xx answers (see answerFailures)
 
 	// BodyMemory bounds the bytes of command bodies being read and checked at once, past the
-	// first 16 KiB of each (see readBody); 0 means DefaultBodyMemory.
+	// first 16 KiB of each (see readBody); 0 means 16 MiB.
 	BodyMemory int64
 	bodies     bodyBudget
 }
@@ -87,7 +82,7 @@ func (s *Server) Handler() http.Handler {
 	e.Use(s.logRequests)
 	e.Use(s.observeRequests(routes))
 	e.Use(s.limitTime)
-	e.Use(middleware.BodyLimit(strconv.Itoa(MaxBody))) // in bytes: "1M" would be 1,000,000
+	e.Use(limitBody)
 	s.addRoutes(e)
 	for _, r := range e.Routes() {
 		routes[r.Path] = true

@@ -13,7 +13,6 @@ import (
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/projections"
-	"github.com/google/go-cmp/cmp"
 )
 
 // Kinds of finding.
@@ -369,9 +368,9 @@ func drift(ctx context.Context, snap *projections.Snapshot, at eventstore.Positi
 				continue // changed after the model's checkpoint: it may only lag
 			}
 			fold := st.fold.State()
-			if diff := cmp.Diff(fold, row.State); diff != "" {
+			if diff := fieldDiff(fold, row.State); diff != "" {
 				out = append(out, Finding{Kind: KindDrift, Stream: name, Revision: uint64(max(fold.Version-1, 0)),
-					Detail: "the read-model row differs from the fold: " + strings.Join(strings.Fields(diff), " ")})
+					Detail: "the read-model row differs from the fold: " + diff})
 			}
 		}
 		if next == "" {

@@ -22,7 +22,9 @@ const requestTimeout = 30 * time.Second
 type request struct {
 	method, path string
 	key          string // Idempotency-Key; "" sends none (add the header to send it empty)
-	body         any    // nil: no body; []byte or string: sent as is; anything else: as JSON
+	// body is nil: no body; []byte or string: sent as is; an io.Reader: sent as is, chunked
+	// (its length unknown); anything else: as JSON.
+	body any
 	// header holds name, value pairs set last: they override the defaults, and a pair with an
 	// empty value sends the header empty.
 	header []string
@@ -111,6 +113,9 @@ func (s *server) send(t testing.TB, r request) (*response, error) {
 		body, contentType = bytes.NewReader(b), "application/json"
 	case string:
 		body, contentType = strings.NewReader(b), "application/json"
+	case io.Reader:
+		// Wrapped so that http.NewRequest cannot learn the length of a *bytes.Reader or such.
+		body, contentType = struct{ io.Reader }{b}, "application/json"
 	default:
 		j, err := json.Marshal(b)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -279,6 +280,140 @@ func TestBodyLimitIsOneMiB(t *testing.T) {
 	}
 	createdID(t, chunked("mib-chunked-exact", exact, false))
 	checkProblem(t, chunked("mib-chunked-over", exact+" ", true), http.StatusRequestEntityTooLarge, "payload-too-large")
+}
+
+// A body over the limit is answered with its 413 problem every time, never with a reset, up to
+// a few MiB, announced or chunked, one at a time or several at once, to a client that reads
+// while it sends (Go's) and to one on a slow network that reads only once it has sent
+// everything: the server reads what the client still sends before it closes the connection.
+func TestBodiesOverTheLimitAreAnswered(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "")
+	const (
+		mib        = 1 << 20
+		create     = `{"customerId":"c-big","currency":"EUR"}`
+		sequential = 30
+		clients    = 4 // at once, each sending perClient
+		perClient  = 5
+		paced      = 2 // by a client that sends in pieces and reads once it has sent them all
+	)
+	var (
+		mu       sync.Mutex
+		failures []string
+		sent     int
+	)
+	// note counts one request; failure says what went wrong, "" when nothing did.
+	note := func(failure string) {
+		mu.Lock()
+		defer mu.Unlock()
+		sent++
+		if failure != "" {
+			failures = append(failures, failure)
+		}
+	}
+	send := func(name string, body []byte, chunked bool) {
+		var b any = body
+		if chunked {
+			b = bytes.NewReader(body)
+		}
+		r, err := s.send(t, request{method: "POST", path: "/v1/orders", key: "big-body", body: b, invalid: true})
+		switch {
+		case err != nil:
+			note(fmt.Sprintf("%s: %v", name, err))
+		case r.status != http.StatusRequestEntityTooLarge || r.problem() != "/problems/payload-too-large":
+			note(fmt.Sprintf("%s: %v", name, r))
+		default:
+			checkProblemShape(t, r)
+			note("")
+		}
+	}
+	var slow sync.WaitGroup
+	for _, size := range []int{2 * mib, 4 * mib} {
+		body := []byte(create + strings.Repeat(" ", size-len(create)))
+		for _, chunked := range []bool{false, true} {
+			name := fmt.Sprintf("%d MiB with Content-Length", size/mib)
+			if chunked {
+				name = fmt.Sprintf("%d MiB chunked", size/mib)
+			}
+			for range sequential {
+				send(name, body, chunked)
+			}
+			var wg sync.WaitGroup
+			for range clients {
+				wg.Go(func() {
+					for range perClient {
+						send(name+", "+strconv.Itoa(clients)+" at once", body, chunked)
+					}
+				})
+			}
+			wg.Wait()
+			// Sent in 16 pieces 80 ms apart: longer than net/http waits between its answer
+			// and closing the connection (500 ms), shorter than the server drains (3 s).
+			raw := rawPost("/v1/orders", body, chunked)
+			for range paced {
+				slow.Go(func() {
+					res, answer, err := sendPaced(s.url(""), raw, 16, 80*time.Millisecond)
+					switch {
+					case err != nil:
+						note(fmt.Sprintf("%s, sent in pieces: %v", name, err))
+					case res.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(answer), `"/problems/payload-too-large"`):
+						note(fmt.Sprintf("%s, sent in pieces: %s %.200q", name, res.Status, answer))
+					default:
+						note("")
+					}
+				})
+			}
+		}
+	}
+	slow.Wait()
+	if len(failures) > 0 {
+		t.Errorf("%d of %d bodies over the limit were not answered 413 payload-too-large; the first:\n%s",
+			len(failures), sent, strings.Join(failures[:min(len(failures), 5)], "\n"))
+	}
+}
+
+// rawPost is a POST of body to path as written on the wire, its length announced or chunked.
+func rawPost(path string, body []byte, chunked bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nIdempotency-Key: raw\r\n", path)
+	if !chunked {
+		fmt.Fprintf(&b, "Content-Length: %d\r\n\r\n%s", len(body), body)
+		return b.String()
+	}
+	b.WriteString("Transfer-Encoding: chunked\r\n\r\n")
+	for chunk := range slices.Chunk(body, 64<<10) {
+		fmt.Fprintf(&b, "%x\r\n%s\r\n", len(chunk), chunk)
+	}
+	b.WriteString("0\r\n\r\n")
+	return b.String()
+}
+
+// sendPaced writes raw to the server in pieces, pause apart, as a client on a slow network
+// would, and reads the answer only then. The server closing the connection before the client
+// has read its answer is an error.
+func sendPaced(base, raw string, pieces int, pause time.Duration) (*http.Response, []byte, error) {
+	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), 5*time.Second)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(requestTimeout))
+	size := (len(raw) + pieces - 1) / pieces
+	for i := 0; i < len(raw); i += size {
+		if i > 0 {
+			time.Sleep(pause)
+		}
+		if _, err := io.WriteString(conn, raw[i:min(i+size, len(raw))]); err != nil {
+			return nil, nil, fmt.Errorf("after %d of %d bytes sent: %w", i, len(raw), err)
+		}
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("all %d bytes sent, then: %w", len(raw), err)
+	}
+	defer res.Body.Close()
+	answer, err := io.ReadAll(res.Body)
+	return res, answer, err
 }
 
 // HEAD is answered wherever GET is, with its status and headers and no body, to the same

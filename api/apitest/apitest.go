@@ -250,7 +250,8 @@ func drain(rc io.ReadCloser) ([]byte, error) {
 	return io.ReadAll(rc)
 }
 
-// withBody returns a copy of r that reads body.
+// withBody returns a copy of r that reads body. A body of unknown length stays unknown, so
+// that it is sent chunked as the caller meant.
 func withBody(r *http.Request, body []byte) *http.Request {
 	c := r.Clone(r.Context())
 	if body == nil {
@@ -259,7 +260,9 @@ func withBody(r *http.Request, body []byte) *http.Request {
 	}
 	c.Body = io.NopCloser(bytes.NewReader(body))
 	c.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	c.ContentLength = int64(len(body))
+	if r.ContentLength > 0 {
+		c.ContentLength = int64(len(body))
+	}
 	return c
 }
 

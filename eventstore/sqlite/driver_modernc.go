@@ -1,4 +1,4 @@
-//go:build modernc
+//go:build !cgo || modernc
 
 package sqlite
 
@@ -6,7 +6,7 @@ import (
 	"database/sql/driver"
 	"net/url"
 
-	"modernc.org/sqlite" // pure-Go SQLite, built with -tags modernc for comparison
+	"modernc.org/sqlite" // pure-Go SQLite: where cgo is off, or with -tags modernc to compare
 )
 
 const driverName = "sqlite"

@@ -1,0 +1,60 @@
+package audit
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+)
+
+// fieldDiff names the fields in which want and got, two values of one struct type, differ,
+// with both values: "Status: paid, found shipped; Total: ...", or "" when none does. A field
+// whose type has an Equal method (time.Time, order.Charges) is compared by it, any other with
+// reflect.DeepEqual, so a nil slice differs from an empty one.
+func fieldDiff(want, got any) string {
+	w, g := reflect.ValueOf(want), reflect.ValueOf(got)
+	if w.Type() != g.Type() || w.Kind() != reflect.Struct {
+		panic(fmt.Sprintf("fieldDiff of %T and %T", want, got))
+	}
+	var diffs []string
+	for i := range w.NumField() {
+		f := w.Type().Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		a, b := w.Field(i).Interface(), g.Field(i).Interface()
+		if !equal(a, b) {
+			diffs = append(diffs, fmt.Sprintf("%s: %s, found %s", f.Name, show(a), show(b)))
+		}
+	}
+	return strings.Join(diffs, "; ")
+}
+
+func equal(a, b any) bool {
+	if m := reflect.ValueOf(a).MethodByName("Equal"); m.IsValid() &&
+		m.Type().NumIn() == 1 && m.Type().In(0) == reflect.TypeOf(b) && m.Type().NumOut() == 1 && m.Type().Out(0).Kind() == reflect.Bool {
+		return m.Call([]reflect.Value{reflect.ValueOf(b)})[0].Bool()
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// show is v as a reader of a finding wants it: by its String method, else as JSON if it has
+// its own encoding (order.Charges), else quoted if it is a string (so that "" shows), nil if it
+// is a nil slice (not [], like an empty one), else as Go prints it.
+func show(v any) string {
+	switch v := v.(type) {
+	case fmt.Stringer:
+		return v.String()
+	case json.Marshaler:
+		if b, err := v.MarshalJSON(); err == nil {
+			return string(b)
+		}
+	}
+	switch rv := reflect.ValueOf(v); {
+	case rv.Kind() == reflect.String:
+		return fmt.Sprintf("%q", v)
+	case rv.Kind() == reflect.Slice && rv.IsNil():
+		return "nil"
+	}
+	return fmt.Sprintf("%+v", v)
+}
