@@ -161,23 +161,27 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if routeErr != nil {
 		mismatch = t.checkUnrouted(resp, data)
 	} else {
-		input := &openapi3filter.ResponseValidationInput{
-			RequestValidationInput: &openapi3filter.RequestValidationInput{
-				Request: in, PathParams: params, Route: route, Options: options,
-			},
-			Status:  resp.StatusCode,
-			Header:  resp.Header,
-			Options: options,
-		}
-		input.SetBodyBytes(data)
-		mismatch = errors.Join(openapi3filter.ValidateResponse(req.Context(), input),
-			checkProblem(route, resp.StatusCode, data))
+		mismatch = checkResponse(in, route, params, resp, data)
 	}
 	if mismatch != nil {
 		t.tb.Errorf("apitest: %s: %d response does not match api.OpenAPI: %v\nbody: %s",
 			name, resp.StatusCode, mismatch, truncate(data))
 	}
 	return resp, nil
+}
+
+// checkResponse checks a response to the routed request in against the document.
+func checkResponse(in *http.Request, route *routers.Route, params map[string]string, resp *http.Response, data []byte) error {
+	input := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{
+			Request: in, PathParams: params, Route: route, Options: options,
+		},
+		Status:  resp.StatusCode,
+		Header:  resp.Header,
+		Options: options,
+	}
+	input.SetBodyBytes(data)
+	return errors.Join(openapi3filter.ValidateResponse(in.Context(), input), checkProblem(route, resp.StatusCode, data))
 }
 
 // checkProblem checks what the Problem schema leaves open, so that clients accept codes added
