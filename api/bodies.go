@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"golang.org/x/sync/semaphore"
 )
 
 // maxBody is the largest request body accepted, in bytes.
@@ -100,11 +101,9 @@ var errBodiesBusy = errors.New("the server is reading as many large request bodi
 // freeBody of each: a body and what its checks make of it (a 1 MB body took some 5 MB to
 // fingerprint) are bounded by it, however many clients send large bodies at once.
 type bodyBudget struct {
-	once  sync.Once
-	size  int64
-	mu    sync.Mutex
-	used  int64
-	freed chan struct{} // closed and dropped when bytes are given back, if anyone waits
+	once sync.Once
+	size int64
+	sem  *semaphore.Weighted
 }
 
 func (s *Server) bodyBudget() *bodyBudget {
@@ -114,43 +113,9 @@ func (s *Server) bodyBudget() *bodyBudget {
 		if b.size <= 0 {
 			b.size = defaultBodyMemory
 		}
+		b.sem = semaphore.NewWeighted(b.size)
 	})
 	return b
-}
-
-// take waits until n bytes fit in the budget and takes them, or returns ctx's error.
-func (b *bodyBudget) take(ctx context.Context, n int64) error {
-	b.mu.Lock()
-	for b.used+n > b.size {
-		if b.freed == nil {
-			b.freed = make(chan struct{})
-		}
-		freed := b.freed
-		b.mu.Unlock()
-		select {
-		case <-freed:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		b.mu.Lock()
-	}
-	b.used += n
-	b.mu.Unlock()
-	return nil
-}
-
-// give gives n bytes back.
-func (b *bodyBudget) give(n int64) {
-	if n == 0 {
-		return
-	}
-	b.mu.Lock()
-	b.used -= n
-	if b.freed != nil {
-		close(b.freed)
-		b.freed = nil
-	}
-	b.mu.Unlock()
 }
 
 // readBody reads the request's body. Its bytes past the first freeBody are taken from the
@@ -162,7 +127,7 @@ func (s *Server) readBody(c echo.Context) (body []byte, release func(), err erro
 	req := c.Request()
 	budget := s.bodyBudget()
 	var held int64
-	release = func() { budget.give(held) }
+	release = func() { budget.sem.Release(held) }
 	want := req.ContentLength // -1 when unknown (chunked)
 	size := int64(freeBody)
 	if want >= 0 && want < size {
@@ -180,7 +145,7 @@ func (s *Server) readBody(c echo.Context) (body []byte, release func(), err erro
 			}
 			if charge := min(int64(next-max(cap(body), freeBody)), budget.size-held); charge > 0 {
 				ctx, cancel := context.WithTimeout(req.Context(), bodyWait)
-				err := budget.take(ctx, charge)
+				err := budget.sem.Acquire(ctx, charge)
 				cancel()
 				if err != nil {
 					release()
