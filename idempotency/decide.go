@@ -54,7 +54,8 @@ func (s keyState) phase(now time.Time) Phase {
 // decide is the key's life as a pure function: the next step of a request with fingerprint
 // at now, given the key's stream folded (s) and this process's own claim of it (h).
 func decide(s keyState, h Holding, fingerprint string, now time.Time) Step {
-	switch s.phase(now) {
+	phase := s.phase(now)
+	switch phase {
 	case Expired:
 		return StepForget
 	case Unclaimed:
@@ -69,7 +70,7 @@ func decide(s keyState, h Holding, fingerprint string, now time.Time) Step {
 	case h.Here && h.Answered:
 		return StepReplay
 	}
-	switch s.phase(now) {
+	switch phase {
 	case Finished:
 		return StepReplay
 	case Abandoned:
