@@ -97,6 +97,10 @@ func (h *Handler) Handle(ctx context.Context, id string, c order.Command, md Met
 		retryUntil: time.Now().Add(cmp.Or(h.RetryFor, 2*time.Second))}
 	for attempt := 1; ; attempt++ {
 		if res, again, err := r.turn(ctx, attempt); !again {
+			if o.key != nil {
+				// Only the final result's order may be remembered once the key is kept.
+				o.key.OnKept(res.settle)
+			}
 			return res, err
 		}
 	}
@@ -374,9 +378,6 @@ func (h *Handler) append(ctx context.Context, id string, o Order, events []order
 	}
 	h.forget(stream, o.State.Version)
 	res.settle = func() { h.remember(stream, next) }
-	if along != nil {
-		along.OnKept(res.settle)
-	}
 	return res, nil
 }
 
