@@ -1,8 +1,11 @@
 package idempotency
 
+import "time"
+
 // EntryBytes is what remembering a completed key costs in memory.
 func EntryBytes(stream, fingerprint string, out Outcome) int64 {
-	return remembered{fingerprint: fingerprint, outcome: out}.size(stream)
+	r, _ := pack(fingerprint, time.Time{}, out)
+	return r.size()
 }
 
 // SetKnownSlots sizes the table of claimed keys of the next Sweep.

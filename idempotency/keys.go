@@ -179,12 +179,14 @@ func (k *Keys) replay(ctx context.Context, stream, fingerprint string) (*Outcome
 	switch {
 	case !ok:
 		return nil, false, nil
-	case done.fingerprint != fingerprint:
+	case done.fingerprint != digestOf(fingerprint):
 		k.observe(ctx, EventMismatched, stream)
 		return nil, true, ErrKeyReused
 	}
-	out := &done.outcome
-	if done.onDisk {
+	var out *Outcome
+	if !done.onDisk {
+		out = done.outcome()
+	} else {
 		var err error
 		if out, err = k.outcomeOnDisk(ctx, stream, done); out == nil || err != nil {
 			return nil, false, nil // Begin reads the key and tells what it holds

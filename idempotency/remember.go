@@ -2,45 +2,113 @@ package idempotency
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
-// remembered is a completed key as stored: what a replay needs without reading the stream.
-// An outcome too large to keep in memory is left in the store (onDisk): its replay reads it
-// there, and the memory spares it only the claim and the command it would run otherwise.
+// remembered is a completed key as stored: what a replay needs without reading the stream,
+// in a compact form (see pack), so that many keys fit the budget and the collector has few
+// objects to scan. An outcome too large to keep in memory is left in the store (onDisk): its
+// replay reads it there, and the memory spares it only the claim and the command it would run
+// otherwise.
 type remembered struct {
-	fingerprint string
-	expiresAt   time.Time
-	outcome     Outcome
+	fingerprint [sha256.Size]byte // of the key's first request (digestOf)
+	expiresAt   int64             // Unix nanoseconds
+	status      int
 	onDisk      bool
+	code        string
+	headers     string // name, NUL, value, NUL, for each header in name order
+	body        string
+}
+
+// memoryKey identifies a key stream in memory: the digest its name holds.
+type memoryKey [sha256.Size]byte
+
+// keyOf returns the memory key of a key stream, named by StreamName.
+func keyOf(stream string) memoryKey {
+	var k memoryKey
+	if name, ok := strings.CutPrefix(stream, StreamPrefix); ok && len(name) == 2*len(k) {
+		if _, err := hex.Decode(k[:], []byte(name)); err == nil {
+			return k
+		}
+	}
+	return sha256.Sum256([]byte(stream)) // a name StreamName did not make: hashed instead
+}
+
+// digestOf returns the 32 bytes a fingerprint (hex SHA-256, see Fingerprint) spells; any other
+// string is hashed.
+func digestOf(fingerprint string) [sha256.Size]byte {
+	var d [sha256.Size]byte
+	if len(fingerprint) == 2*len(d) {
+		if _, err := hex.Decode(d[:], []byte(fingerprint)); err == nil {
+			return d
+		}
+	}
+	return sha256.Sum256([]byte(fingerprint))
+}
+
+// pack returns the compact form of a completed key; ok is false if a header holds a NUL,
+// which no HTTP header can: such an outcome is not remembered.
+func pack(fingerprint string, expiresAt time.Time, out Outcome) (r remembered, ok bool) {
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(out.Headers)) {
+		v := out.Headers[name]
+		if strings.IndexByte(name, 0) >= 0 || strings.IndexByte(v, 0) >= 0 {
+			return remembered{}, false
+		}
+		b.WriteString(name)
+		b.WriteByte(0)
+		b.WriteString(v)
+		b.WriteByte(0)
+	}
+	return remembered{fingerprint: digestOf(fingerprint), expiresAt: expiresAt.UnixNano(), status: out.Status,
+		code: out.Code, headers: b.String(), body: out.Body}, true
+}
+
+// outcome returns the outcome remembered, as it was recorded.
+func (r remembered) outcome() *Outcome {
+	out := &Outcome{Status: r.status, Code: r.code, Body: r.body}
+	if r.headers != "" {
+		out.Headers = make(map[string]string, strings.Count(r.headers, "\x00")/2)
+		for rest := r.headers; rest != ""; {
+			var name, v string
+			name, rest, _ = strings.Cut(rest, "\x00")
+			v, rest, _ = strings.Cut(rest, "\x00")
+			out.Headers[name] = v
+		}
+	}
+	return out
+}
+
+// is reports whether r was remembered for a first request with fingerprint and expiry.
+func (r remembered) is(fingerprint string, expiresAt time.Time) bool {
+	return r.fingerprint == digestOf(fingerprint) && r.expiresAt == expiresAt.UnixNano()
 }
 
 // RememberDefault is how many bytes of completed keys a Keys keeps in memory unless told
 // otherwise: an eighth of them for keys read back from the store (see memory).
 const RememberDefault = 64 << 20
 
-// Whatever a remembered key takes beyond its strings: the LRU's list entry and map slot, the
-// headers map, string headers. Charged generously: measured by BenchmarkRememberedBytes.
-const (
-	entryOverhead  = 512
-	headerOverhead = 64
-)
+// What a remembered key takes beyond its strings: the LRU's list entry with the remembered
+// struct, its map slot, the strings' headers. Charged generously: measured by
+// BenchmarkRememberedBytes.
+const entryOverhead = 384
 
 // largestRemembered is the largest body of an outcome kept in memory, unless the cache's
 // budget is under 64 times that: a few large answers would push out the many small ones, and
 // their replays cost the read of their body anyway.
 const largestRemembered = 64 << 10
 
-// size is what remembering r under stream costs in memory, in bytes.
-func (r remembered) size(stream string) int64 {
-	n := entryOverhead + len(stream) + len(r.fingerprint) + len(r.outcome.Body)
-	for h, v := range r.outcome.Headers {
-		n += headerOverhead + len(h) + len(v)
-	}
-	return int64(n)
+// size is what remembering r costs in memory, in bytes.
+func (r remembered) size() int64 {
+	return int64(entryOverhead + len(r.code) + len(r.headers) + len(r.body))
 }
 
 // completed is the memory of completed keys: their outcomes, bounded in bytes, so that their
@@ -54,7 +122,7 @@ type completed struct {
 // (remembered.size): the LRU bounds only a count.
 type byteLRU struct {
 	mu      sync.Mutex
-	lru     *simplelru.LRU[string, remembered]
+	lru     *simplelru.LRU[memoryKey, remembered]
 	bytes   int64
 	budget  int64
 	largest int64 // outcomes above are kept on disk only
@@ -63,42 +131,42 @@ type byteLRU struct {
 func newByteLRU(budget int64) *byteLRU {
 	c := &byteLRU{budget: budget, largest: min(largestRemembered, budget/64)}
 	// The count never binds before the bytes: no entry costs less than its overhead.
-	c.lru, _ = simplelru.NewLRU(int(max(budget/entryOverhead, 1)), func(stream string, r remembered) {
-		c.bytes -= r.size(stream)
+	c.lru, _ = simplelru.NewLRU(int(max(budget/entryOverhead, 1)), func(_ memoryKey, r remembered) {
+		c.bytes -= r.size()
 	})
 	return c
 }
 
-// add remembers r under stream, its outcome left on disk if it is too large, and forgets the
+// add remembers r under key, its outcome left on disk if it is too large, and forgets the
 // least recently used keys until the cache is within its budget again.
-func (c *byteLRU) add(stream string, r remembered) {
-	if int64(len(r.outcome.Body)) > c.largest {
-		r.outcome, r.onDisk = Outcome{}, true
+func (c *byteLRU) add(key memoryKey, r remembered) {
+	if int64(len(r.body)) > c.largest {
+		r.code, r.headers, r.body, r.onDisk = "", "", "", true
 	}
-	n := r.size(stream)
+	n := r.size()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.lru.Remove(stream) // Add would replace it without the eviction callback
+	c.lru.Remove(key) // Add would replace it without the eviction callback
 	if n > c.budget {
 		return // not even the key without its outcome fits
 	}
-	c.lru.Add(stream, r)
+	c.lru.Add(key, r)
 	c.bytes += n
 	for c.bytes > c.budget {
 		c.lru.RemoveOldest()
 	}
 }
 
-func (c *byteLRU) get(stream string) (remembered, bool) {
+func (c *byteLRU) get(key memoryKey) (remembered, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.lru.Get(stream)
+	return c.lru.Get(key)
 }
 
-func (c *byteLRU) remove(stream string) {
+func (c *byteLRU) remove(key memoryKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.lru.Remove(stream)
+	c.lru.Remove(key)
 }
 
 func (c *byteLRU) size() int64 {
@@ -150,7 +218,9 @@ func (k *Keys) remember(stream string, first Claimed, done *Completed, read bool
 	if read {
 		m = fromStore
 	}
-	m.add(stream, remembered{fingerprint: first.Fingerprint, expiresAt: first.ExpiresAt, outcome: done.Outcome})
+	if r, ok := pack(first.Fingerprint, first.ExpiresAt, done.Outcome); ok {
+		m.add(keyOf(stream), r)
+	}
 }
 
 // recall returns the completed key stream as remembered, unless it is unknown here or has
@@ -160,14 +230,15 @@ func (k *Keys) recall(stream string, now time.Time) (remembered, bool) {
 	if here == nil {
 		return remembered{}, false
 	}
+	key := keyOf(stream)
 	m := here
-	r, ok := here.get(stream)
+	r, ok := here.get(key)
 	if !ok {
 		m = fromStore
-		r, ok = fromStore.get(stream)
+		r, ok = fromStore.get(key)
 	}
-	if ok && !r.expiresAt.After(now) {
-		m.remove(stream)
+	if ok && r.expiresAt <= now.UnixNano() {
+		m.remove(key)
 		return remembered{}, false
 	}
 	return r, ok
@@ -181,10 +252,10 @@ func (k *Keys) outcomeOnDisk(ctx context.Context, stream string, r remembered) (
 	if err != nil {
 		return nil, err
 	}
-	if st.done == nil || st.first.Fingerprint != r.fingerprint || !st.first.ExpiresAt.Equal(r.expiresAt) {
+	if st.done == nil || !r.is(st.first.Fingerprint, st.first.ExpiresAt) {
 		here, fromStore := k.memory()
-		here.remove(stream)
-		fromStore.remove(stream)
+		here.remove(keyOf(stream))
+		fromStore.remove(keyOf(stream))
 		return nil, nil
 	}
 	return &st.done.Outcome, nil
