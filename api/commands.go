@@ -158,9 +158,11 @@ func (s *Server) intake(c echo.Context, rt route) (in commandRequest, replay *id
 	// value otherwise (%2B or +) is the same request. It is unambiguous: the order id is a
 	// ULID, and a route's one other value sits between segments that name the route.
 	known := false
+	var digest idempotency.Digest // the request's bytes hashed once, for Known and Of
 	if keyed {
 		in.md.IdempotencyKey = key[0]
-		if in.md.Fingerprint, known = s.Fingerprints.Known(req.Method, req.URL.Path, body); known {
+		digest = s.Fingerprints.Digest(req.Method, req.URL.Path, body)
+		if in.md.Fingerprint, known = s.Fingerprints.Known(digest); known {
 			if replay, ok, err := s.recall(c, rt, in.md); ok {
 				return in, replay, err
 			}
@@ -174,7 +176,7 @@ func (s *Server) intake(c echo.Context, rt route) (in commandRequest, replay *id
 	if in.build, err = rt.parse(c, body); err != nil || !keyed || known {
 		return in, nil, err
 	}
-	if in.md.Fingerprint, err = s.Fingerprints.Of(req.Method, req.URL.Path, body); err != nil {
+	if in.md.Fingerprint, err = s.Fingerprints.Of(digest, req.Method, req.URL.Path, body); err != nil {
 		return in, nil, err
 	}
 	replay, _, err = s.recall(c, rt, in.md)

@@ -18,6 +18,6 @@ func BenchmarkFingerprint(b *testing.B) {
 func BenchmarkFingerprintsOf(b *testing.B) {
 	f := idempotency.NewFingerprints(1000)
 	for b.Loop() {
-		f.Of("POST", "/v1/orders", benchBody)
+		f.Of(f.Digest("POST", "/v1/orders", benchBody), "POST", "/v1/orders", benchBody)
 	}
 }

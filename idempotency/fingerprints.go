@@ -12,7 +12,7 @@ import (
 // instead of decoding and encoding its body again: the canonical form was a tenth of the
 // processor a replay took (docs/benchmarks.md). A nil *Fingerprints remembers nothing.
 type Fingerprints struct {
-	memo *lru.Cache[[sha256.Size]byte, string]
+	memo *lru.Cache[Digest, string]
 }
 
 // NewFingerprints remembers the fingerprints of the last n distinct requests; n <= 0 means none.
@@ -20,38 +20,50 @@ func NewFingerprints(n int) *Fingerprints {
 	if n <= 0 {
 		return nil
 	}
-	memo, _ := lru.New[[sha256.Size]byte, string](n) // n > 0 cannot fail
+	memo, _ := lru.New[Digest, string](n) // n > 0 cannot fail
 	return &Fingerprints{memo: memo}
 }
 
-// Of returns Fingerprint(method, path, body).
-func (f *Fingerprints) Of(method, path string, body []byte) (string, error) {
+// Digest identifies the bytes of a request (method, path and body): Fingerprints.Digest hashes
+// them once for both Known and Of.
+type Digest [sha256.Size]byte
+
+// Digest returns the digest of a request's bytes, or the zero Digest if f remembers nothing.
+func (f *Fingerprints) Digest(method, path string, body []byte) Digest {
+	if f == nil {
+		return Digest{}
+	}
+	return digest(method, path, body)
+}
+
+// Of returns Fingerprint(method, path, body), whose bytes have digest d (f.Digest).
+func (f *Fingerprints) Of(d Digest, method, path string, body []byte) (string, error) {
 	if f == nil {
 		return Fingerprint(method, path, body)
 	}
-	raw := digest(method, path, body)
-	if fp, ok := f.memo.Get(raw); ok {
+	if fp, ok := f.memo.Get(d); ok {
 		return fp, nil
 	}
 	fp, err := Fingerprint(method, path, body)
 	if err == nil {
-		f.memo.Add(raw, fp)
+		f.memo.Add(d, fp)
 	}
 	return fp, err
 }
 
-// Known returns the fingerprint of a request whose very bytes Of fingerprinted recently, at
-// the cost of a hash; ok is false for any other. A caller that gives Of only requests it has
-// checked knows that the bytes of a known request passed its checks.
-func (f *Fingerprints) Known(method, path string, body []byte) (fp string, ok bool) {
+// Known returns the fingerprint of a request whose very bytes (digest d, see f.Digest) Of
+// fingerprinted recently, at the cost of a lookup; ok is false for any other. A caller that
+// gives Of only requests it has checked knows that the bytes of a known request passed its
+// checks.
+func (f *Fingerprints) Known(d Digest) (fp string, ok bool) {
 	if f == nil {
 		return "", false
 	}
-	return f.memo.Get(digest(method, path, body))
+	return f.memo.Get(d)
 }
 
 // digest identifies the bytes of a request.
-func digest(method, path string, body []byte) [sha256.Size]byte {
+func digest(method, path string, body []byte) Digest {
 	// Lengths first, so that no two requests write the same bytes (a path may hold a newline).
 	h := sha256.New()
 	var n [16]byte
@@ -61,7 +73,7 @@ func digest(method, path string, body []byte) [sha256.Size]byte {
 	h.Write([]byte(method))
 	h.Write([]byte(path))
 	h.Write(body)
-	var raw [sha256.Size]byte
+	var raw Digest
 	h.Sum(raw[:0])
 	return raw
 }

@@ -29,12 +29,12 @@ func TestFingerprintsRemembersTheSameAnswers(t *testing.T) {
 				t.Fatal(err)
 			}
 			for range 2 {
-				if got, err := f.Of(r.method, r.path, []byte(r.body)); err != nil || got != want {
+				if got, err := f.Of(f.Digest(r.method, r.path, []byte(r.body)), r.method, r.path, []byte(r.body)); err != nil || got != want {
 					t.Errorf("request %d %+v: Of = %q, %v; want %q", i, r, got, err, want)
 				}
 			}
 		}
-		if _, err := f.Of("POST", "/v1/orders", []byte(`{"a":`)); err == nil {
+		if _, err := f.Of(f.Digest("POST", "/v1/orders", []byte(`{"a":`)), "POST", "/v1/orders", []byte(`{"a":`)); err == nil {
 			t.Error("a malformed body got a fingerprint")
 		}
 	}
@@ -44,28 +44,28 @@ func TestFingerprintsRemembersTheSameAnswers(t *testing.T) {
 // of its body, not a body Of refused.
 func TestFingerprintsKnowsOnlyWhatOfSaw(t *testing.T) {
 	var none *idempotency.Fingerprints
-	if _, ok := none.Known("POST", "/v1/orders", []byte(`{}`)); ok {
+	if _, ok := none.Known(none.Digest("POST", "/v1/orders", []byte(`{}`))); ok {
 		t.Error("a nil Fingerprints knows a request")
 	}
 	f := idempotency.NewFingerprints(4)
 	body := []byte(`{"b":1,"a":2}`)
-	if _, ok := f.Known("POST", "/v1/orders", body); ok {
+	if _, ok := f.Known(f.Digest("POST", "/v1/orders", body)); ok {
 		t.Error("a request is known before Of saw it")
 	}
-	want, err := f.Of("POST", "/v1/orders", body)
+	want, err := f.Of(f.Digest("POST", "/v1/orders", body), "POST", "/v1/orders", body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, ok := f.Known("POST", "/v1/orders", body); !ok || got != want {
+	if got, ok := f.Known(f.Digest("POST", "/v1/orders", body)); !ok || got != want {
 		t.Errorf("Known = %q, %v; want %q, true", got, ok, want)
 	}
 	for _, r := range [][2]string{{"/v1/orders", `{"a":2,"b":1}`}, {"/v1/orders/", `{"b":1,"a":2}`}} {
-		if _, ok := f.Known("POST", r[0], []byte(r[1])); ok {
+		if _, ok := f.Known(f.Digest("POST", r[0], []byte(r[1]))); ok {
 			t.Errorf("%s %s is known; Of never saw its bytes", r[0], r[1])
 		}
 	}
-	_, _ = f.Of("POST", "/v1/orders", []byte(`{"a":`))
-	if _, ok := f.Known("POST", "/v1/orders", []byte(`{"a":`)); ok {
+	_, _ = f.Of(f.Digest("POST", "/v1/orders", []byte(`{"a":`)), "POST", "/v1/orders", []byte(`{"a":`))
+	if _, ok := f.Known(f.Digest("POST", "/v1/orders", []byte(`{"a":`))); ok {
 		t.Error("a body Of refused is known")
 	}
 }
