@@ -2,18 +2,22 @@ package api
 
 import (
 	"context"
+	"fmt"
+	"iter"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/eventstore/sqlite"
 	"github.com/acme/orders/idempotency"
+	"golang.org/x/sync/errgroup"
 )
 
 // BenchmarkReplay serves a retry of a completed command: the cheapest keyed request, and the
@@ -98,4 +102,62 @@ func BenchmarkCreate(b *testing.B) {
 		}
 	}
 	srv.Drain(context.Background())
+}
+
+// BenchmarkReplayOldestFirst replays keyed creates oldest first, as the load harness's replay
+// phase does, with a key memory too small for all of them: the keys it holds are replayed from
+// memory, the others read their key's stream. Run it with -benchtime of replayKeys (one pass):
+//
+//	go test -run '^$' -bench ReplayOldestFirst -benchtime 6000x -count 6 ./api/
+func BenchmarkReplayOldestFirst(b *testing.B) {
+	const replayKeys = 6000
+	var reads atomic.Int64
+	srv, _ := newServer(b, func(s eventstore.Store) eventstore.Store { return readCounter{s.(*sqlite.Store), &reads} })
+	srv.Keys.RememberBytes = 4 << 20
+	h := srv.Handler()
+	send := func(i int) *httptest.ResponseRecorder {
+		body := fmt.Sprintf(`{"customerId":"c-%06d","currency":"EUR","clientReference":"ref-%d","lines":[{"sku":"sku-1","quantity":2,"unitPrice":1000},{"sku":"sku-2","quantity":1,"unitPrice":500}]}`, i%1000, i)
+		req := httptest.NewRequest(http.MethodPost, "/v1/orders", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "bench-replay-"+strconv.Itoa(i))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	var g errgroup.Group
+	g.SetLimit(64)
+	for i := range replayKeys {
+		g.Go(func() error {
+			if r := send(i); r.Code != http.StatusCreated {
+				return fmt.Errorf("create %d: %d %s", i, r.Code, r.Body)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	srv.Drain(context.Background())
+	b.ReportAllocs()
+	reads.Store(0)
+	i := 0
+	for b.Loop() {
+		if r := send(i % replayKeys); r.Code != http.StatusCreated || r.Header().Get("Idempotent-Replayed") != "true" {
+			b.Fatalf("replay %d: %d %v", i, r.Code, r.Header())
+		}
+		i++
+	}
+	b.ReportMetric(float64(srv.Keys.RememberedBytes())/float64(1<<20), "MiB-remembered")
+	b.ReportMetric(float64(reads.Load())/float64(b.N), "reads/op")
+}
+
+// readCounter counts the stream reads of the embedded store.
+type readCounter struct {
+	*sqlite.Store
+	n *atomic.Int64
+}
+
+func (r readCounter) ReadStream(ctx context.Context, stream string, opts eventstore.ReadStreamOptions) iter.Seq2[eventstore.RecordedEvent, error] {
+	r.n.Add(1)
+	return r.Store.ReadStream(ctx, stream, opts)
 }
