@@ -3,8 +3,8 @@ package api
 import (
 	"context"
 	"fmt"
-	"iter"
 	"io"
+	"iter"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
