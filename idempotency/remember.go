@@ -108,7 +108,16 @@ const largestRemembered = 64 << 10
 
 // size is what remembering r costs in memory, in bytes.
 func (r remembered) size() int64 {
-	return int64(entryOverhead + len(r.code) + len(r.headers) + len(r.body))
+	return int64(entryOverhead + len(r.code) + allocated(len(r.headers)) + allocated(len(r.body)))
+}
+
+// allocated bounds the heap that a string of n bytes takes: the allocator rounds it up to its
+// size class, by at most an eighth up to 32 KiB, and to whole 8 KiB pages beyond.
+func allocated(n int) int {
+	if n <= 32<<10 {
+		return n + n/8
+	}
+	return n + 8<<10
 }
 
 // completed is the memory of completed keys: their outcomes, bounded in bytes, so that their
