@@ -78,7 +78,7 @@ func (s *Server) keyRequest(c echo.Context, rt route, in commandRequest, id stri
 	req := c.Request()
 	return idempotency.Request{
 		Principal: in.md.Principal, Key: in.md.IdempotencyKey,
-		Method: req.Method, Path: req.URL.Path, Fingerprint: in.md.Fingerprint,
+		Method: req.Method, Path: req.URL.Path, Fingerprint: in.md.Fingerprint, Digest: in.digest,
 		OrderID:    id,
 		NewOrderID: func() string { return s.IDs.New(time.Now()).String() },
 		Claimant:   s.Node + "/" + requestID(c),
@@ -124,7 +124,8 @@ type commandRequest struct {
 	md      command.Metadata
 	keyed   bool
 	ifMatch precondition
-	orderID string // the path's; "" for a create or a route that looks its order up
+	orderID string             // the path's; "" for a create or a route that looks its order up
+	digest  idempotency.Digest // of the request's bytes (idempotency.Fingerprints.Digest)
 	build   func(orderID string) order.Command
 }
 
@@ -158,14 +159,16 @@ func (s *Server) intake(c echo.Context, rt route) (in commandRequest, replay *id
 	// value otherwise (%2B or +) is the same request. It is unambiguous: the order id is a
 	// ULID, and a route's one other value sits between segments that name the route.
 	known := false
-	var digest idempotency.Digest // the request's bytes hashed once, for Known and Of
 	if keyed {
 		in.md.IdempotencyKey = key[0]
-		digest = s.Fingerprints.Digest(req.Method, req.URL.Path, body)
-		if in.md.Fingerprint, known = s.Fingerprints.Known(digest); known {
+		in.digest = s.Fingerprints.Digest(req.Method, req.URL.Path, body) // hashed once, for Known and Of
+		if in.md.Fingerprint, known = s.Fingerprints.Known(in.digest); known {
 			if replay, ok, err := s.recall(c, rt, in.md); ok {
 				return in, replay, err
 			}
+		} else if replay, ok := s.Keys.RecallBytes(req.Context(), in.md.Principal, key[0], in.digest); ok {
+			c.Set(commandKey, rt.name)
+			return in, replay, nil // the very bytes of a request that ran with the key
 		}
 	}
 	if !rt.create && rt.lookup == nil {
@@ -176,7 +179,7 @@ func (s *Server) intake(c echo.Context, rt route) (in commandRequest, replay *id
 	if in.build, err = rt.parse(c, body); err != nil || !keyed || known {
 		return in, nil, err
 	}
-	if in.md.Fingerprint, err = s.Fingerprints.Of(digest, req.Method, req.URL.Path, body); err != nil {
+	if in.md.Fingerprint, err = s.Fingerprints.Of(in.digest, req.Method, req.URL.Path, body); err != nil {
 		return in, nil, err
 	}
 	replay, _, err = s.recall(c, rt, in.md)

@@ -69,3 +69,39 @@ func TestAnswerNotRecordedIsNotGiven(t *testing.T) {
 		t.Fatalf("key stream %v, want %v", types, want)
 	}
 }
+
+// A retry whose fingerprint the memo has forgotten is still a replay of the key completed
+// here: from memory by its very bytes, or by its fingerprint when its bytes differ (spacing);
+// another body is refused.
+func TestReplaysOutliveTheFingerprintMemo(t *testing.T) {
+	srv, _ := newServer(t, nil)
+	srv.Fingerprints = idempotency.NewFingerprints(1)
+	h := srv.Handler()
+	create := func(key, body string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/v1/orders", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	body := `{"customerId":"c-1","currency":"EUR","lines":[{"sku":"a","quantity":2,"unitPrice":250}]}`
+	first := create("k1", body)
+	if first.Code != http.StatusCreated {
+		t.Fatalf("create: %d %s", first.Code, first.Body)
+	}
+	if r := create("k2", `{"customerId":"c-2","currency":"EUR"}`); r.Code != http.StatusCreated {
+		t.Fatalf("second create: %d %s", r.Code, r.Body)
+	}
+	srv.Drain(context.Background())
+	for name, b := range map[string]string{"same bytes": body, "spaced": strings.ReplaceAll(body, ",", ", ")} {
+		r := create("k1", b)
+		if r.Code != first.Code || r.Body.String() != first.Body.String() || r.Header().Get("Idempotent-Replayed") != "true" ||
+			r.Header().Get("Location") != first.Header().Get("Location") || r.Header().Get("ETag") != first.Header().Get("ETag") {
+			t.Errorf("%s: %d %v %s; want the replay of %d %v %s", name, r.Code, r.Header(), r.Body, first.Code, first.Header(), first.Body)
+		}
+	}
+	if r := create("k1", strings.Replace(body, "c-1", "c-3", 1)); r.Code != http.StatusUnprocessableEntity || !strings.Contains(r.Body.String(), "idempotency-key-reused") {
+		t.Errorf("another body with the key: %d %s; want it refused", r.Code, r.Body)
+	}
+}

@@ -74,6 +74,10 @@ type Request struct {
 	NewOrderID        func() string // draws the id of the order a create will make
 	Claimant          string        // who claims, for the record (node and request id)
 	FindInOrderStream func(ctx context.Context, orderID string) (*Outcome, error)
+	// Digest identifies the request's bytes (Fingerprints.Digest), if known: once the key is
+	// completed here, a retry with these very bytes is replayed from memory without its
+	// fingerprint (Keys.RecallBytes).
+	Digest Digest
 	// Defer lets Begin leave the claim of a key that looks new unwritten, on a store that
 	// appends to several streams at once: the caller then makes the claim's append along
 	// with the command's events (Claim.Pending, Claim.Made), so that a new key costs the
@@ -99,6 +103,7 @@ type Claim struct {
 
 	onKept  func()                   // see OnKept
 	first   Claimed                  // this claim, standing for the key's first: fingerprint and expiry
+	digest  Digest                   // of the request's bytes, whose fingerprint is the first's (Request.Digest)
 	pending *eventstore.StreamAppend // the claim's append, while it is not made (Request.Defer)
 	keys    *Keys
 }
@@ -172,6 +177,19 @@ const (
 // then gives the answer. It spares a replay the setup a Begin needs.
 func (k *Keys) Recall(ctx context.Context, principal, key, fingerprint string) (out *Outcome, ok bool, err error) {
 	return k.replay(ctx, StreamName(principal, key), fingerprint)
+}
+
+// RecallBytes answers a request whose key this process completed, from memory, if the request's
+// bytes are those of a request that ran with the key (Request.Digest): then its fingerprint is
+// the key's, and needs no computing. ok is false otherwise; Recall or Begin then give the answer.
+func (k *Keys) RecallBytes(ctx context.Context, principal, key string, d Digest) (out *Outcome, ok bool) {
+	stream := StreamName(principal, key)
+	done, ok := k.recall(stream, k.now())
+	if !ok || done.onDisk || d == (Digest{}) || done.digest != d {
+		return nil, false
+	}
+	k.observe(ctx, EventReplayed, stream)
+	return done.outcome(), true
 }
 
 func (k *Keys) replay(ctx context.Context, stream, fingerprint string) (*Outcome, bool, error) {
@@ -318,7 +336,7 @@ func (a *attempt) take(ctx context.Context, step Step, v view, now time.Time) (d
 		if v.here && v.held.answer != nil {
 			return &begun{replay: v.held.answer}, false // its outcome on its way to the store
 		}
-		k.remember(a.stream, v.st.first, v.st.done, true)
+		k.remember(a.stream, v.st.first, v.st.done, Digest{}, true)
 		return &begun{replay: &v.st.done.Outcome}, false
 	case StepTakeOver:
 		c, err := k.claim(ctx, a.stream, eventstore.Exact(v.st.revision), a.r, v.st.first.OrderID, now, v.st.first.ExpiresAt)
@@ -427,7 +445,7 @@ func (a *attempt) recover(ctx context.Context, st keyState) (done *begun, again 
 		return nil, true
 	}
 	if err == nil {
-		k.remember(a.stream, st.first, &Completed{Outcome: *out}, false)
+		k.remember(a.stream, st.first, &Completed{Outcome: *out}, Digest{}, false)
 		k.observe(ctx, EventRecovered, a.stream)
 	}
 	return &begun{replay: out, err: err}, false
@@ -448,7 +466,7 @@ func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.Exp
 		return nil, err
 	}
 	// A takeover's claim has the original's fingerprint and expiry: it stands for it.
-	c := &Claim{Stream: stream, Revision: res.Revision, OrderID: orderID, first: claimed, keys: k}
+	c := &Claim{Stream: stream, Revision: res.Revision, OrderID: orderID, first: claimed, digest: r.Digest, keys: k}
 	k.holds.hold(stream, held{claimed: claimed, revision: res.Revision, claim: c})
 	return c, nil
 }
@@ -463,7 +481,7 @@ func (k *Keys) deferClaim(stream string, r Request, orderID string, now time.Tim
 		return nil, err
 	}
 	k.noteClaimed(stream, claimed.ExpiresAt)
-	c := &Claim{Stream: stream, OrderID: orderID, first: claimed, keys: k,
+	c := &Claim{Stream: stream, OrderID: orderID, first: claimed, digest: r.Digest, keys: k,
 		pending: &eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream, Events: []eventstore.EventData{e}}}
 	k.holds.hold(stream, held{claimed: claimed, claim: c, pending: true})
 	return c, nil
@@ -495,7 +513,7 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 		if !c.Takeover {
 			c.kept()
 		}
-		k.remember(c.Stream, c.first, &Completed{Outcome: out}, false)
+		k.remember(c.Stream, c.first, &Completed{Outcome: out}, c.digest, false)
 		k.observe(ctx, EventCompleted, c.Stream)
 		return nil
 	}
@@ -507,7 +525,7 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 	case err != nil:
 		return err
 	case st.done != nil:
-		k.remember(c.Stream, st.first, st.done, false)
+		k.remember(c.Stream, st.first, st.done, Digest{}, false)
 		c.Prior = &st.done.Outcome
 		return nil
 	case !st.exists:
@@ -529,7 +547,7 @@ func (k *Keys) completePending(ctx context.Context, c *Claim, out Outcome) error
 	}
 	c.pending, c.Revision = nil, res.Revision-1 // the claim is the first of the two
 	c.kept()
-	k.remember(c.Stream, c.first, &Completed{Outcome: out}, false)
+	k.remember(c.Stream, c.first, &Completed{Outcome: out}, c.digest, false)
 	k.observe(ctx, EventClaimed, c.Stream)
 	k.observe(ctx, EventCompleted, c.Stream)
 	return nil
