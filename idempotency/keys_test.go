@@ -295,8 +295,9 @@ func TestEffectInTheOrderStreamCompletesTheRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The holder's process died after its order append: the effect is there. Another process
-	// recovers it.
-	keys := &idempotency.Keys{Store: s, TTL: died.TTL, Lease: died.Lease, Wait: died.Wait, Now: clk.Now}
+	// recovers it, after its first poll; its wait is long enough that a loaded machine does not
+	// end it before that.
+	keys := &idempotency.Keys{Store: s, TTL: died.TTL, Lease: died.Lease, Wait: 10 * time.Second, Now: clk.Now}
 	r := request("fp")
 	looked := ""
 	r.FindInOrderStream = func(_ context.Context, orderID string) (*idempotency.Outcome, error) {
