@@ -46,8 +46,11 @@
 // appends it with the command's events, or with the outcome if the command appends nothing; if
 // the store refuses it because the key exists after all, nothing was written and Do starts
 // again without deferring. Completed keys are kept in memory, bounded in bytes
-// (Keys.RememberBytes): a completed key never changes until it expires, so its replays read
-// nothing.
+// (Keys.RememberBytes), in a compact form (digests for the stream and fingerprint, the headers
+// and body as two strings): a completed key never changes until it expires, so its replays read
+// nothing. A key completed here also keeps the digest of its request's bytes: a retry with the
+// very same bytes has the same fingerprint, and is replayed without computing it
+// (Keys.RecallBytes).
 // A duplicate of a request this process runs waits for it without reading, woken when its
 // outcome is recorded. The sweeper's fixed-size table of claimed keys has Begin read a key
 // first that was claimed before, rather than claim it.
