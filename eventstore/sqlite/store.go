@@ -46,6 +46,8 @@ type Config struct {
 	// writes, with the frames in the WAL and how many of them are not yet copied into the
 	// database file. It must not block.
 	OnWAL func(frames, notCopied int)
+
+	hooks *testHooks
 }
 
 // Store is the embedded event store. It is safe for concurrent use.

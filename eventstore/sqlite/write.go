@@ -7,7 +7,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"time"
 
@@ -25,6 +24,17 @@ type request struct {
 	results []eventstore.AppendResult // one per append
 	err     error
 	done    chan struct{}
+	// answered says that done is closed: results and err no longer change. Only the writer
+	// reads or sets it.
+	answered bool
+}
+
+// answer hands r's outcome to its caller, once.
+func (r *request) answer() {
+	if !r.answered {
+		r.answered = true
+		close(r.done)
+	}
 }
 
 // Append implements eventstore.Store.
@@ -108,7 +118,8 @@ func (s *Store) writer(conn *sql.Conn, ready chan<- error) {
 }
 
 // serve takes every request waiting at the time, commits them in one transaction (one
-// fsync), and answers each, until the store closes.
+// fsync), and answers each, until the store closes. It never waits for more requests than
+// those already waiting: the appenders that arrive while a batch syncs make the next batch.
 func (s *Store) serve(conn *writeConn) {
 	batch := make([]*request, 0, s.cfg.MaxBatch)
 	var restart walRestart
@@ -128,33 +139,40 @@ func (s *Store) serve(conn *writeConn) {
 		case <-s.closing:
 			return
 		}
-		// Yield a few times before committing: on a small machine the appenders just
-		// answered need the processor to send their next append, and waiting for them makes
-		// the batch, and so the share of each fsync, larger.
-		idle := 0
-	gather:
-		for len(batch) < s.cfg.MaxBatch {
-			select {
-			case r := <-s.requests:
-				batch = append(batch, r)
-			default:
-				if idle++; idle > 8 {
-					break gather
-				}
-				runtime.Gosched()
-			}
-		}
+		batch = s.gather(batch)
 		if head := s.commit(conn, batch); head > 0 {
 			s.notify(head)
 		}
 		for _, r := range batch {
-			close(r.done)
+			r.answer()
 		}
 		if s.cfg.OnBatch != nil {
 			s.cfg.OnBatch(len(batch))
 		}
 		restart.committed(conn)
 	}
+}
+
+// gather adds to batch the requests waiting now, up to Config.MaxBatch.
+func (s *Store) gather(batch []*request) []*request {
+	for len(batch) < s.cfg.MaxBatch {
+		select {
+		case r := <-s.requests:
+			batch = append(batch, r)
+			continue
+		default:
+		}
+		if !s.cfg.hooks.gatherMore(len(batch)) {
+			return batch
+		}
+		select {
+		case r := <-s.requests:
+			batch = append(batch, r)
+		case <-s.closing:
+			return batch
+		}
+	}
+	return batch
 }
 
 // restartTries bounds how many commits in a row the writer copies the WAL again after it
@@ -239,6 +257,7 @@ func (s *Store) commit(conn *writeConn, batch []*request) uint64 {
 	for _, r := range batch {
 		if err := r.ctx.Err(); err != nil {
 			r.err = err // the caller gave up before anything was written
+			r.answer()
 			continue
 		}
 		pending = append(pending, r)
@@ -247,8 +266,10 @@ func (s *Store) commit(conn *writeConn, batch []*request) uint64 {
 		aborted, head, err := s.tryCommit(conn, pending)
 		if err != nil {
 			err = fmt.Errorf("%w: %v", eventstore.ErrUnavailable, err)
+			// Nothing was written: a refusal that waited for the commit named a revision
+			// that is gone with it.
 			for _, r := range pending {
-				if r.err == nil {
+				if !r.answered {
 					r.err = err
 				}
 			}
@@ -296,6 +317,11 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 			}
 		}
 	}
+	w.answerRefusals(pending)
+	if err := s.cfg.hooks.commit(pending); err != nil {
+		w.rollback()
+		return -1, 0, fmt.Errorf("commit: %w", err)
+	}
 	if err := tx.Commit(); err != nil {
 		w.rollback()
 		return -1, 0, fmt.Errorf("commit: %w", err)
@@ -307,6 +333,22 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 	clear(w.written) // the tail copied the events: let their bytes go with the tail's
 	s.kept = w.written
 	return -1, head, nil
+}
+
+// answerRefusals answers, before the commit, each refusal of a stream that the transaction
+// leaves as it was: the refusal rests on committed events alone, and holds whatever becomes
+// of the transaction. A refusal of a stream the transaction wrote waits for the commit: its
+// Actual names a revision that is durable only then, and a read before then still finds the
+// revision the loser expected, with which it would only lose again.
+func (w *writeTx) answerRefusals(pending []*request) {
+	for _, r := range pending {
+		var wrong *eventstore.WrongExpectedRevisionError
+		if errors.As(r.err, &wrong) {
+			if _, changed := w.undo[wrong.Stream]; !changed {
+				r.answer()
+			}
+		}
+	}
 }
 
 // storageError marks err as ErrUnavailable unless it is one of the contract's own errors.
@@ -580,4 +622,24 @@ func (w *writeTx) keep(e eventstore.EventData, stream string, at eventstore.Appe
 		ID: e.ID, Stream: stream, Revision: at.Revision, Position: at.Position,
 		Type: e.Type, Data: data, Metadata: metadata, Recorded: time.Unix(0, w.now).UTC(),
 	})
+}
+
+// testHooks let this package's tests hold the writer where a test needs it. Config.hooks is
+// nil outside them.
+type testHooks struct {
+	// gather, if set, says whether the writer waits for one more request before it writes a
+	// batch of n.
+	gather func(n int) bool
+	// beforeCommit, if set, runs just before COMMIT with the batch's requests; an error fails
+	// the commit as a failed sync would.
+	beforeCommit func(pending []*request) error
+}
+
+func (h *testHooks) gatherMore(n int) bool { return h != nil && h.gather != nil && h.gather(n) }
+
+func (h *testHooks) commit(pending []*request) error {
+	if h == nil || h.beforeCommit == nil {
+		return nil
+	}
+	return h.beforeCommit(pending)
 }
