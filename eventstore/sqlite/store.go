@@ -62,6 +62,8 @@ type Store struct {
 	rdb, logs *sql.DB
 	// streams is the writer's cache of stream rows (see writeTx).
 	streams map[string]streamRow
+	// undo is the writer's map of the stream rows a transaction changed (see writeTx).
+	undo map[string]cachedRow
 	// kept is the writer's array for the events of a transaction, for the tail (see writeTx).
 	kept []eventstore.RecordedEvent
 
@@ -150,6 +152,7 @@ func Open(dir string, cfg Config) (*Store, error) {
 		written:      make(chan struct{}),
 		changed:      make(chan struct{}),
 		streams:      map[string]streamRow{},
+		undo:         map[string]cachedRow{},
 	}
 	var head sql.NullInt64
 	err = wdb.QueryRow(`SELECT seq FROM sqlite_sequence WHERE name = 'events'`).Scan(&head)

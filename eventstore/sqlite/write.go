@@ -294,7 +294,8 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 	if len(s.streams) > maxCachedStreams {
 		clear(s.streams)
 	}
-	w := writeTx{tx: tx, conn: conn, now: time.Now().UnixNano(), streams: s.streams, undo: map[string]*streamRow{},
+	clear(s.undo)
+	w := writeTx{tx: tx, conn: conn, now: time.Now().UnixNano(), streams: s.streams, undo: s.undo,
 		written: s.kept[:0]}
 	for i, r := range pending {
 		if r.appends == nil {
@@ -342,8 +343,7 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 // revision the loser expected, with which it would only lose again.
 func (w *writeTx) answerRefusals(pending []*request) {
 	for _, r := range pending {
-		var wrong *eventstore.WrongExpectedRevisionError
-		if errors.As(r.err, &wrong) {
+		if wrong, ok := r.err.(*eventstore.WrongExpectedRevisionError); ok {
 			if _, changed := w.undo[wrong.Stream]; !changed {
 				r.answer()
 			}
@@ -369,11 +369,17 @@ type writeTx struct {
 	// the truth for every stream it holds. undo keeps the entries this transaction changed,
 	// as they were, to restore them if it rolls back.
 	streams map[string]streamRow
-	undo    map[string]*streamRow
+	undo    map[string]cachedRow
 
 	// written and deleted are what the transaction did, for the tail once it commits.
 	written []eventstore.RecordedEvent
 	deleted map[string]bool
+}
+
+// cachedRow is a stream's entry in the writer's cache, or its absence.
+type cachedRow struct {
+	row    streamRow
+	cached bool
 }
 
 // streamRow is a stream's row; id 0 means the stream was never written.
@@ -417,11 +423,8 @@ func (w *writeTx) stream(name string) (streamRow, error) {
 // setStream records the stream's new state, keeping the old one for rollback.
 func (w *writeTx) setStream(name string, sr streamRow) {
 	if _, ok := w.undo[name]; !ok {
-		if old, ok := w.streams[name]; ok {
-			w.undo[name] = &old
-		} else {
-			w.undo[name] = nil
-		}
+		old, cached := w.streams[name]
+		w.undo[name] = cachedRow{old, cached}
 	}
 	w.streams[name] = sr
 }
@@ -430,10 +433,10 @@ func (w *writeTx) setStream(name string, sr streamRow) {
 func (w *writeTx) rollback() {
 	w.tx.Rollback()
 	for name, old := range w.undo {
-		if old == nil {
-			delete(w.streams, name)
+		if old.cached {
+			w.streams[name] = old.row
 		} else {
-			w.streams[name] = *old
+			delete(w.streams, name)
 		}
 	}
 }
@@ -544,7 +547,7 @@ func (w *writeTx) write(name string, sr streamRow, events []eventstore.EventData
 	last := first + uint64(len(events)) - 1
 	switch {
 	case sr.id == 0:
-		res, err := w.conn.insertStream.exec(name, last)
+		res, err := w.conn.exec(w.conn.insertStream, name, last)
 		if err != nil {
 			return eventstore.AppendResult{}, errAbort{err}
 		}
@@ -552,7 +555,7 @@ func (w *writeTx) write(name string, sr streamRow, events []eventstore.EventData
 			return eventstore.AppendResult{}, errAbort{err}
 		}
 	case sr.deleted:
-		if _, err := w.conn.updateStream.exec(first, last, sr.id); err != nil {
+		if _, err := w.conn.exec(w.conn.updateStream, first, last, sr.id); err != nil {
 			return eventstore.AppendResult{}, errAbort{err}
 		}
 		sr.firstRevision, sr.deleted = first, false
@@ -565,7 +568,7 @@ func (w *writeTx) write(name string, sr streamRow, events []eventstore.EventData
 		if len(e.Metadata) > 0 {
 			metadata = e.Metadata
 		}
-		r, err := w.conn.insertEvent.exec(e.ID[:], sr.id, first+uint64(i), e.Type, e.Data, metadata, w.now)
+		r, err := w.conn.exec(w.conn.insertEvent, e.ID[:], sr.id, first+uint64(i), e.Type, e.Data, metadata, w.now)
 		if err != nil {
 			return eventstore.AppendResult{}, errAbort{err}
 		}
@@ -593,10 +596,10 @@ func (w *writeTx) delete(name string, expected eventstore.ExpectedRevision) erro
 	if !sr.live() {
 		return nil // Any or NoStream on a missing stream: nothing to do
 	}
-	if _, err := w.conn.deleteEvents.exec(sr.id); err != nil {
+	if _, err := w.conn.exec(w.conn.deleteEvents, sr.id); err != nil {
 		return errAbort{err}
 	}
-	if _, err := w.conn.deleteStream.exec(sr.revision, sr.id); err != nil {
+	if _, err := w.conn.exec(w.conn.deleteStream, sr.revision, sr.id); err != nil {
 		return errAbort{err}
 	}
 	sr.deleted = true
