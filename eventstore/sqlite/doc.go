@@ -23,8 +23,11 @@
 // before the transaction's sync. A refusal of a stream the transaction writes waits for its
 // commit: its actual revision is the transaction's, which a failed sync would lose (the refusal
 // then becomes ErrUnavailable), and the loser, which reads the stream again, finds that revision
-// only once it is committed. Racers on one stream so learn the new revision from the commit that
-// made it, not one transaction later.
+// only once it is committed. An append at the exact revision that the transaction being
+// committed appends from (a racer that read the stream before that commit) does not join the
+// next batch to lose there: it waits for that commit and is refused when it ends (see
+// Store.awaitRival). Racers on one stream so learn the new revision from the commit that made
+// it, not one transaction later.
 //
 // The writer caches stream rows (it is the only writer, so its cache is the truth), and an
 // append costs one INSERT per event. The writer and the readers call the driver through

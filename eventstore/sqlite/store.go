@@ -80,8 +80,9 @@ type Store struct {
 	wrote        atomic.Bool
 	checkpointed chan struct{} // closed when the checkpointer has stopped
 
-	head atomic.Uint64 // position of the last committed event
-	tail tail          // the latest events, for subscriptions
+	head   atomic.Uint64          // position of the last committed event
+	flight atomic.Pointer[flight] // the transaction being committed, for its rivals
+	tail   tail                   // the latest events, for subscriptions
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced after every commit

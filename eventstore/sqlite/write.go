@@ -42,6 +42,9 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	if err := eventstore.ValidateAppend(stream, events); err != nil {
 		return eventstore.AppendResult{}, err
 	}
+	if err := s.awaitRival(ctx, stream, expected, events[0].ID); err != nil {
+		return eventstore.AppendResult{}, fmt.Errorf("append %s@%v: %w", stream, expected, err)
+	}
 	r := &request{ctx: ctx, appends: []eventstore.StreamAppend{{Stream: stream, Expected: expected, Events: events}}}
 	if err := s.submit(r); err != nil {
 		return eventstore.AppendResult{}, fmt.Errorf("append %s@%v: %w", stream, expected, err)
@@ -319,12 +322,15 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 		}
 	}
 	w.answerRefusals(pending)
-	if err := s.cfg.hooks.commit(pending); err != nil {
-		w.rollback()
-		return -1, 0, fmt.Errorf("commit: %w", err)
+	f := w.flight()
+	s.fly(f)
+	err = s.cfg.hooks.commit(pending)
+	if err == nil {
+		err = tx.Commit()
 	}
-	if err := tx.Commit(); err != nil {
+	if err != nil {
 		w.rollback()
+		s.land(f, false)
 		return -1, 0, fmt.Errorf("commit: %w", err)
 	}
 	if len(w.written) > 0 || len(w.deleted) > 0 {
@@ -333,6 +339,7 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 	s.tail.add(w.written, w.deleted)
 	clear(w.written) // the tail copied the events: let their bytes go with the tail's
 	s.kept = w.written
+	s.land(f, true)
 	return -1, head, nil
 }
 
@@ -636,6 +643,14 @@ type testHooks struct {
 	// beforeCommit, if set, runs just before COMMIT with the batch's requests; an error fails
 	// the commit as a failed sync would.
 	beforeCommit func(pending []*request) error
+	// awaiting, if set, runs when an append starts to wait for the commit it would lose to.
+	awaiting func()
+}
+
+func (h *testHooks) waiting() {
+	if h != nil && h.awaiting != nil {
+		h.awaiting()
+	}
 }
 
 func (h *testHooks) gatherMore(n int) bool { return h != nil && h.gather != nil && h.gather(n) }

@@ -181,3 +181,101 @@ func lastRevision(t *testing.T, s *Store, stream string) uint64 {
 	}
 	return rev
 }
+
+// The transaction being committed publishes the streams it appends to that existed before it.
+func TestCommitPublishesTheStreamsItAppendsTo(t *testing.T) {
+	var seen map[string]flightStream
+	var s *Store
+	s, arm := pairedStore(t, func([]*request) error {
+		if f := s.flight.Load(); f != nil {
+			seen = f.streams
+		}
+		return nil
+	})
+	ctx := context.Background()
+	mustAppend(t, s, "a", eventstore.NoStream)
+	arm()
+	errs := inParallel(
+		func() error { _, err := s.Append(ctx, "a", eventstore.Exact(0), event(), event()); return err },
+		func() error { _, err := s.Append(ctx, "b", eventstore.NoStream, event()); return err },
+	)
+	if errors.Join(errs...) != nil {
+		t.Fatal(errs)
+	}
+	first := lastEvent(t, s, "a", 1)
+	want := map[string]flightStream{"a": {before: 0, after: 2, firstID: first}}
+	if len(seen) != 1 || seen["a"] != want["a"] {
+		t.Errorf("published %v, want %v (b is new)", seen, want)
+	}
+	if s.flight.Load() != nil {
+		t.Error("still published after the commit")
+	}
+}
+
+// An append at the revision that the transaction being committed appends from waits for its
+// end, and is refused then with the revision it left, or handed to the writer if it did not
+// commit; an append of the transaction's first event, or at another revision, does not wait.
+func TestAppendAtTheRevisionBeingCommittedAwaitsItsEnd(t *testing.T) {
+	ctx := context.Background()
+	rival := uuid.New()
+	for _, c := range []struct {
+		name      string
+		expected  eventstore.ExpectedRevision
+		first     uuid.UUID
+		committed bool
+		waits     bool
+		refused   bool
+	}{
+		{"Loser", eventstore.Exact(4), uuid.New(), true, true, true},
+		{"FailedCommit", eventstore.Exact(4), uuid.New(), false, true, false},
+		{"Repeat", eventstore.Exact(4), rival, true, false, false},
+		{"OtherRevision", eventstore.Exact(3), uuid.New(), true, false, false},
+		{"NoStream", eventstore.NoStream, uuid.New(), true, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			waiting := make(chan struct{})
+			s := &Store{cfg: Config{hooks: &testHooks{awaiting: func() { close(waiting) }}}}
+			f := &flight{streams: map[string]flightStream{"a": {before: 4, after: 6, firstID: rival}}, done: make(chan struct{})}
+			s.fly(f)
+			result := make(chan error, 1)
+			go func() { result <- s.awaitRival(ctx, "a", c.expected, c.first) }()
+			if !c.waits {
+				if err := <-result; err != nil {
+					t.Fatalf("awaitRival = %v, want nil", err)
+				}
+				select {
+				case <-waiting:
+					t.Error("waited for the commit")
+				default:
+				}
+				return
+			}
+			select {
+			case <-waiting:
+			case err := <-result:
+				t.Fatalf("awaitRival = %v without waiting for the commit", err)
+			}
+			s.land(f, c.committed)
+			err := <-result
+			var wrong *eventstore.WrongExpectedRevisionError
+			switch {
+			case c.refused && (!errors.As(err, &wrong) || wrong.Actual != eventstore.Exact(6)):
+				t.Errorf("awaitRival = %v, want a refusal with actual 6", err)
+			case !c.refused && err != nil:
+				t.Errorf("awaitRival = %v, want nil", err)
+			}
+		})
+	}
+}
+
+func lastEvent(t *testing.T, s *Store, stream string, revision uint64) uuid.UUID {
+	t.Helper()
+	for e, err := range s.ReadStream(context.Background(), stream, eventstore.ReadStreamOptions{From: revision, Limit: 1}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.ID
+	}
+	t.Fatalf("no event %d in %s", revision, stream)
+	return uuid.Nil
+}
