@@ -284,6 +284,53 @@ func testOneWinnerAtOneRevision(t *testing.T, s *suite) {
 	}
 }
 
+// testRefusalsNameRevisionsAReadFinds: racers append to one stream at the revision they last
+// read and read it again when refused. A refusal's Actual is a revision that a read after it
+// finds: a store that answered a loser with the revision of an append not yet durable would
+// send it to read a stream that does not hold it yet.
+func testRefusalsNameRevisionsAReadFinds(t *testing.T, s *suite) {
+	f := s.setup(t)
+	stream := f.stream("raced")
+	f.append(t, stream, eventstore.NoStream, NewEvents(1)...)
+	const racers, wins = 8, 4
+	last := func() uint64 { // called by the racers: t.Errorf only
+		opts := eventstore.ReadStreamOptions{Direction: eventstore.Backwards, From: eventstore.End, Limit: 1}
+		events, err := collect(t, f.b.ReadStream(t.Context(), stream, opts))
+		if err != nil || len(events) != 1 {
+			t.Errorf("read the stream's end: %d events, %v; want 1 event", len(events), err)
+			return 0
+		}
+		return events[0].Revision
+	}
+	written := make([][]eventstore.EventData, racers)
+	var wg sync.WaitGroup
+	for r := range racers {
+		wg.Go(func() {
+			rev := last()
+			for len(written[r]) < wins && !t.Failed() {
+				events, expected := NewEvents(1), rev
+				res, err := f.b.Append(t.Context(), stream, eventstore.Exact(expected), events...)
+				var wrong *eventstore.WrongExpectedRevisionError
+				switch {
+				case err == nil:
+					written[r], rev = append(written[r], events...), res.Revision
+				case errors.As(err, &wrong):
+					actual, _ := wrong.Actual.Revision()
+					if rev = last(); rev < actual {
+						t.Errorf("refused at %d with actual %v, then read the stream's last revision as %d", expected, wrong.Actual, rev)
+					}
+				default:
+					t.Errorf("racer %d: %v", r, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := len(f.read(t, stream, eventstore.ReadStreamOptions{})); n != 1+racers*wins {
+		t.Errorf("the stream holds %d events, want %d", n, 1+racers*wins)
+	}
+}
+
 // testFailuresDoNotAffectConcurrentAppends is the behaviour group commit must keep: appends that
 // fail (wrong expected revision, an event id stored elsewhere) fail alone, whatever other
 // appends run at the same time.

@@ -52,6 +52,7 @@ func Run(t *testing.T, newBackend NewBackend, opts Options) {
 			{"ExpectedRevision", testAppendExpectedRevision},
 			{"RevisionsAndPositions", testRevisionsAndPositions},
 			{"OneWinnerAtOneRevision", testOneWinnerAtOneRevision},
+			{"RefusalsNameRevisionsAReadFinds", testRefusalsNameRevisionsAReadFinds},
 			{"FailuresDoNotAffectConcurrentAppends", testFailuresDoNotAffectConcurrentAppends},
 			{"IdempotentRepeat", testIdempotentRepeat},
 			{"PartialRepeat", testPartialRepeat},

@@ -24,6 +24,8 @@ type writeConn struct {
 	stream, insertStream, updateStream, deleteStream driverStmt
 	insertEvent, findEvent, eventsFrom, deleteEvents driverStmt
 	checkpoint, walFrames                            driverStmt
+
+	args []driver.NamedValue // exec's, kept from one statement to the next
 }
 
 // newWriteConn prepares the writer's statements on dc. walLimit is the size in bytes the WAL
@@ -127,12 +129,15 @@ func (w *writeConn) begin() (driver.Tx, error) {
 	return w.conn.Begin() //lint:ignore SA1019 fallback for drivers without BeginTx
 }
 
+// exec runs st with args, which the driver reads before it returns.
+func (w *writeConn) exec(st driverStmt, args ...any) (driver.Result, error) {
+	w.args = appendNamed(w.args[:0], args)
+	defer clear(w.args) // let the values go
+	return st.stmt.(driver.StmtExecContext).ExecContext(context.Background(), w.args)
+}
+
 // driverStmt is a prepared statement used without database/sql.
 type driverStmt struct{ stmt driver.Stmt }
-
-func (st driverStmt) exec(args ...any) (driver.Result, error) {
-	return st.stmt.(driver.StmtExecContext).ExecContext(context.Background(), named(args))
-}
 
 // query returns every row; the writer's queries return a few.
 func (st driverStmt) query(args ...any) ([][]driver.Value, error) {
@@ -155,7 +160,11 @@ func (st driverStmt) query(args ...any) ([][]driver.Value, error) {
 
 // named converts arguments to the driver's values: integers to int64.
 func named(args []any) []driver.NamedValue {
-	nv := make([]driver.NamedValue, len(args))
+	return appendNamed(make([]driver.NamedValue, 0, len(args)), args)
+}
+
+// appendNamed appends arguments to nv as the driver's values: integers as int64.
+func appendNamed(nv []driver.NamedValue, args []any) []driver.NamedValue {
 	for i, a := range args {
 		switch v := a.(type) {
 		case int:
@@ -163,7 +172,7 @@ func named(args []any) []driver.NamedValue {
 		case uint64:
 			a = int64(v)
 		}
-		nv[i] = driver.NamedValue{Ordinal: i + 1, Value: a}
+		nv = append(nv, driver.NamedValue{Ordinal: i + 1, Value: a})
 	}
 	return nv
 }

@@ -13,9 +13,21 @@
 //
 // All writes go through one goroutine that owns the only write connection. Appends that arrive
 // while it is committing wait in line and are written together in the next transaction, which
-// costs one fsync for all of them. Each append keeps its own expected-revision check and its own
-// result: an append that fails is left out of the transaction and never fails or reorders the
-// others. Config.OnBatch reports each batch size, for metrics.
+// costs one fsync for all of them; the writer takes what waits when it is free, and never waits
+// for more. Each append keeps its own expected-revision check and its own result: an append that
+// fails is left out of the transaction and never fails or reorders the others. Config.OnBatch
+// reports each batch size, for metrics.
+//
+// A success is answered once its transaction is durable. A refusal (wrong expected revision) of a
+// stream that the transaction leaves as it was rests on committed events alone, and is answered
+// before the transaction's sync. A refusal of a stream the transaction writes waits for its
+// commit: its actual revision is the transaction's, which a failed sync would lose (the refusal
+// then becomes ErrUnavailable), and the loser, which reads the stream again, finds that revision
+// only once it is committed. An append at the exact revision that the transaction being
+// committed appends from (a racer that read the stream before that commit) does not join the
+// next batch to lose there: it waits for that commit and is refused when it ends (see
+// Store.awaitRival). Racers on one stream so learn the new revision from the commit that made
+// it, not one transaction later.
 //
 // The writer caches stream rows (it is the only writer, so its cache is the truth), and an
 // append costs one INSERT per event. The writer and the readers call the driver through

@@ -46,6 +46,8 @@ type Config struct {
 	// writes, with the frames in the WAL and how many of them are not yet copied into the
 	// database file. It must not block.
 	OnWAL func(frames, notCopied int)
+
+	hooks *testHooks
 }
 
 // Store is the embedded event store. It is safe for concurrent use.
@@ -60,6 +62,8 @@ type Store struct {
 	rdb, logs *sql.DB
 	// streams is the writer's cache of stream rows (see writeTx).
 	streams map[string]streamRow
+	// undo is the writer's map of the stream rows a transaction changed (see writeTx).
+	undo map[string]cachedRow
 	// kept is the writer's array for the events of a transaction, for the tail (see writeTx).
 	kept []eventstore.RecordedEvent
 
@@ -76,8 +80,9 @@ type Store struct {
 	wrote        atomic.Bool
 	checkpointed chan struct{} // closed when the checkpointer has stopped
 
-	head atomic.Uint64 // position of the last committed event
-	tail tail          // the latest events, for subscriptions
+	head   atomic.Uint64          // position of the last committed event
+	flight atomic.Pointer[flight] // the transaction being committed, for its rivals
+	tail   tail                   // the latest events, for subscriptions
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced after every commit
@@ -148,6 +153,7 @@ func Open(dir string, cfg Config) (*Store, error) {
 		written:      make(chan struct{}),
 		changed:      make(chan struct{}),
 		streams:      map[string]streamRow{},
+		undo:         map[string]cachedRow{},
 	}
 	var head sql.NullInt64
 	err = wdb.QueryRow(`SELECT seq FROM sqlite_sequence WHERE name = 'events'`).Scan(&head)

@@ -7,7 +7,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"time"
 
@@ -25,12 +24,26 @@ type request struct {
 	results []eventstore.AppendResult // one per append
 	err     error
 	done    chan struct{}
+	// answered says that done is closed: results and err no longer change. Only the writer
+	// reads or sets it.
+	answered bool
+}
+
+// answer hands r's outcome to its caller, once.
+func (r *request) answer() {
+	if !r.answered {
+		r.answered = true
+		close(r.done)
+	}
 }
 
 // Append implements eventstore.Store.
 func (s *Store) Append(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) (eventstore.AppendResult, error) {
 	if err := eventstore.ValidateAppend(stream, events); err != nil {
 		return eventstore.AppendResult{}, err
+	}
+	if err := s.awaitRival(ctx, stream, expected, events[0].ID); err != nil {
+		return eventstore.AppendResult{}, fmt.Errorf("append %s@%v: %w", stream, expected, err)
 	}
 	r := &request{ctx: ctx, appends: []eventstore.StreamAppend{{Stream: stream, Expected: expected, Events: events}}}
 	if err := s.submit(r); err != nil {
@@ -108,7 +121,8 @@ func (s *Store) writer(conn *sql.Conn, ready chan<- error) {
 }
 
 // serve takes every request waiting at the time, commits them in one transaction (one
-// fsync), and answers each, until the store closes.
+// fsync), and answers each, until the store closes. It never waits for more requests than
+// those already waiting: the appenders that arrive while a batch syncs make the next batch.
 func (s *Store) serve(conn *writeConn) {
 	batch := make([]*request, 0, s.cfg.MaxBatch)
 	var restart walRestart
@@ -128,33 +142,40 @@ func (s *Store) serve(conn *writeConn) {
 		case <-s.closing:
 			return
 		}
-		// Yield a few times before committing: on a small machine the appenders just
-		// answered need the processor to send their next append, and waiting for them makes
-		// the batch, and so the share of each fsync, larger.
-		idle := 0
-	gather:
-		for len(batch) < s.cfg.MaxBatch {
-			select {
-			case r := <-s.requests:
-				batch = append(batch, r)
-			default:
-				if idle++; idle > 8 {
-					break gather
-				}
-				runtime.Gosched()
-			}
-		}
+		batch = s.gather(batch)
 		if head := s.commit(conn, batch); head > 0 {
 			s.notify(head)
 		}
 		for _, r := range batch {
-			close(r.done)
+			r.answer()
 		}
 		if s.cfg.OnBatch != nil {
 			s.cfg.OnBatch(len(batch))
 		}
 		restart.committed(conn)
 	}
+}
+
+// gather adds to batch the requests waiting now, up to Config.MaxBatch.
+func (s *Store) gather(batch []*request) []*request {
+	for len(batch) < s.cfg.MaxBatch {
+		select {
+		case r := <-s.requests:
+			batch = append(batch, r)
+			continue
+		default:
+		}
+		if !s.cfg.hooks.gatherMore(len(batch)) {
+			return batch
+		}
+		select {
+		case r := <-s.requests:
+			batch = append(batch, r)
+		case <-s.closing:
+			return batch
+		}
+	}
+	return batch
 }
 
 // restartTries bounds how many commits in a row the writer copies the WAL again after it
@@ -239,6 +260,7 @@ func (s *Store) commit(conn *writeConn, batch []*request) uint64 {
 	for _, r := range batch {
 		if err := r.ctx.Err(); err != nil {
 			r.err = err // the caller gave up before anything was written
+			r.answer()
 			continue
 		}
 		pending = append(pending, r)
@@ -247,8 +269,10 @@ func (s *Store) commit(conn *writeConn, batch []*request) uint64 {
 		aborted, head, err := s.tryCommit(conn, pending)
 		if err != nil {
 			err = fmt.Errorf("%w: %v", eventstore.ErrUnavailable, err)
+			// Nothing was written: a refusal that waited for the commit named a revision
+			// that is gone with it.
 			for _, r := range pending {
-				if r.err == nil {
+				if !r.answered {
 					r.err = err
 				}
 			}
@@ -273,7 +297,8 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 	if len(s.streams) > maxCachedStreams {
 		clear(s.streams)
 	}
-	w := writeTx{tx: tx, conn: conn, now: time.Now().UnixNano(), streams: s.streams, undo: map[string]*streamRow{},
+	clear(s.undo)
+	w := writeTx{tx: tx, conn: conn, now: time.Now().UnixNano(), streams: s.streams, undo: s.undo,
 		written: s.kept[:0]}
 	for i, r := range pending {
 		if r.appends == nil {
@@ -296,8 +321,16 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 			}
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	w.answerRefusals(pending)
+	f := w.flight()
+	s.fly(f)
+	err = s.cfg.hooks.commit(pending)
+	if err == nil {
+		err = tx.Commit()
+	}
+	if err != nil {
 		w.rollback()
+		s.land(f, false)
 		return -1, 0, fmt.Errorf("commit: %w", err)
 	}
 	if len(w.written) > 0 || len(w.deleted) > 0 {
@@ -306,7 +339,23 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 	s.tail.add(w.written, w.deleted)
 	clear(w.written) // the tail copied the events: let their bytes go with the tail's
 	s.kept = w.written
+	s.land(f, true)
 	return -1, head, nil
+}
+
+// answerRefusals answers, before the commit, each refusal of a stream that the transaction
+// leaves as it was: the refusal rests on committed events alone, and holds whatever becomes
+// of the transaction. A refusal of a stream the transaction wrote waits for the commit: its
+// Actual names a revision that is durable only then, and a read before then still finds the
+// revision the loser expected, with which it would only lose again.
+func (w *writeTx) answerRefusals(pending []*request) {
+	for _, r := range pending {
+		if wrong, ok := r.err.(*eventstore.WrongExpectedRevisionError); ok {
+			if _, changed := w.undo[wrong.Stream]; !changed {
+				r.answer()
+			}
+		}
+	}
 }
 
 // storageError marks err as ErrUnavailable unless it is one of the contract's own errors.
@@ -327,11 +376,17 @@ type writeTx struct {
 	// the truth for every stream it holds. undo keeps the entries this transaction changed,
 	// as they were, to restore them if it rolls back.
 	streams map[string]streamRow
-	undo    map[string]*streamRow
+	undo    map[string]cachedRow
 
 	// written and deleted are what the transaction did, for the tail once it commits.
 	written []eventstore.RecordedEvent
 	deleted map[string]bool
+}
+
+// cachedRow is a stream's entry in the writer's cache, or its absence.
+type cachedRow struct {
+	row    streamRow
+	cached bool
 }
 
 // streamRow is a stream's row; id 0 means the stream was never written.
@@ -375,11 +430,8 @@ func (w *writeTx) stream(name string) (streamRow, error) {
 // setStream records the stream's new state, keeping the old one for rollback.
 func (w *writeTx) setStream(name string, sr streamRow) {
 	if _, ok := w.undo[name]; !ok {
-		if old, ok := w.streams[name]; ok {
-			w.undo[name] = &old
-		} else {
-			w.undo[name] = nil
-		}
+		old, cached := w.streams[name]
+		w.undo[name] = cachedRow{old, cached}
 	}
 	w.streams[name] = sr
 }
@@ -388,10 +440,10 @@ func (w *writeTx) setStream(name string, sr streamRow) {
 func (w *writeTx) rollback() {
 	w.tx.Rollback()
 	for name, old := range w.undo {
-		if old == nil {
-			delete(w.streams, name)
+		if old.cached {
+			w.streams[name] = old.row
 		} else {
-			w.streams[name] = *old
+			delete(w.streams, name)
 		}
 	}
 }
@@ -502,7 +554,7 @@ func (w *writeTx) write(name string, sr streamRow, events []eventstore.EventData
 	last := first + uint64(len(events)) - 1
 	switch {
 	case sr.id == 0:
-		res, err := w.conn.insertStream.exec(name, last)
+		res, err := w.conn.exec(w.conn.insertStream, name, last)
 		if err != nil {
 			return eventstore.AppendResult{}, errAbort{err}
 		}
@@ -510,7 +562,7 @@ func (w *writeTx) write(name string, sr streamRow, events []eventstore.EventData
 			return eventstore.AppendResult{}, errAbort{err}
 		}
 	case sr.deleted:
-		if _, err := w.conn.updateStream.exec(first, last, sr.id); err != nil {
+		if _, err := w.conn.exec(w.conn.updateStream, first, last, sr.id); err != nil {
 			return eventstore.AppendResult{}, errAbort{err}
 		}
 		sr.firstRevision, sr.deleted = first, false
@@ -523,7 +575,7 @@ func (w *writeTx) write(name string, sr streamRow, events []eventstore.EventData
 		if len(e.Metadata) > 0 {
 			metadata = e.Metadata
 		}
-		r, err := w.conn.insertEvent.exec(e.ID[:], sr.id, first+uint64(i), e.Type, e.Data, metadata, w.now)
+		r, err := w.conn.exec(w.conn.insertEvent, e.ID[:], sr.id, first+uint64(i), e.Type, e.Data, metadata, w.now)
 		if err != nil {
 			return eventstore.AppendResult{}, errAbort{err}
 		}
@@ -551,10 +603,10 @@ func (w *writeTx) delete(name string, expected eventstore.ExpectedRevision) erro
 	if !sr.live() {
 		return nil // Any or NoStream on a missing stream: nothing to do
 	}
-	if _, err := w.conn.deleteEvents.exec(sr.id); err != nil {
+	if _, err := w.conn.exec(w.conn.deleteEvents, sr.id); err != nil {
 		return errAbort{err}
 	}
-	if _, err := w.conn.deleteStream.exec(sr.revision, sr.id); err != nil {
+	if _, err := w.conn.exec(w.conn.deleteStream, sr.revision, sr.id); err != nil {
 		return errAbort{err}
 	}
 	sr.deleted = true
@@ -580,4 +632,32 @@ func (w *writeTx) keep(e eventstore.EventData, stream string, at eventstore.Appe
 		ID: e.ID, Stream: stream, Revision: at.Revision, Position: at.Position,
 		Type: e.Type, Data: data, Metadata: metadata, Recorded: time.Unix(0, w.now).UTC(),
 	})
+}
+
+// testHooks let this package's tests hold the writer where a test needs it. Config.hooks is
+// nil outside them.
+type testHooks struct {
+	// gather, if set, says whether the writer waits for one more request before it writes a
+	// batch of n.
+	gather func(n int) bool
+	// beforeCommit, if set, runs just before COMMIT with the batch's requests; an error fails
+	// the commit as a failed sync would.
+	beforeCommit func(pending []*request) error
+	// awaiting, if set, runs when an append starts to wait for the commit it would lose to.
+	awaiting func()
+}
+
+func (h *testHooks) waiting() {
+	if h != nil && h.awaiting != nil {
+		h.awaiting()
+	}
+}
+
+func (h *testHooks) gatherMore(n int) bool { return h != nil && h.gather != nil && h.gather(n) }
+
+func (h *testHooks) commit(pending []*request) error {
+	if h == nil || h.beforeCommit == nil {
+		return nil
+	}
+	return h.beforeCommit(pending)
 }
