@@ -55,7 +55,7 @@ func hRefunded() []order.Event {
 
 // The canonical command of each column of the matrix.
 var (
-	cCreate   = order.CreateOrder{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR", ClientRef: "po 7"}
+	cCreate   = order.CreateOrder{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR", ClientRef: "po 7", Channel: "web"}
 	cAdd      = order.AddLine{SKU: "B", Quantity: 1, UnitPrice: eur(250)}
 	cChange   = order.ChangeLineQuantity{SKU: "A", Quantity: 3}
 	cRemove   = order.RemoveLine{SKU: "A"}
@@ -77,7 +77,7 @@ var allStatuses = []order.Status{
 
 // Expected events of the canonical commands, when accepted.
 var (
-	eCreated   = order.Created{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR", ClientRef: "po 7", At: now}
+	eCreated   = order.Created{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR", ClientRef: "po 7", Channel: "web", At: now}
 	eAdded     = order.LineAdded{SKU: "B", Quantity: 1, UnitPrice: eur(250), At: now}
 	eChanged   = order.LineQuantityChanged{SKU: "A", Quantity: 3, At: now}
 	eRemoved   = order.LineRemoved{SKU: "A", At: now}
@@ -241,13 +241,13 @@ func TestDecide(t *testing.T) {
 
 		// CreateOrder.
 		"create with lines": {hNone, order.CreateOrder{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR",
-			Lines: []order.AddLine{{SKU: "A", Quantity: 2, UnitPrice: eur(500)}, {SKU: "B", Quantity: 1, UnitPrice: eur(250)}}},
-			evs(order.Created{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR", At: now},
-				order.LineAdded{SKU: "A", Quantity: 2, UnitPrice: eur(500), At: now},
+			Lines: []order.AddLine{{SKU: "A", Name: "Apples", Quantity: 2, UnitPrice: eur(500)}, {SKU: "B", Quantity: 1, UnitPrice: eur(250)}}},
+			evs(order.Created{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR", Channel: order.ChannelDefault, At: now},
+				order.LineAdded{SKU: "A", Name: "Apples", Quantity: 2, UnitPrice: eur(500), At: now},
 				order.LineAdded{SKU: "B", Quantity: 1, UnitPrice: eur(250), At: now}), ok},
 		"create with a sku twice at one price merges": {hNone, order.CreateOrder{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR",
 			Lines: []order.AddLine{{SKU: "A", Quantity: 2, UnitPrice: eur(500)}, {SKU: "A", Quantity: 3, UnitPrice: eur(500)}}},
-			evs(order.Created{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR", At: now},
+			evs(order.Created{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR", Channel: order.ChannelDefault, At: now},
 				order.LineAdded{SKU: "A", Quantity: 2, UnitPrice: eur(500), At: now},
 				order.LineQuantityChanged{SKU: "A", Quantity: 5, At: now}), ok},
 		"create with a sku at two prices": {hNone, order.CreateOrder{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR",
