@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acme/orders/idempotency"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -171,13 +172,38 @@ func checkListed(t *testing.T, s *server, rec recordedStore) {
 }
 
 // checkReplays sends every recorded command again, with its key and body: each answers what
-// the release answered, byte for byte, as a replay; none is decided again.
+// the release answered, as a replay; none is decided again. The fingerprint the binary takes
+// of each body is the one the release stored in the order's events.
 func checkReplays(t *testing.T, s *server, rec recordedStore) {
 	t.Helper()
+	stored := map[string]string{} // idempotency key → fingerprint in the events' metadata
+	for _, o := range rec.Orders {
+		var page struct {
+			Events []struct {
+				Metadata struct {
+					IdempotencyKey string `json:"idempotencyKey"`
+					Fingerprint    string `json:"fingerprint"`
+				} `json:"metadata"`
+			} `json:"events"`
+		}
+		if err := json.Unmarshal(o.Events, &page); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range page.Events {
+			stored[e.Metadata.IdempotencyKey] = e.Metadata.Fingerprint
+		}
+	}
 	for _, q := range rec.Requests {
-		var body any
-		if q.Body != nil && string(q.Body) != "null" {
-			body = []byte(q.Body)
+		var body any   // nil sends none
+		var raw []byte // recorded as null when none was sent
+		if string(q.Body) != "null" {
+			body, raw = []byte(q.Body), q.Body
+		}
+		if want, ok := stored[q.Key]; ok {
+			got, err := idempotency.Fingerprint(q.Method, q.Path, raw)
+			if err != nil || got != want {
+				t.Errorf("key %s: fingerprint %s, %v; the release stored %s", q.Key, got, err, want)
+			}
 		}
 		r := s.do(t, q.Method, q.Path, q.Key, body)
 		// recorded.json holds the answers re-indented: compared as JSON, not as bytes.
