@@ -80,3 +80,30 @@ func TestUnreadableEvents(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkUnmarshalCreated decodes an order.created event stored at the current version and
+// at the earlier one, which is upcast: the price of upcasting on every read.
+func BenchmarkUnmarshalCreated(b *testing.B) {
+	stored := map[string]string{
+		"current": "order.created.v2",
+		"earlier": "order.created.v1",
+	}
+	for _, name := range []string{"current", "earlier"} {
+		typ := stored[name]
+		dir := "testdata"
+		if name == "earlier" {
+			dir = filepath.Join("testdata", "earlier")
+		}
+		data, err := os.ReadFile(filepath.Join(dir, typ+".json"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := order.Unmarshal(typ, data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
