@@ -22,6 +22,7 @@ type orderView struct {
 	CustomerID       string       `json:"customerId"`
 	Currency         string       `json:"currency"`
 	ClientReference  string       `json:"clientReference,omitempty"`
+	Channel          string       `json:"channel"`
 	Status           string       `json:"status"`
 	Lines            []lineView   `json:"lines"`
 	Total            int64        `json:"total"`
@@ -44,6 +45,7 @@ type orderView struct {
 
 type lineView struct {
 	SKU       string `json:"sku"`
+	Name      string `json:"name,omitempty"`
 	Quantity  int64  `json:"quantity"`
 	UnitPrice int64  `json:"unitPrice"`
 }
@@ -57,13 +59,13 @@ type chargeView struct {
 func viewOrder(s order.State) orderView {
 	v := orderView{
 		ID: s.ID, CustomerID: s.CustomerID, Currency: string(s.Currency), ClientReference: s.ClientRef,
-		Status: s.Status.String(), Lines: make([]lineView, len(s.Lines)),
+		Channel: s.Channel, Status: s.Status.String(), Lines: make([]lineView, len(s.Lines)),
 		Total: s.Total.Amount, Paid: s.Paid.Amount, Refunded: s.Refunded.Amount,
 		PaymentID: s.PaymentID, RefundID: s.RefundID, Carrier: s.Carrier, TrackingNumber: s.TrackingNumber,
 		Version: s.Version, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
 	}
 	for i, l := range s.Lines {
-		v.Lines[i] = lineView{SKU: l.SKU, Quantity: l.Quantity, UnitPrice: l.UnitPrice.Amount}
+		v.Lines[i] = lineView{SKU: l.SKU, Name: l.Name, Quantity: l.Quantity, UnitPrice: l.UnitPrice.Amount}
 	}
 	for c := range s.DuplicateCharges.All() {
 		if len(v.DuplicateCharges) == shownCharges {
@@ -112,6 +114,7 @@ type eventView struct {
 	Revision   uint64          `json:"revision"`
 	Position   uint64          `json:"position"`
 	Type       string          `json:"type"`
+	StoredType string          `json:"storedType,omitempty"` // only if Type is an upcast of it
 	RecordedAt time.Time       `json:"recordedAt"`
 	Data       json.RawMessage `json:"data"`
 	Metadata   json.RawMessage `json:"metadata,omitempty"`
@@ -119,7 +122,8 @@ type eventView struct {
 
 // getEvents answers a page of the order's stream: oldest first, or newest first with
 // direction=backwards; fromRevision and limit page through it, and next is where the next
-// page starts.
+// page starts. Events stored at an earlier version of their type are shown upcast to the
+// current one, with the stored type beside it.
 func (s *Server) getEvents(c echo.Context) error {
 	id, err := orderID(c)
 	if err != nil {
@@ -149,7 +153,15 @@ func (s *Server) getEvents(c echo.Context) error {
 		if len(e.Metadata) > 0 {
 			md = e.Metadata
 		}
-		page.Events = append(page.Events, eventView{Revision: e.Revision, Position: e.Position.Commit, Type: e.Type, RecordedAt: e.Recorded, Data: e.Data, Metadata: md})
+		typ, data, err := order.Upcast(e.Type, e.Data)
+		if err != nil {
+			return fmt.Errorf("%s@%d: %w", e.Stream, e.Revision, err)
+		}
+		v := eventView{Revision: e.Revision, Position: e.Position.Commit, Type: typ, RecordedAt: e.Recorded, Data: data, Metadata: md}
+		if typ != e.Type {
+			v.StoredType = e.Type
+		}
+		page.Events = append(page.Events, v)
 	}
 	return c.JSON(http.StatusOK, page)
 }

@@ -54,6 +54,7 @@ var problemTypes = []problemType{
 	{"payment-id-taken", "Payment id taken", "Another of the client's orders already started a payment with this payment id: a payment id belongs to one order, so that the provider's callback finds it.", http.StatusUnprocessableEntity},
 	{"headers-too-large", "Request headers too large", "The request's headers are larger than 64 KiB.", http.StatusRequestHeaderFieldsTooLarge},
 	{"internal", "Internal error", "The server failed; the request id identifies it in the logs.", http.StatusInternalServerError},
+	{"event-unreadable", "Event unreadable", "The order's log holds an event this release cannot read: a type it does not know, a version newer than it reads, or an earlier version its upcaster refuses. The detail names the stream and revision; a release that reads it must serve the order.", http.StatusInternalServerError},
 	{"unavailable", "Service unavailable", "The event store cannot take writes, or a read model cannot answer yet; retry after the Retry-After delay.", http.StatusServiceUnavailable},
 }
 
@@ -116,6 +117,8 @@ func problemOf(err error) Problem {
 		return problem("concurrent-modification", "the order kept changing; retry")
 	case errors.Is(err, command.ErrPreconditionFailed):
 		return problem("precondition-failed", err.Error())
+	case errors.Is(err, order.ErrUnknownEventType), errors.Is(err, order.ErrNewerEventVersion), errors.Is(err, order.ErrUpcast):
+		return problem("event-unreadable", err.Error())
 	case errors.Is(err, errOrderNotFound), errors.Is(err, errNotFound):
 		return problem("not-found", err.Error())
 	case errors.Is(err, errBehind), errors.Is(err, errBodiesBusy):

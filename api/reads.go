@@ -80,6 +80,9 @@ func (s *Server) reached(c echo.Context, projection string, pos eventstore.Posit
 	if err := s.Projections.WaitFor(ctx, projection, pos); err != nil {
 		if errors.Is(err, projections.ErrBehind) {
 			c.Response().Header().Set("Retry-After", "1") // the 503's; handleError keeps it
+			if why := s.failing(c.Request().Context(), projection); why != "" {
+				return fmt.Errorf("%w: %s is stopped: %s", errBehind, projection, why)
+			}
 			if pos == (eventstore.Position{}) {
 				return fmt.Errorf("%w: %s cannot be read yet", errBehind, projection)
 			}
@@ -88,6 +91,21 @@ func (s *Server) reached(c echo.Context, projection string, pos eventstore.Posit
 		return err
 	}
 	return nil
+}
+
+// failing is the error of projection if it is failing (an event it cannot apply, say), so
+// that a read it cannot answer says why; "" otherwise.
+func (s *Server) failing(ctx context.Context, projection string) string {
+	st, err := s.Projections.Status(ctx)
+	if err != nil {
+		return ""
+	}
+	for _, p := range st {
+		if p.Name == projection && p.State == projections.StateFailed {
+			return p.Error
+		}
+	}
+	return ""
 }
 
 // getOrder answers from the orders read model.

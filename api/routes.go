@@ -12,6 +12,7 @@ import (
 type (
 	lineBody struct {
 		SKU       *string `json:"sku"`
+		Name      string  `json:"name"`
 		Quantity  *int64  `json:"quantity"`
 		UnitPrice *int64  `json:"unitPrice"`
 	}
@@ -20,6 +21,7 @@ type (
 		Currency        *string    `json:"currency"`
 		Lines           []lineBody `json:"lines"`
 		ClientReference string     `json:"clientReference"`
+		Channel         string     `json:"channel"`
 	}
 	quantityBody struct {
 		Quantity *int64 `json:"quantity"`
@@ -75,10 +77,11 @@ var createOrder = route{name: order.CreateOrder{}.CommandName(), create: true, p
 		if err := l.check(); err != nil {
 			return nil, err
 		}
-		lines[i] = order.AddLine{SKU: *l.SKU, Quantity: *l.Quantity, UnitPrice: money(*l.UnitPrice, *b.Currency)}
+		lines[i] = order.AddLine{SKU: *l.SKU, Name: l.Name, Quantity: *l.Quantity, UnitPrice: money(*l.UnitPrice, *b.Currency)}
 	}
 	return func(id string) order.Command {
-		return order.CreateOrder{OrderID: id, CustomerID: *b.CustomerID, Currency: order.Currency(*b.Currency), Lines: lines, ClientRef: b.ClientReference}
+		return order.CreateOrder{OrderID: id, CustomerID: *b.CustomerID, Currency: order.Currency(*b.Currency), Lines: lines, ClientRef: b.ClientReference,
+			Channel: b.Channel}
 	}, nil
 }}
 
@@ -90,7 +93,7 @@ var addLine = route{name: order.AddLine{}.CommandName(), parse: func(c echo.Cont
 	if err := b.check(); err != nil {
 		return nil, err
 	}
-	return fixed(order.AddLine{SKU: *b.SKU, Quantity: *b.Quantity, UnitPrice: money(*b.UnitPrice, sameCurrency)}), nil
+	return fixed(order.AddLine{SKU: *b.SKU, Name: b.Name, Quantity: *b.Quantity, UnitPrice: money(*b.UnitPrice, sameCurrency)}), nil
 }}
 
 var changeLine = route{name: order.ChangeLineQuantity{}.CommandName(), parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {

@@ -37,6 +37,7 @@ var contractProblems = map[string]int{
 	"payment-id-taken":          422,
 	"headers-too-large":         431,
 	"internal":                  500,
+	"event-unreadable":          500,
 	"unavailable":               503,
 }
 

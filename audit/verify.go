@@ -24,6 +24,7 @@ const (
 	KindReordered  = "reordered"     // the log holds a stream's events out of revision order
 	KindInvariant  = "invariant"     // the fold breaks an order invariant
 	KindDrift      = "drift"         // the read model's row differs from the fold
+	KindUnreadable = "unreadable"    // an event this build cannot read: unknown type, newer version, failed upcast
 )
 
 // Finding is one problem, located precisely.
@@ -262,13 +263,13 @@ func (st *stream) check(e eventstore.RecordedEvent) (out []Finding, ev order.Eve
 	ev, err = order.Unmarshal(e.Type, e.Data)
 	if err != nil {
 		if !st.invalid {
-			found(KindInvariant, "the event does not decode: "+err.Error(), "", "")
+			found(KindUnreadable, "the event cannot be read: "+err.Error(), "", "")
 			st.invalid = true
 		}
 		return out, nil
 	}
 	before := st.fold.Status()
-	if !allowed(before, e.Type) && !st.invalid {
+	if !allowed(before, ev.EventType()) && !st.invalid {
 		found(KindInvariant, fmt.Sprintf("%s in state %s: the state machine jumped", e.Type, before), "", "")
 		st.invalid = true
 	}
@@ -303,17 +304,34 @@ func storedPrevHash(m []byte) string {
 	return string(m[i+len(name) : i+len(name)+64])
 }
 
-// allowed lists the events each status can be followed by.
-var transitions = map[order.Status][]string{
-	order.StatusNone:      {"order.created.v1"},
-	order.StatusCreated:   {"order.line-added.v1", "order.line-quantity-changed.v1", "order.line-removed.v1", "order.payment-started.v1", "order.cancelled.v1", "order.duplicate-charge-recorded.v1"},
-	order.StatusPaying:    {"order.payment-confirmed.v1", "order.payment-failed.v1", "order.cancelled.v1", "order.duplicate-charge-recorded.v1"},
-	order.StatusPaid:      {"order.shipped.v1", "order.refund-requested.v1", "order.duplicate-charge-recorded.v1"},
-	order.StatusShipped:   {"order.refund-requested.v1", "order.duplicate-charge-recorded.v1"},
-	order.StatusRefunding: {"order.refund-completed.v1", "order.duplicate-charge-recorded.v1"},
-	order.StatusRefunded:  {"order.duplicate-charge-recorded.v1"},
-	order.StatusCancelled: {"order.duplicate-charge-recorded.v1"},
-}
+// transitions lists the events each status can be followed by, by their current type names
+// (events stored at an earlier version are checked after upcasting).
+var transitions = func() map[order.Status][]string {
+	var (
+		created     = order.Created{}.EventType()
+		lineAdded   = order.LineAdded{}.EventType()
+		lineChanged = order.LineQuantityChanged{}.EventType()
+		lineRemoved = order.LineRemoved{}.EventType()
+		started     = order.PaymentStarted{}.EventType()
+		confirmed   = order.PaymentConfirmed{}.EventType()
+		failed      = order.PaymentFailed{}.EventType()
+		cancelled   = order.Cancelled{}.EventType()
+		shipped     = order.Shipped{}.EventType()
+		refund      = order.RefundRequested{}.EventType()
+		refunded    = order.RefundCompleted{}.EventType()
+		duplicate   = order.DuplicateChargeRecorded{}.EventType()
+	)
+	return map[order.Status][]string{
+		order.StatusNone:      {created},
+		order.StatusCreated:   {lineAdded, lineChanged, lineRemoved, started, cancelled, duplicate},
+		order.StatusPaying:    {confirmed, failed, cancelled, duplicate},
+		order.StatusPaid:      {shipped, refund, duplicate},
+		order.StatusShipped:   {refund, duplicate},
+		order.StatusRefunding: {refunded, duplicate},
+		order.StatusRefunded:  {duplicate},
+		order.StatusCancelled: {duplicate},
+	}
+}()
 
 func allowed(s order.Status, typ string) bool {
 	for _, t := range transitions[s] {

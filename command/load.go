@@ -68,7 +68,7 @@ func (h *Handler) load(ctx context.Context, id, principal, key string, keys map[
 		}
 		ev, err := order.Unmarshal(e.Type, e.Data)
 		if err != nil {
-			return Order{}, fmt.Errorf("load order %s: event %d: %w", id, e.Revision, err)
+			return Order{}, fmt.Errorf("load order %s: %s@%d: %w", id, e.Stream, e.Revision, err)
 		}
 		f.Apply(ev)
 		o.Position, lastMeta = e.Position, e.Metadata
@@ -129,7 +129,7 @@ func (h *Handler) LoadAt(ctx context.Context, id string, p Point) (s order.State
 		}
 		ev, err := order.Unmarshal(e.Type, e.Data)
 		if err != nil {
-			return order.State{}, 0, false, fmt.Errorf("load order %s: event %d: %w", id, e.Revision, err)
+			return order.State{}, 0, false, fmt.Errorf("load order %s: %s@%d: %w", id, e.Stream, e.Revision, err)
 		}
 		f.Apply(ev)
 		revision, ok = e.Revision, true

@@ -106,8 +106,12 @@ func (l Lookups) Apply(ctx context.Context, tx *sql.Tx, t Tables, events []event
 		case idempotency.TypeReleased:
 			// Given up without an outcome (a 5xx): the key holds nothing to show.
 			_, err = tx.ExecContext(ctx, `DELETE FROM `+t["idempotency_keys"]+` WHERE stream = ? AND status IS NULL`, e.Stream)
-		case "order.created.v1", "order.payment-started.v1":
-			err = l.lookupOrder(ctx, tx, t, e)
+		default:
+			// Every version of the two types, so that one this build cannot read stops the
+			// lookups instead of being skipped.
+			if strings.HasPrefix(e.Type, "order.created.") || strings.HasPrefix(e.Type, "order.payment-started.") {
+				err = l.lookupOrder(ctx, tx, t, e)
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("%s@%d (%s): %w", e.Stream, e.Revision, e.Type, err)

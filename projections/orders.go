@@ -22,7 +22,8 @@ var _ Projection = Orders{}
 
 func (Orders) Name() string { return "orders" }
 
-func (Orders) Version() int { return 1 }
+// Version 2: orders have a channel and lines a name (order.created.v2, order.line-added.v2).
+func (Orders) Version() int { return 2 }
 
 func (Orders) Filter() eventstore.Filter {
 	return eventstore.Filter{StreamPrefixes: []string{command.StreamName("")}}
@@ -99,7 +100,7 @@ func (Orders) Apply(ctx context.Context, tx *sql.Tx, t Tables, events []eventsto
 		}
 		ev, err := order.Unmarshal(e.Type, e.Data)
 		if err != nil {
-			return fmt.Errorf("order %s@%d: %w", id, e.Revision, err)
+			return fmt.Errorf("%s@%d: %w", e.Stream, e.Revision, err)
 		}
 		if row.state.Version == 0 {
 			var md command.Metadata

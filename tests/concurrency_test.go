@@ -87,7 +87,7 @@ func TestConcurrentCreatesWithOneKey(t *testing.T) {
 	}
 	id := createdID(t, first)
 	evs := s.events(t, id)
-	if count(evs, "order.created.v1", "", "") != 1 || int64(len(evs)) != first.num("version") {
+	if count(evs, "order.created.v2", "", "") != 1 || int64(len(evs)) != first.num("version") {
 		t.Errorf("order %s has events %v; want one set: created and one line added", id, types(evs))
 	}
 }

@@ -37,7 +37,7 @@ var crashCases = []crashCase{
 		check: func(t *testing.T, s *server, r *response) {
 			id := createdID(t, r)
 			evs := s.events(t, id)
-			if count(evs, "order.created.v1", "", "") != 1 || int64(len(evs)) != r.num("version") {
+			if count(evs, "order.created.v2", "", "") != 1 || int64(len(evs)) != r.num("version") {
 				t.Errorf("order %s has events %v; want created and one line added, once", id, types(evs))
 			}
 			checkKeyed(t, evs, crashKey)
@@ -56,7 +56,7 @@ var crashCases = []crashCase{
 				t.Errorf("%v; want sku-2 added once: total %d, version 3", r, orderTotal+500)
 			}
 			evs := s.events(t, id)
-			if count(evs, "order.line-added.v1", "sku", "sku-2") != 1 || len(evs) != 3 {
+			if count(evs, "order.line-added.v2", "sku", "sku-2") != 1 || len(evs) != 3 {
 				t.Errorf("order %s has events %v; want sku-2 added once", id, types(evs))
 			}
 			checkKeyed(t, evs, crashKey)
@@ -200,8 +200,8 @@ func TestGracefulShutdownKeepsAcknowledgedCommands(t *testing.T) {
 			t.Errorf("request %d (key %s) got %v during shutdown, but had run: the retry replayed %v", i, res.req.key, res.err, again)
 		}
 		id := createdID(t, again)
-		if evs := s.events(t, id); count(evs, "order.created.v1", "", "") != 1 {
-			t.Errorf("order %s (key %s) has events %v; want one order.created.v1", id, res.req.key, types(evs))
+		if evs := s.events(t, id); count(evs, "order.created.v2", "", "") != 1 {
+			t.Errorf("order %s (key %s) has events %v; want one order.created.v2", id, res.req.key, types(evs))
 		}
 	}
 }

@@ -181,7 +181,7 @@ func diskFull(t *testing.T, s *server, fill, free func()) {
 	created := retry(failed, http.StatusCreated)
 	checkFirst(t, created)
 	newID := createdID(t, created)
-	if evs := s.events(t, newID); count(evs, "order.created.v1", "", "") != 1 || int64(len(evs)) != created.num("version") {
+	if evs := s.events(t, newID); count(evs, "order.created.v2", "", "") != 1 || int64(len(evs)) != created.num("version") {
 		t.Errorf("order %s, created after the disk had room again, has events %v", newID, types(evs))
 	}
 	if addFailed {
@@ -192,14 +192,14 @@ func diskFull(t *testing.T, s *server, fill, free func()) {
 		}
 	}
 	evs := s.events(t, id)
-	if count(evs, "order.line-added.v1", "sku", "sku-3") != 1 || count(evs, "order.line-added.v1", "sku", "sku-2") != 1 {
+	if count(evs, "order.line-added.v2", "sku", "sku-3") != 1 || count(evs, "order.line-added.v2", "sku", "sku-2") != 1 {
 		t.Errorf("order %s has events %v; want sku-2 and sku-3 added once each", id, types(evs))
 	}
 
 	// What was acknowledged on the full disk is there.
 	for _, r := range acked {
 		aid := createdID(t, r)
-		if evs := s.events(t, aid); count(evs, "order.created.v1", "", "") != 1 {
+		if evs := s.events(t, aid); count(evs, "order.created.v2", "", "") != 1 {
 			t.Errorf("order %s, acknowledged while the disk filled up, has events %v", aid, types(evs))
 		}
 	}

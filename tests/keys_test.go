@@ -22,7 +22,7 @@ func TestMissingKeyIsRejected(t *testing.T) {
 	// The rejected request was not run and not stored: with a key it creates one order.
 	id, created := s.create(t, "missing-then-keyed", "c-missing")
 	checkFirst(t, created)
-	if evs := s.events(t, id); count(evs, "order.created.v1", "", "") != 1 || len(evs) != 2 {
+	if evs := s.events(t, id); count(evs, "order.created.v2", "", "") != 1 || len(evs) != 2 {
 		t.Errorf("order %s has events %v; want created and one line added", id, types(evs))
 	}
 
@@ -99,8 +99,8 @@ func TestReplayReturnsTheStoredResponse(t *testing.T) {
 	}
 	checkLogPosition(t, first)
 	checkReplay(t, first, s.do(t, "POST", "/v1/orders", "replay-create", orderFor("c-replay")))
-	if evs := s.events(t, id); count(evs, "order.created.v1", "", "") != 1 {
-		t.Errorf("order %s has events %v; want one order.created.v1", id, types(evs))
+	if evs := s.events(t, id); count(evs, "order.created.v2", "", "") != 1 {
+		t.Errorf("order %s has events %v; want one order.created.v2", id, types(evs))
 	}
 
 	// A command replays its own answer even after the order moved on under another key.
@@ -115,7 +115,7 @@ func TestReplayReturnsTheStoredResponse(t *testing.T) {
 	if o.num("total") != orderTotal+500+700 || o.num("version") != later.num("version") {
 		t.Errorf("after the replay: %v; want total %d at version %d (sku-2 added once)", o, orderTotal+500+700, later.num("version"))
 	}
-	if evs := s.events(t, id); count(evs, "order.line-added.v1", "sku", "sku-2") != 1 {
+	if evs := s.events(t, id); count(evs, "order.line-added.v2", "sku", "sku-2") != 1 {
 		t.Errorf("order %s has events %v; want sku-2 added once", id, types(evs))
 	}
 }

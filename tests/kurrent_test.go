@@ -130,7 +130,7 @@ func TestKurrentConcurrentCreatesOnTwoNodes(t *testing.T) {
 	id := createdID(t, first)
 	for i, node := range nodes {
 		evs := node.events(t, id)
-		if count(evs, "order.created.v1", "", "") != 1 || int64(len(evs)) != first.num("version") {
+		if count(evs, "order.created.v2", "", "") != 1 || int64(len(evs)) != first.num("version") {
 			t.Errorf("node %d: order %s has events %v; want one set: created and one line added", i, id, types(evs))
 		}
 	}
@@ -233,7 +233,7 @@ func TestKurrentConcurrentCommandsOnOneOrderOnTwoNodes(t *testing.T) {
 	}
 	for i, node := range nodes {
 		evs := node.events(t, id)
-		if got := count(evs, "order.line-added.v1", "", ""); got != applied {
+		if got := count(evs, "order.line-added.v2", "", ""); got != applied {
 			t.Errorf("node %d: %d lines added in the order's events, want %d (each answered 200, once)", i, got, applied)
 		}
 	}

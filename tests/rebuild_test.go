@@ -96,9 +96,9 @@ func fold(evs []event) folded {
 	for _, e := range evs {
 		sku, _ := e.Data["sku"].(string)
 		switch e.Type {
-		case "order.created.v1":
+		case "order.created.v2":
 			f.status = "created"
-		case "order.line-added.v1":
+		case "order.line-added.v2":
 			price, _ := e.Data["unitPrice"].(map[string]any)
 			l := lines[sku]
 			l.qty += jsonInt(e.Data["quantity"])

@@ -27,13 +27,13 @@ func TestDuplicateStorm(t *testing.T) {
 		keyed                int
 	}{
 		{
-			name: "create", status: http.StatusCreated, effect: "order.created.v1", keyed: 2,
+			name: "create", status: http.StatusCreated, effect: "order.created.v2", keyed: 2,
 			req: func(*testing.T) request {
 				return request{method: "POST", path: "/v1/orders", key: "storm-create", body: orderFor("c-storm")}
 			},
 		},
 		{
-			name: "add line", status: http.StatusOK, effect: "order.line-added.v1", field: "sku", value: "sku-storm", keyed: 1,
+			name: "add line", status: http.StatusOK, effect: "order.line-added.v2", field: "sku", value: "sku-storm", keyed: 1,
 			req: func(t *testing.T) request {
 				id, _ := s.create(t, "storm-setup", "c-storm-2")
 				return request{method: "POST", path: "/v1/orders/" + id + "/lines", key: "storm-line", body: line{SKU: "sku-storm", Quantity: 3, UnitPrice: 700}}

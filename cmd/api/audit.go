@@ -15,6 +15,7 @@ import (
 	"github.com/acme/orders/api"
 	"github.com/acme/orders/audit"
 	"github.com/acme/orders/command"
+	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/eventstore/sqlite"
 	"github.com/acme/orders/projections"
@@ -51,6 +52,7 @@ type eventLine struct {
 	Revision   uint64          `json:"revision"`
 	Position   uint64          `json:"position"`
 	Type       string          `json:"type"`
+	StoredType string          `json:"storedType,omitempty"` // history: only if Type is an upcast of it
 	RecordedAt time.Time       `json:"recordedAt"`
 	Data       json.RawMessage `json:"data"`
 	Metadata   json.RawMessage `json:"metadata,omitempty"`
@@ -99,7 +101,19 @@ type historyWriter struct {
 	lines  []eventLine       // json: written at the end, as one document
 }
 
+// add writes ev as the API's event history shows it: upcast to the current version of its type
+// (export, by contrast, writes the log as stored).
 func (h *historyWriter) add(ev eventstore.RecordedEvent) error {
+	stored := ev.Type
+	typ, data, err := order.Upcast(ev.Type, ev.Data)
+	if err != nil {
+		return fmt.Errorf("%s@%d: %w", ev.Stream, ev.Revision, err)
+	}
+	ev.Type, ev.Data = typ, data
+	line := lineOf(ev)
+	if typ != stored {
+		line.StoredType = stored
+	}
 	switch h.format {
 	case "table":
 		if h.table == nil {
@@ -111,9 +125,9 @@ func (h *historyWriter) add(ev eventstore.RecordedEvent) error {
 		_, err := fmt.Fprintf(h.table, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", ev.Revision, ev.Position.Commit, ev.Recorded.Format(time.RFC3339Nano), ev.Type, md.Principal, md.Command, md.IdempotencyKey)
 		return err
 	case "jsonl":
-		return json.NewEncoder(h.w).Encode(lineOf(ev))
+		return json.NewEncoder(h.w).Encode(line)
 	default:
-		h.lines = append(h.lines, lineOf(ev))
+		h.lines = append(h.lines, line)
 		return nil
 	}
 }

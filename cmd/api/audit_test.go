@@ -69,7 +69,7 @@ func TestAuditStateFormats(t *testing.T) {
 		t.Fatalf("%v:\n%s", err, r.stdout)
 	}
 	want := map[string]any{"revision": 2.0, "order": map[string]any{
-		"id": id, "customerId": "c-1", "currency": "EUR", "status": "paying",
+		"id": id, "customerId": "c-1", "currency": "EUR", "channel": "api", "status": "paying",
 		"lines": []any{map[string]any{"sku": "book", "quantity": 2.0, "unitPrice": 1250.0}},
 		"total": 2500.0, "paid": 0.0, "refunded": 0.0, "paymentId": "pay-1", "version": 3.0,
 		"createdAt": created.Format(time.RFC3339), "updatedAt": created.Add(time.Hour).Format(time.RFC3339),
@@ -138,7 +138,7 @@ func TestAuditHistoryFormats(t *testing.T) {
 	if err := json.Unmarshal([]byte(history("json").stdout), &page); err != nil {
 		t.Fatal(err)
 	}
-	if len(page.Events) != 3 || page.Events[2].Revision != 2 || page.Events[0].Type != "order.created.v1" || page.Events[0].Data == nil {
+	if len(page.Events) != 3 || page.Events[2].Revision != 2 || page.Events[0].Type != "order.created.v2" || page.Events[0].Data == nil {
 		t.Errorf("json: %+v; want the 3 events of the order", page)
 	}
 

@@ -20,11 +20,14 @@ import (
 )
 
 // Log returns the data directory of an embedded store holding orders order histories of 10
-// events each, chained as the command handler chains them. It is generated on the first call
-// and kept in the temporary directory for the next ones (benchmarks run it again and again).
+// events each, chained as the command handler chains them. Every other order is written as a
+// release before upcasting wrote it (order.created.v1, order.line-added.v1), so that readers
+// of the log upcast half of its opening events, as they do for a log that spans releases. It is
+// generated on the first call and kept in the temporary directory for the next ones
+// (benchmarks run it again and again).
 func Log(b testing.TB, orders int) string {
 	b.Helper()
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("orders-bench-chained-%d-v1", orders))
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("orders-bench-chained-%d-mixed-v2", orders))
 	if _, err := os.Stat(filepath.Join(dir, "complete")); err == nil {
 		return dir
 	}
@@ -39,9 +42,9 @@ func Log(b testing.TB, orders int) string {
 		wg.Go(func() {
 			for i := w; i < orders; i += 16 {
 				id := fmt.Sprintf("bench%07d", i)
-				history := []order.Event{order.Created{OrderID: id, CustomerID: fmt.Sprint("c", i%1000), Currency: "EUR", At: at}}
+				history := []order.Event{order.Created{OrderID: id, CustomerID: fmt.Sprint("c", i%1000), Currency: "EUR", Channel: "web", At: at}}
 				for l := range 5 {
-					history = append(history, order.LineAdded{SKU: fmt.Sprint("sku-", l), Quantity: 1, UnitPrice: order.Money{Amount: 100, Currency: "EUR"}, At: at})
+					history = append(history, order.LineAdded{SKU: fmt.Sprint("sku-", l), Name: fmt.Sprint("Product ", l), Quantity: 1, UnitPrice: order.Money{Amount: 100, Currency: "EUR"}, At: at})
 				}
 				pay := order.Money{Amount: 500, Currency: "EUR"}
 				history = append(history, order.PaymentStarted{PaymentID: "p" + id, Amount: pay, At: at},
@@ -53,6 +56,9 @@ func Log(b testing.TB, orders int) string {
 				events := make([]eventstore.EventData, len(history))
 				for j, e := range history {
 					typ, data, _ := order.Marshal(e)
+					if i%2 == 0 {
+						typ, data = earlier(e, typ, data)
+					}
 					m, _ := json.Marshal(command.Metadata{Principal: "bench", Command: "bench", At: at, PrevHash: prev})
 					prev = command.ChainHash(prev, stream, uint64(j), typ, data, m)
 					md := append([]byte(`{"hash":"`+prev+`",`), m[1:]...)
@@ -71,4 +77,29 @@ func Log(b testing.TB, orders int) string {
 		b.Fatal(err)
 	}
 	return dir
+}
+
+// earlier encodes e as the release before order.created.v2 and order.line-added.v2 wrote it,
+// if its type had another version then; typ and data otherwise.
+func earlier(e order.Event, typ string, data []byte) (string, []byte) {
+	switch e := e.(type) {
+	case order.Created:
+		data, _ = json.Marshal(struct {
+			OrderID    string         `json:"orderId"`
+			CustomerID string         `json:"customerId"`
+			Currency   order.Currency `json:"currency"`
+			ClientRef  string         `json:"clientRef"`
+			At         time.Time      `json:"at"`
+		}{e.OrderID, e.CustomerID, e.Currency, e.ClientRef, e.At})
+		return "order.created.v1", data
+	case order.LineAdded:
+		data, _ = json.Marshal(struct {
+			SKU       string      `json:"sku"`
+			Quantity  int64       `json:"quantity"`
+			UnitPrice order.Money `json:"unitPrice"`
+			At        time.Time   `json:"at"`
+		}{e.SKU, e.Quantity, e.UnitPrice, e.At})
+		return "order.line-added.v1", data
+	}
+	return typ, data
 }

@@ -3,8 +3,11 @@ package order
 import (
 	"errors"
 	"fmt"
-	json "github.com/goccy/go-json"
 	"slices"
+	"strconv"
+	"strings"
+
+	json "github.com/goccy/go-json"
 )
 
 // Codec encodes order events as JSON and decodes them by their versioned type name. The event
@@ -12,16 +15,23 @@ import (
 // names come from EventType, never from reflection on Go type names. A Codec is immutable and
 // safe for concurrent use; the zero Codec knows no types.
 type Codec struct {
-	types map[string]eventType
+	types   map[string]eventType
+	current map[string]int // an event type's name without its version → its current version
 }
 
+// eventType is a current version (owns is set) or an earlier one (see upcast.go).
 type eventType struct {
 	owns   func(Event) bool
 	decode func([]byte) (Event, error)
 }
 
-// ErrUnknownEventType is returned for a type name (or a Go value) the codec does not know.
-var ErrUnknownEventType = errors.New("unknown order event type")
+var (
+	// ErrUnknownEventType is returned for a type name (or a Go value) the codec does not know.
+	ErrUnknownEventType = errors.New("unknown order event type")
+	// ErrNewerEventVersion is returned for a known type at a version newer than the codec's:
+	// an event written by a later release, which this one cannot read.
+	ErrNewerEventVersion = errors.New("order event of a newer version than this build reads")
+)
 
 var events = newCodec(
 	register[Created],
@@ -36,7 +46,7 @@ var events = newCodec(
 	register[RefundRequested],
 	register[RefundCompleted],
 	register[DuplicateChargeRecorded],
-)
+).with(upcasters...)
 
 // Events returns the codec for every event type of this package.
 func Events() Codec { return events }
@@ -47,10 +57,23 @@ func Marshal(e Event) (typ string, data []byte, err error) { return events.Marsh
 // Unmarshal decodes an event of type typ with Events().
 func Unmarshal(typ string, data []byte) (Event, error) { return events.Unmarshal(typ, data) }
 
+// Upcast returns a stored event at the current version of its type with Events().
+func Upcast(typ string, data []byte) (string, []byte, error) { return events.Upcast(typ, data) }
+
 func newCodec(regs ...func(map[string]eventType)) Codec {
-	c := Codec{types: make(map[string]eventType, len(regs))}
+	return Codec{types: make(map[string]eventType, len(regs)), current: map[string]int{}}.with(regs...)
+}
+
+// with returns c with more types registered: current ones (register) or earlier versions
+// (registerEarlier).
+func (c Codec) with(regs ...func(map[string]eventType)) Codec {
 	for _, reg := range regs {
 		reg(c.types)
+	}
+	for name, t := range c.types {
+		if base, v, ok := splitVersion(name); ok && t.owns != nil {
+			c.current[base] = v
+		}
 	}
 	return c
 }
@@ -60,13 +83,28 @@ func register[E Event](types map[string]eventType) {
 	types[zero.EventType()] = eventType{
 		owns: func(e Event) bool { _, ok := e.(E); return ok },
 		decode: func(data []byte) (Event, error) {
-			var e E
-			if err := json.Unmarshal(data, &e); err != nil {
-				return nil, err
-			}
-			return e, nil
+			return decodeJSON[E](data)
 		},
 	}
+}
+
+func decodeJSON[T any](data []byte) (T, error) {
+	var v T
+	err := json.Unmarshal(data, &v)
+	return v, err
+}
+
+// splitVersion splits "order.created.v2" into "order.created" and 2.
+func splitVersion(name string) (base string, version int, ok bool) {
+	i := strings.LastIndex(name, ".v")
+	if i < 0 {
+		return "", 0, false
+	}
+	v, err := strconv.Atoi(name[i+2:])
+	if err != nil || v < 1 {
+		return "", 0, false
+	}
+	return name[:i], v, true
 }
 
 // Marshal returns e's type name and JSON encoding. It accepts the event values Decide returns;
@@ -74,7 +112,7 @@ func register[E Event](types map[string]eventType) {
 func (c Codec) Marshal(e Event) (typ string, data []byte, err error) {
 	// Matching by Go type instead of calling e.EventType() keeps a nil pointer from panicking.
 	for name, t := range c.types {
-		if t.owns(e) {
+		if t.owns != nil && t.owns(e) {
 			data, err := json.Marshal(e)
 			if err != nil {
 				return "", nil, fmt.Errorf("encode %s: %w", name, err)
@@ -85,11 +123,18 @@ func (c Codec) Marshal(e Event) (typ string, data []byte, err error) {
 	return "", nil, fmt.Errorf("encode %T: %w", e, ErrUnknownEventType)
 }
 
-// Unmarshal decodes data as an event of type typ. Unknown JSON fields are ignored, so that an
-// optional field added to a type later does not break readers of the current version.
+// Unmarshal decodes data as an event of type typ, at the current version of its type: an event
+// stored at an earlier version is upcast (see upcast.go); the error wraps ErrUpcast if that
+// fails. Unknown JSON fields are ignored, so that an optional field added to a type later does
+// not break readers of the current version. A type the codec does not know is an error
+// (ErrUnknownEventType, or ErrNewerEventVersion for a later version of a known type), never
+// skipped: a fold without it would be wrong.
 func (c Codec) Unmarshal(typ string, data []byte) (Event, error) {
 	t, ok := c.types[typ]
 	if !ok {
+		if base, v, ok := splitVersion(typ); ok && c.current[base] != 0 && v > c.current[base] {
+			return nil, fmt.Errorf("decode %q: %w (it reads %s.v%d)", typ, ErrNewerEventVersion, base, c.current[base])
+		}
 		return nil, fmt.Errorf("decode %q: %w", typ, ErrUnknownEventType)
 	}
 	e, err := t.decode(data)
@@ -99,11 +144,35 @@ func (c Codec) Unmarshal(typ string, data []byte) (Event, error) {
 	return e, nil
 }
 
-// Types returns the type names the codec knows, sorted.
+// Upcast returns a stored event as the current version of its type: typ and data as they are
+// if typ is current, else the upcast event encoded anew. It fails as Unmarshal does.
+func (c Codec) Upcast(typ string, data []byte) (string, []byte, error) {
+	if t, ok := c.types[typ]; ok && t.owns != nil {
+		return typ, data, nil
+	}
+	e, err := c.Unmarshal(typ, data)
+	if err != nil {
+		return "", nil, err
+	}
+	return c.Marshal(e)
+}
+
+// Types returns the current type names the codec knows, sorted: those it writes.
 func (c Codec) Types() []string {
-	names := make([]string, 0, len(c.types))
-	for name := range c.types {
-		names = append(names, name)
+	return c.names(func(t eventType) bool { return t.owns != nil })
+}
+
+// EarlierTypes returns the earlier versions it reads by upcasting, sorted.
+func (c Codec) EarlierTypes() []string {
+	return c.names(func(t eventType) bool { return t.owns == nil })
+}
+
+func (c Codec) names(keep func(eventType) bool) []string {
+	var names []string
+	for name, t := range c.types {
+		if keep(t) {
+			names = append(names, name)
+		}
 	}
 	slices.Sort(names)
 	return names

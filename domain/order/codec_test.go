@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -23,8 +24,8 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 func goldenEvents() []order.Event {
 	at := time.Date(2026, 7, 11, 8, 30, 15, 123456789, time.UTC)
 	return []order.Event{
-		order.Created{OrderID: "01JZ8Q4M6W3Y5T7V9X1B3D5F7H", CustomerID: "cus-42", Currency: "EUR", ClientRef: "PO 2026-0711", At: at},
-		order.LineAdded{SKU: "BOOK-123", Quantity: 2, UnitPrice: eur(1299), At: at},
+		order.Created{OrderID: "01JZ8Q4M6W3Y5T7V9X1B3D5F7H", CustomerID: "cus-42", Currency: "EUR", ClientRef: "PO 2026-0711", Channel: "web", At: at},
+		order.LineAdded{SKU: "BOOK-123", Name: "The Go Programming Language", Quantity: 2, UnitPrice: eur(1299), At: at},
 		order.LineQuantityChanged{SKU: "BOOK-123", Quantity: 3, At: at},
 		order.LineRemoved{SKU: "BOOK-123", At: at},
 		order.PaymentStarted{PaymentID: "pay-7", Amount: eur(3897), At: at},
@@ -97,7 +98,7 @@ func TestGolden(t *testing.T) {
 
 func TestEventTypeNames(t *testing.T) {
 	for _, typ := range order.Events().Types() {
-		if !strings.HasPrefix(typ, "order.") || !strings.HasSuffix(typ, ".v1") {
+		if !regexp.MustCompile(`^order\.[a-z-]+\.v[1-9][0-9]*$`).MatchString(typ) {
 			t.Errorf("event type %q is not order.<name>.v<n>", typ)
 		}
 	}
@@ -149,7 +150,7 @@ func FuzzUnmarshal(f *testing.F) {
 		if err != nil {
 			t.Fatalf("decoded %#v but cannot encode it: %v", e, err)
 		}
-		if typ2 != typ {
+		if typ2 != typ && !slices.Contains(order.Events().EarlierTypes(), typ) {
 			t.Fatalf("decoded as %s, encoded as %s", typ, typ2)
 		}
 		e2, err := order.Unmarshal(typ2, data2)

@@ -19,6 +19,15 @@ const (
 
 	MaxIDLen   = 128 // bytes, for ids, SKUs, tracking numbers, carriers and client references
 	MaxTextLen = 500 // bytes, for free-text reasons
+	MaxNameLen = 200 // bytes, for product names
+)
+
+// Sales channels. A channel is a lower-case token of at most 32 bytes (letters, digits and
+// hyphens, starting with a letter), chosen by the client: "web", "mobile", "store", "phone",
+// "marketplace-x"… Stored in events: never change these strings.
+const (
+	ChannelDefault    = "api"     // an order created without a channel
+	ChannelUnrecorded = "unknown" // an order created before orders recorded one (order.created.v1)
 )
 
 // Command is a request to change an order. The set is closed: only this package's command
@@ -44,6 +53,9 @@ type CreateOrder struct {
 	// ClientRef is the client's own reference for the order (a purchase order number, say),
 	// kept for lookups. Optional; may contain spaces.
 	ClientRef string
+	// Channel is where the order was taken (see ChannelDefault). Optional: "" records
+	// ChannelDefault.
+	Channel string
 }
 
 // AddLine adds Quantity units of SKU at UnitPrice. If the order already has a line for SKU
@@ -52,8 +64,9 @@ type CreateOrder struct {
 // the total disagree with what the client thinks it ordered.
 type AddLine struct {
 	SKU       string
-	Quantity  int64 // 1..MaxQuantity
-	UnitPrice Money // 1..MaxUnitPrice minor units, in the order's currency
+	Name      string // the product's name, optional; a line added again keeps its first name
+	Quantity  int64  // 1..MaxQuantity
+	UnitPrice Money  // 1..MaxUnitPrice minor units, in the order's currency
 }
 
 // ChangeLineQuantity sets the quantity of the line for SKU. Setting the quantity it already
@@ -140,6 +153,9 @@ func (c CreateOrder) validate() *Error {
 			return err
 		}
 	}
+	if c.Channel != "" && !validChannel(c.Channel) {
+		return errorf(KindInvalid, "channel %q must be 1 to 32 lower-case letters, digits and hyphens, starting with a letter", c.Channel)
+	}
 	if len(c.Lines) > MaxLines {
 		return errorf(KindInvalid, "%d lines, more than the %d an order can have", len(c.Lines), MaxLines)
 	}
@@ -153,8 +169,13 @@ func (c CreateOrder) validate() *Error {
 }
 
 func (c AddLine) validate() *Error {
+	var name *Error
+	if c.Name != "" {
+		name = checkText("name", c.Name, MaxNameLen)
+	}
 	return firstError(
 		checkID("sku", c.SKU),
+		name,
 		checkQuantity(c.Quantity),
 		checkMoney("unit price", c.UnitPrice, MaxUnitPrice),
 	)
@@ -229,6 +250,13 @@ func checkText(field, v string, max int) *Error {
 		return errorf(KindInvalid, "%s %q has leading or trailing spaces", field, v)
 	}
 	return nil
+}
+
+func validChannel(c string) bool {
+	if len(c) > 32 || c == "" || c[0] < 'a' || c[0] > 'z' {
+		return false
+	}
+	return strings.IndexFunc(c, func(r rune) bool { return (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' }) < 0
 }
 
 func checkCurrency(field string, c Currency) *Error {

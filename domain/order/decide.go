@@ -1,6 +1,9 @@
 package order
 
-import "time"
+import (
+	"cmp"
+	"time"
+)
 
 // Decide decides what command c does to the order in state s, at time now. It reads no clock,
 // makes no ids and does no I/O: now becomes the At of every event (converted to UTC) and every
@@ -70,7 +73,8 @@ func decide(s State, c Command, at time.Time) ([]Event, *Error) {
 }
 
 func createOrder(c CreateOrder, at time.Time) ([]Event, *Error) {
-	created := Created{OrderID: c.OrderID, CustomerID: c.CustomerID, Currency: c.Currency, ClientRef: c.ClientRef, At: at}
+	created := Created{OrderID: c.OrderID, CustomerID: c.CustomerID, Currency: c.Currency, ClientRef: c.ClientRef,
+		Channel: cmp.Or(c.Channel, ChannelDefault), At: at}
 	events := []Event{created}
 	s := Evolve(State{}, created)
 	// Initial lines follow exactly the rules of AddLine, so creating with lines and adding
@@ -106,7 +110,7 @@ func addLine(s State, c AddLine, at time.Time) ([]Event, *Error) {
 		if len(s.Lines) >= MaxLines {
 			return nil, errorf(KindRejected, "the order already has %d lines, the most it can have", MaxLines)
 		}
-		return []Event{LineAdded{SKU: c.SKU, Quantity: c.Quantity, UnitPrice: c.UnitPrice, At: at}}, nil
+		return []Event{LineAdded{SKU: c.SKU, Name: c.Name, Quantity: c.Quantity, UnitPrice: c.UnitPrice, At: at}}, nil
 	}
 	l := s.Lines[i]
 	if l.UnitPrice != c.UnitPrice {

@@ -55,7 +55,7 @@ func hRefunded() []order.Event {
 
 // The canonical command of each column of the matrix.
 var (
-	cCreate   = order.CreateOrder{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR", ClientRef: "po 7"}
+	cCreate   = order.CreateOrder{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR", ClientRef: "po 7", Channel: "web"}
 	cAdd      = order.AddLine{SKU: "B", Quantity: 1, UnitPrice: eur(250)}
 	cChange   = order.ChangeLineQuantity{SKU: "A", Quantity: 3}
 	cRemove   = order.RemoveLine{SKU: "A"}
@@ -77,7 +77,7 @@ var allStatuses = []order.Status{
 
 // Expected events of the canonical commands, when accepted.
 var (
-	eCreated   = order.Created{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR", ClientRef: "po 7", At: now}
+	eCreated   = order.Created{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR", ClientRef: "po 7", Channel: "web", At: now}
 	eAdded     = order.LineAdded{SKU: "B", Quantity: 1, UnitPrice: eur(250), At: now}
 	eChanged   = order.LineQuantityChanged{SKU: "A", Quantity: 3, At: now}
 	eRemoved   = order.LineRemoved{SKU: "A", At: now}
@@ -241,13 +241,13 @@ func TestDecide(t *testing.T) {
 
 		// CreateOrder.
 		"create with lines": {hNone, order.CreateOrder{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR",
-			Lines: []order.AddLine{{SKU: "A", Quantity: 2, UnitPrice: eur(500)}, {SKU: "B", Quantity: 1, UnitPrice: eur(250)}}},
-			evs(order.Created{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR", At: now},
-				order.LineAdded{SKU: "A", Quantity: 2, UnitPrice: eur(500), At: now},
+			Lines: []order.AddLine{{SKU: "A", Name: "Apples", Quantity: 2, UnitPrice: eur(500)}, {SKU: "B", Quantity: 1, UnitPrice: eur(250)}}},
+			evs(order.Created{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR", Channel: order.ChannelDefault, At: now},
+				order.LineAdded{SKU: "A", Name: "Apples", Quantity: 2, UnitPrice: eur(500), At: now},
 				order.LineAdded{SKU: "B", Quantity: 1, UnitPrice: eur(250), At: now}), ok},
 		"create with a sku twice at one price merges": {hNone, order.CreateOrder{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR",
 			Lines: []order.AddLine{{SKU: "A", Quantity: 2, UnitPrice: eur(500)}, {SKU: "A", Quantity: 3, UnitPrice: eur(500)}}},
-			evs(order.Created{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR", At: now},
+			evs(order.Created{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR", Channel: order.ChannelDefault, At: now},
 				order.LineAdded{SKU: "A", Quantity: 2, UnitPrice: eur(500), At: now},
 				order.LineQuantityChanged{SKU: "A", Quantity: 5, At: now}), ok},
 		"create with a sku at two prices": {hNone, order.CreateOrder{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR",
@@ -256,19 +256,29 @@ func TestDecide(t *testing.T) {
 			Lines: []order.AddLine{{SKU: "A", Quantity: 2, UnitPrice: order.Money{Amount: 500, Currency: "USD"}}}}, nil, invalid},
 		"create with an invalid line": {hNone, order.CreateOrder{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR",
 			Lines: []order.AddLine{{SKU: "A", Quantity: 0, UnitPrice: eur(500)}}}, nil, invalid},
-		"create with too many lines":      {hNone, order.CreateOrder{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR", Lines: tooManyLines}, nil, invalid},
-		"create without order id":         {hNone, order.CreateOrder{CustomerID: "cus-1", Currency: "EUR"}, nil, invalid},
-		"create without customer":         {hNone, order.CreateOrder{OrderID: "ord-1", Currency: "EUR"}, nil, invalid},
-		"create with lower-case currency": {hNone, order.CreateOrder{OrderID: "ord-1", CustomerID: "cus-1", Currency: "eur"}, nil, invalid},
-		"create with a 4-letter currency": {hNone, order.CreateOrder{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EURO"}, nil, invalid},
-		"create with a space in the id":   {hNone, order.CreateOrder{OrderID: "ord 1", CustomerID: "cus-1", Currency: "EUR"}, nil, invalid},
-		"create with a control char ref":  {hNone, order.CreateOrder{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR", ClientRef: "po\n7"}, nil, invalid},
-		"create with an over-long id":     {hNone, order.CreateOrder{OrderID: strings.Repeat("x", order.MaxIDLen+1), CustomerID: "cus-1", Currency: "EUR"}, nil, invalid},
-		"create with invalid utf-8":       {hNone, order.CreateOrder{OrderID: "ord-\xff", CustomerID: "cus-1", Currency: "EUR"}, nil, invalid},
+		"create with too many lines":        {hNone, order.CreateOrder{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR", Lines: tooManyLines}, nil, invalid},
+		"create without order id":           {hNone, order.CreateOrder{CustomerID: "cus-1", Currency: "EUR"}, nil, invalid},
+		"create without customer":           {hNone, order.CreateOrder{OrderID: "ord-1", Currency: "EUR"}, nil, invalid},
+		"create with lower-case currency":   {hNone, order.CreateOrder{OrderID: "ord-1", CustomerID: "cus-1", Currency: "eur"}, nil, invalid},
+		"create with a 4-letter currency":   {hNone, order.CreateOrder{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EURO"}, nil, invalid},
+		"create with a space in the id":     {hNone, order.CreateOrder{OrderID: "ord 1", CustomerID: "cus-1", Currency: "EUR"}, nil, invalid},
+		"create with a control char ref":    {hNone, order.CreateOrder{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR", ClientRef: "po\n7"}, nil, invalid},
+		"create with an over-long id":       {hNone, order.CreateOrder{OrderID: strings.Repeat("x", order.MaxIDLen+1), CustomerID: "cus-1", Currency: "EUR"}, nil, invalid},
+		"create with invalid utf-8":         {hNone, order.CreateOrder{OrderID: "ord-\xff", CustomerID: "cus-1", Currency: "EUR"}, nil, invalid},
+		"create with an upper-case channel": {hNone, order.CreateOrder{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR", Channel: "Web"}, nil, invalid},
+		"create with a channel of 33 bytes": {hNone, order.CreateOrder{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR", Channel: strings.Repeat("w", 33)}, nil, invalid},
+		"create with a channel of 32 bytes": {hNone, order.CreateOrder{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR", Channel: "w" + strings.Repeat("-9", 15) + "x"},
+			evs(order.Created{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR", Channel: "w" + strings.Repeat("-9", 15) + "x", At: now}), ok},
+		"create with a name too long": {hNone, order.CreateOrder{OrderID: "ord-1", CustomerID: "cus-1", Currency: "EUR",
+			Lines: []order.AddLine{{SKU: "A", Name: strings.Repeat("n", order.MaxNameLen+1), Quantity: 1, UnitPrice: eur(500)}}}, nil, invalid},
 
 		// AddLine.
 		"add an existing sku at its price adds quantity": {hCreated, order.AddLine{SKU: "A", Quantity: 3, UnitPrice: eur(500)},
 			evs(order.LineQuantityChanged{SKU: "A", Quantity: 5, At: now}), ok},
+		"add an existing sku with a name keeps the line's": {hCreated, order.AddLine{SKU: "A", Name: "Apples", Quantity: 3, UnitPrice: eur(500)},
+			evs(order.LineQuantityChanged{SKU: "A", Quantity: 5, At: now}), ok},
+		"add a line with a name":               {hCreated, order.AddLine{SKU: "B", Name: "Bread, 1 kg", Quantity: 1, UnitPrice: eur(250)}, evs(order.LineAdded{SKU: "B", Name: "Bread, 1 kg", Quantity: 1, UnitPrice: eur(250), At: now}), ok},
+		"add a line with a name on two lines":  {hCreated, order.AddLine{SKU: "B", Name: "Bread\n1 kg", Quantity: 1, UnitPrice: eur(250)}, nil, invalid},
 		"add an existing sku at another price": {hCreated, order.AddLine{SKU: "A", Quantity: 1, UnitPrice: eur(499)}, nil, rejected},
 		"add a line in another currency":       {hCreated, order.AddLine{SKU: "B", Quantity: 1, UnitPrice: order.Money{Amount: 250, Currency: "USD"}}, nil, rejected},
 		"add past the quantity limit":          {hCreated, order.AddLine{SKU: "A", Quantity: order.MaxQuantity - 1, UnitPrice: eur(500)}, nil, rejected},

@@ -77,9 +77,11 @@
 //
 // # Events
 //
-// Events carry explicit, versioned type names ("order.created.v1", …) and explicit camelCase
+// Events carry explicit, versioned type names ("order.created.v2", …) and explicit camelCase
 // JSON tags. Codec (see Events, Marshal and Unmarshal) encodes and decodes them by name; the
-// encoded form of each type is golden-tested under testdata/. Events hold domain facts only;
+// encoded form of each type is golden-tested under testdata/. Earlier versions stay readable:
+// upcast.go registers each with an upcaster to the next version, and the codec upcasts them on
+// reading (their stored form is golden-tested under testdata/earlier/). Events hold domain facts only;
 // metadata such as the idempotency key belongs to the store. Created is the only event that
 // carries the order id.
 package order

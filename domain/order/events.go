@@ -8,7 +8,9 @@ import "time"
 // to Decide (in UTC), so that the state's timestamps come from the log and not from a clock.
 //
 // Events are stored as JSON under their EventType name; see Codec. Changing a field's name or
-// meaning needs a new versioned type, never an edit of an existing one.
+// meaning needs a new versioned type, never an edit of an existing one: the type of the
+// previous version moves to upcast.go with an upcaster to the new one, so that events stored
+// at every earlier version still read (see Codec.Unmarshal).
 type Event interface {
 	// EventType is the event's stable, versioned name, such as "order.created.v1".
 	EventType() string
@@ -24,12 +26,14 @@ type Created struct {
 	CustomerID string    `json:"customerId"`
 	Currency   Currency  `json:"currency"`
 	ClientRef  string    `json:"clientRef"` // empty if the client gave none
+	Channel    string    `json:"channel"`   // the sales channel; see CreateOrder
 	At         time.Time `json:"at"`
 }
 
 // LineAdded adds a line for a SKU the order did not have.
 type LineAdded struct {
 	SKU       string    `json:"sku"`
+	Name      string    `json:"name,omitempty"` // the product's name; empty if the client gave none
 	Quantity  int64     `json:"quantity"`
 	UnitPrice Money     `json:"unitPrice"`
 	At        time.Time `json:"at"`
@@ -122,8 +126,8 @@ const (
 	ChargeNotAwaitingPayment ChargeReason = "not-awaiting-payment" // order created (no payment started) or cancelled
 )
 
-func (Created) EventType() string                 { return "order.created.v1" }
-func (LineAdded) EventType() string               { return "order.line-added.v1" }
+func (Created) EventType() string                 { return "order.created.v2" }
+func (LineAdded) EventType() string               { return "order.line-added.v2" }
 func (LineQuantityChanged) EventType() string     { return "order.line-quantity-changed.v1" }
 func (LineRemoved) EventType() string             { return "order.line-removed.v1" }
 func (PaymentStarted) EventType() string          { return "order.payment-started.v1" }

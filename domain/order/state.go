@@ -43,6 +43,7 @@ func (s Status) String() string {
 // Line is one SKU of an order.
 type Line struct {
 	SKU       string
+	Name      string // the product's name given when the line was added; "" if none
 	Quantity  int64
 	UnitPrice Money
 }
@@ -66,6 +67,7 @@ type State struct {
 	CustomerID string
 	Currency   Currency
 	ClientRef  string
+	Channel    string // the sales channel; ChannelUnrecorded for orders created before channels
 	Status     Status
 
 	Lines []Line // in the order their SKUs were first added; nil when there are none
@@ -115,14 +117,14 @@ func evolve(s State, e Event, owned bool) State {
 	}
 	switch e := e.(type) {
 	case Created:
-		s.ID, s.CustomerID, s.Currency, s.ClientRef = e.OrderID, e.CustomerID, e.Currency, e.ClientRef
+		s.ID, s.CustomerID, s.Currency, s.ClientRef, s.Channel = e.OrderID, e.CustomerID, e.Currency, e.ClientRef, e.Channel
 		s.Status = StatusCreated
 		s.CreatedAt = e.At
 		zero := Money{Currency: e.Currency}
 		s.Paid, s.PendingRefund, s.Refunded = zero, zero, zero
 		s = s.withLines(s.Lines, !owned)
 	case LineAdded:
-		l := Line{SKU: e.SKU, Quantity: e.Quantity, UnitPrice: e.UnitPrice}
+		l := Line{SKU: e.SKU, Name: e.Name, Quantity: e.Quantity, UnitPrice: e.UnitPrice}
 		ls := lines()
 		if i := s.lineIndex(e.SKU); i >= 0 {
 			ls[i] = l

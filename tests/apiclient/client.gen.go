@@ -43,12 +43,30 @@ func (e DuplicateChargeReason) Valid() bool {
 	}
 }
 
+// Defines values for EventStoredType.
+const (
+	OrderCreatedV1   EventStoredType = "order.created.v1"
+	OrderLineAddedV1 EventStoredType = "order.line-added.v1"
+)
+
+// Valid indicates whether the value is a known member of the EventStoredType enum.
+func (e EventStoredType) Valid() bool {
+	switch e {
+	case OrderCreatedV1:
+		return true
+	case OrderLineAddedV1:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EventType.
 const (
 	OrderCancelledV1               EventType = "order.cancelled.v1"
-	OrderCreatedV1                 EventType = "order.created.v1"
+	OrderCreatedV2                 EventType = "order.created.v2"
 	OrderDuplicateChargeRecordedV1 EventType = "order.duplicate-charge-recorded.v1"
-	OrderLineAddedV1               EventType = "order.line-added.v1"
+	OrderLineAddedV2               EventType = "order.line-added.v2"
 	OrderLineQuantityChangedV1     EventType = "order.line-quantity-changed.v1"
 	OrderLineRemovedV1             EventType = "order.line-removed.v1"
 	OrderPaymentConfirmedV1        EventType = "order.payment-confirmed.v1"
@@ -64,11 +82,11 @@ func (e EventType) Valid() bool {
 	switch e {
 	case OrderCancelledV1:
 		return true
-	case OrderCreatedV1:
+	case OrderCreatedV2:
 		return true
 	case OrderDuplicateChargeRecordedV1:
 		return true
-	case OrderLineAddedV1:
+	case OrderLineAddedV2:
 		return true
 	case OrderLineQuantityChangedV1:
 		return true
@@ -276,6 +294,12 @@ type ChangeLineQuantityRequest struct {
 	Quantity Quantity `json:"quantity"`
 }
 
+// Channel The sales channel the order was taken in, chosen by the client: 1 to 32 lower-case
+// letters, digits and hyphens, starting with a letter (`web`, `mobile`, `store`,
+// `phone`, `marketplace-x`…). An order created without one has `api`; an order created
+// before orders recorded a channel (stored as `order.created.v1`) reads `unknown`.
+type Channel = string
+
 // ConfirmPaymentRequest defines model for ConfirmPaymentRequest.
 type ConfirmPaymentRequest struct {
 	// Amount Minor units of the order's currency (cents for EUR).
@@ -284,6 +308,12 @@ type ConfirmPaymentRequest struct {
 
 // CreateOrderRequest defines model for CreateOrderRequest.
 type CreateOrderRequest struct {
+	// Channel The sales channel the order was taken in, chosen by the client: 1 to 32 lower-case
+	// letters, digits and hyphens, starting with a letter (`web`, `mobile`, `store`,
+	// `phone`, `marketplace-x`…). An order created without one has `api`; an order created
+	// before orders recorded a channel (stored as `order.created.v1`) reads `unknown`.
+	Channel *Channel `json:"channel,omitempty"`
+
 	// ClientReference The client's own reference (a purchase order number, say); may contain spaces.
 	ClientReference *string `json:"clientReference,omitempty"`
 
@@ -325,9 +355,25 @@ type Event struct {
 	RecordedAt time.Time `json:"recordedAt"`
 
 	// Revision The event's revision in the order's stream (0 for the first).
-	Revision int64     `json:"revision"`
-	Type     EventType `json:"type"`
+	Revision int64 `json:"revision"`
+
+	// StoredType Present only for an event stored at an earlier version of its type: the type it is
+	// stored as. `type` and `data` then show it upcast to the current version, with the
+	// defaults the later version states: `order.created.v1` reads as `order.created.v2`
+	// with `channel` `unknown`; `order.line-added.v1` reads as `order.line-added.v2`
+	// without `name`. The stored bytes never change: the hash chain in `metadata` covers
+	// them as stored (`api audit export` writes them).
+	StoredType *EventStoredType `json:"storedType,omitempty"`
+	Type       EventType        `json:"type"`
 }
+
+// EventStoredType Present only for an event stored at an earlier version of its type: the type it is
+// stored as. `type` and `data` then show it upcast to the current version, with the
+// defaults the later version states: `order.created.v1` reads as `order.created.v2`
+// with `channel` `unknown`; `order.line-added.v1` reads as `order.line-added.v2`
+// without `name`. The stored bytes never change: the hash chain in `metadata` covers
+// them as stored (`api audit export` writes them).
+type EventStoredType string
 
 // EventType defines model for Event.Type.
 type EventType string
@@ -406,6 +452,8 @@ type IdempotencyKeySummaryMethod string
 
 // Line defines model for Line.
 type Line struct {
+	// Name The product's name; omitted if the line has none.
+	Name     *string  `json:"name,omitempty"`
 	Quantity Quantity `json:"quantity"`
 	Sku      string   `json:"sku"`
 
@@ -415,7 +463,12 @@ type Line struct {
 
 // LineInput defines model for LineInput.
 type LineInput struct {
-	Quantity Quantity `json:"quantity"`
+	// Name The product's name, for people reading the order; optional, printable text on one line.
+	// Adding a SKU the order already has keeps the line's first name. A line without one
+	// (and every line added before lines had names, stored as `order.line-added.v1`) has no
+	// `name`.
+	Name     *ProductName `json:"name,omitempty"`
+	Quantity Quantity     `json:"quantity"`
 
 	// Sku 1–128 bytes of printable UTF-8 without spaces.
 	Sku Id `json:"sku"`
@@ -431,6 +484,12 @@ type MinorUnits = int64
 type Order struct {
 	// Carrier Omitted if not shipped.
 	Carrier *string `json:"carrier,omitempty"`
+
+	// Channel The sales channel (see `Channel`): `api` if the order was created without one,
+	// `unknown` if it was created before orders recorded one. Absent only in an answer
+	// replayed for an Idempotency-Key from before channels: a replay repeats the stored
+	// answer byte for byte.
+	Channel *string `json:"channel,omitempty"`
 
 	// ClientReference Omitted if none.
 	ClientReference *string   `json:"clientReference,omitempty"`
@@ -527,9 +586,15 @@ type Problem struct {
 	// does not know and act on `status`.
 	//
 	//
-	// Examples: /problems/idempotency-key-missing, /problems/idempotency-key-invalid, /problems/malformed-request, /problems/invalid-command, /problems/unauthorized, /problems/forbidden, /problems/not-found, /problems/method-not-allowed, /problems/idempotency-key-in-flight, /problems/invalid-transition, /problems/concurrent-modification, /problems/precondition-failed, /problems/payload-too-large, /problems/unsupported-media-type, /problems/idempotency-key-reused, /problems/command-rejected, /problems/payment-id-taken, /problems/headers-too-large, /problems/internal, /problems/unavailable
+	// Examples: /problems/idempotency-key-missing, /problems/idempotency-key-invalid, /problems/malformed-request, /problems/invalid-command, /problems/unauthorized, /problems/forbidden, /problems/not-found, /problems/method-not-allowed, /problems/idempotency-key-in-flight, /problems/invalid-transition, /problems/concurrent-modification, /problems/precondition-failed, /problems/payload-too-large, /problems/unsupported-media-type, /problems/idempotency-key-reused, /problems/command-rejected, /problems/payment-id-taken, /problems/headers-too-large, /problems/internal, /problems/event-unreadable, /problems/unavailable
 	Type string `json:"type"`
 }
+
+// ProductName The product's name, for people reading the order; optional, printable text on one line.
+// Adding a SKU the order already has keeps the line's first name. A line without one
+// (and every line added before lines had names, stored as `order.line-added.v1`) has no
+// `name`.
+type ProductName = string
 
 // ProjectionStatus defines model for ProjectionStatus.
 type ProjectionStatus struct {

@@ -139,7 +139,7 @@ type storedEvent struct {
 
 // Verify reads every order of the ledger back from the server, its events and its state, and
 // checks them against the ledger: each acknowledged command's events are in its order exactly
-// once, unacknowledged ones at most once, no other events, one order.created.v1, at most one
+// once, unacknowledged ones at most once, no other events, one order.created.v2, at most one
 // order.payment-confirmed.v1, and the order's state is the one the client expects.
 func Verify(ctx context.Context, cfg Config, l *Ledger) (Report, error) {
 	cfg.defaults()

@@ -154,10 +154,10 @@ type worker struct {
 
 func (w *worker) chance(p float64) bool { return p > 0 && w.rng.Float64() < p }
 
-// Event types the workload expects.
+// Event types the workload expects, as the event history shows them (at their current version).
 const (
-	evCreated          = "order.created.v1"
-	evLineAdded        = "order.line-added.v1"
+	evCreated          = "order.created.v2"
+	evLineAdded        = "order.line-added.v2"
 	evQuantityChanged  = "order.line-quantity-changed.v1"
 	evPaymentStarted   = "order.payment-started.v1"
 	evPaymentConfirmed = "order.payment-confirmed.v1"
