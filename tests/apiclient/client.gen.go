@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/oapi-codegen/runtime"
+	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
 // Defines values for DuplicateChargeReason.
@@ -552,7 +553,7 @@ type ProjectionStatus struct {
 	// the head; 0 when it is not, or when it has applied no event since the service started.
 	LagSeconds float32 `json:"lagSeconds"`
 
-	// Name `orders` or `lookups`.
+	// Name `orders`, `lookups` or `sales`.
 	Name string `json:"name"`
 
 	// Rebuild A rebuild in progress. Absent when none is.
@@ -612,6 +613,43 @@ type RequestRefundRequest struct {
 
 	// RefundId 1–128 bytes of printable UTF-8 without spaces.
 	RefundId Id `json:"refundId"`
+}
+
+// SalesDay defines model for SalesDay.
+type SalesDay struct {
+	// AmountPaid The sum of those payments, in minor units.
+	AmountPaid int64  `json:"amountPaid"`
+	Currency   string `json:"currency"`
+
+	// Day The day (UTC).
+	Day openapi_types.Date `json:"day"`
+
+	// DuplicateCharged Their sum, in minor units.
+	DuplicateCharged int64 `json:"duplicateCharged"`
+
+	// DuplicateCharges Duplicate charges recorded that day (money owed back; not in `amountPaid`).
+	DuplicateCharges int64 `json:"duplicateCharges"`
+
+	// Net `amountPaid` − `refunded`; negative on a day with more refunded than paid.
+	Net int64 `json:"net"`
+
+	// OrdersPaid Orders whose payment was confirmed that day.
+	OrdersPaid int64 `json:"ordersPaid"`
+
+	// Refunded The sum of the refunds completed that day, in minor units.
+	Refunded int64 `json:"refunded"`
+}
+
+// SalesReport defines model for SalesReport.
+type SalesReport struct {
+	// Currency The currency asked for; absent when every currency is reported.
+	Currency *string            `json:"currency,omitempty"`
+	Days     []SalesDay         `json:"days"`
+	From     openapi_types.Date `json:"from"`
+
+	// Next The cursor of the next page; absent on the last.
+	Next *string            `json:"next,omitempty"`
+	To   openapi_types.Date `json:"to"`
 }
 
 // ShipRequest defines model for ShipRequest.
@@ -1098,6 +1136,37 @@ type ConfirmPaymentByIdParams struct {
 	XRequestId *RequestId `json:"X-Request-Id,omitempty"`
 }
 
+// SalesReportParams defines parameters for SalesReport.
+type SalesReportParams struct {
+	// From The first day (UTC) of the report. Missing or not a day → 400 `malformed-request`.
+	From openapi_types.Date `form:"from" json:"from"`
+
+	// To The last day (UTC), included; not before `from`, at most 365 days after it.
+	To openapi_types.Date `form:"to" json:"to"`
+
+	// Currency Only this currency (ISO 4217); not three upper-case letters → 400 `malformed-request`.
+	Currency *string `form:"currency,omitempty" json:"currency,omitempty"`
+
+	// Limit The most rows on a page. Out of range or not an integer → 400 `malformed-request`.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next` of the previous page; absent for the first page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// MinPosition A global log position, such as the `Log-Position` header of a command's response: the
+	// query waits (at most 2 s) until its read model has applied every event up to it, then
+	// answers; past the bound → 503 with `Retry-After`, or 400 `malformed-request` if the
+	// position is still beyond the head of the log, so that no command was answered with it.
+	// Absent: the head of the log when the query arrived. Not a non-negative integer → 400
+	// `malformed-request`.
+	MinPosition *MinPosition `form:"minPosition,omitempty" json:"minPosition,omitempty"`
+
+	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
+	// characters (0x20–0x7E), and then echoed on the response; otherwise (absent, empty,
+	// longer, or with other characters) the server generates one and the response carries it.
+	XRequestId *RequestId `json:"X-Request-Id,omitempty"`
+}
+
 // CreateOrderJSONRequestBody defines body for CreateOrder for application/json ContentType.
 type CreateOrderJSONRequestBody = CreateOrderRequest
 
@@ -1207,7 +1276,7 @@ type ClientInterface interface {
 
 	// ListProjections Projection status
 	//
-	// Every projection (`orders`, `lookups`): its state, the live generation of its tables, its
+	// Every projection (`orders`, `lookups`, `sales`): its state, the live generation of its tables, its
 	// checkpoint against the head of the log, its lag, and the progress of a rebuild in
 	// progress.
 	//
@@ -1580,11 +1649,34 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/payments/{paymentId}/confirm (the `ConfirmPaymentById` operationId).
 	ConfirmPaymentById(ctx context.Context, paymentId PaymentId, params *ConfirmPaymentByIdParams, body ConfirmPaymentByIdJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SalesReport Sales per day and currency
+	//
+	// From the `sales` read model: for each day (UTC) and currency with any of them, the
+	// orders paid, the amount paid, the duplicate charges, the amount refunded and the net
+	// (amount paid − refunded), in the currency's minor unit. Days without sales have no row.
+	// Rows come by day, then currency. Clients are refused (**403**).
+	//
+	// What counts, and on which day (the time each event was decided, in UTC):
+	// - **paid**: an order counts once, on the day its payment was confirmed, for the
+	//   confirmed amount;
+	// - **duplicate charges**: money captured that the order did not accept as its payment
+	//   (a second payment, a wrong amount, ...) is *not* in `amountPaid`: it is owed back to
+	//   the customer. `duplicateCharges` counts them and `duplicateCharged` sums them, on the
+	//   day each was recorded;
+	// - **refunded**: on the day the refund completed, not the day it was requested.
+	//
+	// `from` and `to` are days (`YYYY-MM-DD`), both included, at most 366 days apart. A page
+	// has at most `limit` rows; when more follow, `next` is set: pass it as `cursor`. The query
+	// first waits for the read model (see *Read models*).
+	//
+	// Corresponds with GET /v1/reports/sales (the `SalesReport` operationId).
+	SalesReport(ctx context.Context, params *SalesReportParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // ListProjections Projection status
 //
-// Every projection (`orders`, `lookups`): its state, the live generation of its tables, its
+// Every projection (`orders`, `lookups`, `sales`): its state, the live generation of its tables, its
 // checkpoint against the head of the log, its lag, and the progress of a rebuild in
 // progress.
 //
@@ -2298,6 +2390,39 @@ func (c *Client) ConfirmPaymentByIdWithBody(ctx context.Context, paymentId Payme
 // Corresponds with POST /v1/payments/{paymentId}/confirm (the `ConfirmPaymentById` operationId).
 func (c *Client) ConfirmPaymentById(ctx context.Context, paymentId PaymentId, params *ConfirmPaymentByIdParams, body ConfirmPaymentByIdJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewConfirmPaymentByIdRequest(c.Server, paymentId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SalesReport Sales per day and currency
+//
+// From the `sales` read model: for each day (UTC) and currency with any of them, the
+// orders paid, the amount paid, the duplicate charges, the amount refunded and the net
+// (amount paid − refunded), in the currency's minor unit. Days without sales have no row.
+// Rows come by day, then currency. Clients are refused (**403**).
+//
+// What counts, and on which day (the time each event was decided, in UTC):
+//   - **paid**: an order counts once, on the day its payment was confirmed, for the
+//     confirmed amount;
+//   - **duplicate charges**: money captured that the order did not accept as its payment
+//     (a second payment, a wrong amount, ...) is *not* in `amountPaid`: it is owed back to
+//     the customer. `duplicateCharges` counts them and `duplicateCharged` sums them, on the
+//     day each was recorded;
+//   - **refunded**: on the day the refund completed, not the day it was requested.
+//
+// `from` and `to` are days (`YYYY-MM-DD`), both included, at most 366 days apart. A page
+// has at most `limit` rows; when more follow, `next` is set: pass it as `cursor`. The query
+// first waits for the read model (see *Read models*).
+//
+// Corresponds with GET /v1/reports/sales (the `SalesReport` operationId).
+func (c *Client) SalesReport(ctx context.Context, params *SalesReportParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSalesReportRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4016,6 +4141,127 @@ func NewConfirmPaymentByIdRequestWithBody(server string, paymentId PaymentId, pa
 	return req, nil
 }
 
+// NewSalesReportRequest constructs an http.Request for the SalesReport method
+func NewSalesReportRequest(server string, params *SalesReportParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/reports/sales")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date"}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date"}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Currency != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "currency", *params.Currency, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.MinPosition != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "minPosition", *params.MinPosition, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XRequestId != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Request-Id", *params.XRequestId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Request-Id", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -4062,7 +4308,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListProjectionsWithResponse Projection status
 	//
-	// Every projection (`orders`, `lookups`): its state, the live generation of its tables, its
+	// Every projection (`orders`, `lookups`, `sales`): its state, the live generation of its tables, its
 	// checkpoint against the head of the log, its lag, and the progress of a rebuild in
 	// progress.
 	//
@@ -4461,6 +4707,31 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/payments/{paymentId}/confirm (the `ConfirmPaymentById` operationId).
 	ConfirmPaymentByIdWithResponse(ctx context.Context, paymentId PaymentId, params *ConfirmPaymentByIdParams, body ConfirmPaymentByIdJSONRequestBody, reqEditors ...RequestEditorFn) (*ConfirmPaymentByIdResponse, error)
+
+	// SalesReportWithResponse Sales per day and currency
+	//
+	// From the `sales` read model: for each day (UTC) and currency with any of them, the
+	// orders paid, the amount paid, the duplicate charges, the amount refunded and the net
+	// (amount paid − refunded), in the currency's minor unit. Days without sales have no row.
+	// Rows come by day, then currency. Clients are refused (**403**).
+	//
+	// What counts, and on which day (the time each event was decided, in UTC):
+	// - **paid**: an order counts once, on the day its payment was confirmed, for the
+	//   confirmed amount;
+	// - **duplicate charges**: money captured that the order did not accept as its payment
+	//   (a second payment, a wrong amount, ...) is *not* in `amountPaid`: it is owed back to
+	//   the customer. `duplicateCharges` counts them and `duplicateCharged` sums them, on the
+	//   day each was recorded;
+	// - **refunded**: on the day the refund completed, not the day it was requested.
+	//
+	// `from` and `to` are days (`YYYY-MM-DD`), both included, at most 366 days apart. A page
+	// has at most `limit` rows; when more follow, `next` is set: pass it as `cursor`. The query
+	// first waits for the read model (see *Read models*).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/reports/sales (the `SalesReport` operationId).
+	SalesReportWithResponse(ctx context.Context, params *SalesReportParams, reqEditors ...RequestEditorFn) (*SalesReportResponse, error)
 }
 
 // ListProjectionsResponse200Headers the declared response headers of an HTTP 200 response for ListProjections
@@ -8157,9 +8428,146 @@ func (r ConfirmPaymentByIdResponse) ContentType() string {
 	return ""
 }
 
+// SalesReportResponse200Headers the declared response headers of an HTTP 200 response for SalesReport
+type SalesReportResponse200Headers struct {
+	XRequestId string
+}
+
+// SalesReportResponse400Headers the declared response headers of an HTTP 400 response for SalesReport
+type SalesReportResponse400Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// SalesReportResponse401Headers the declared response headers of an HTTP 401 response for SalesReport
+type SalesReportResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// SalesReportResponse403Headers the declared response headers of an HTTP 403 response for SalesReport
+type SalesReportResponse403Headers struct {
+	XRequestId string
+}
+
+// SalesReportResponse404Headers the declared response headers of an HTTP 404 response for SalesReport
+type SalesReportResponse404Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// SalesReportResponse500Headers the declared response headers of an HTTP 500 response for SalesReport
+type SalesReportResponse500Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+// SalesReportResponse503Headers the declared response headers of an HTTP 503 response for SalesReport
+type SalesReportResponse503Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+type SalesReportResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SalesReport
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ReadModelBehind
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *SalesReportResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SalesReportResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SalesReportResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SalesReportResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SalesReportResponse404Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *SalesReportResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SalesReportResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SalesReportResponse) GetJSON200() *SalesReport {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SalesReportResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SalesReportResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SalesReportResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SalesReportResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r SalesReportResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r SalesReportResponse) GetApplicationproblemJSON503() *ReadModelBehind {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r SalesReportResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SalesReportResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SalesReportResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SalesReportResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListProjectionsWithResponse Projection status
 //
-// Every projection (`orders`, `lookups`): its state, the live generation of its tables, its
+// Every projection (`orders`, `lookups`, `sales`): its state, the live generation of its tables, its
 // checkpoint against the head of the log, its lag, and the progress of a rebuild in
 // progress.
 //
@@ -8767,6 +9175,37 @@ func (c *ClientWithResponses) ConfirmPaymentByIdWithResponse(ctx context.Context
 		return nil, err
 	}
 	return ParseConfirmPaymentByIdResponse(rsp)
+}
+
+// SalesReportWithResponse Sales per day and currency
+//
+// From the `sales` read model: for each day (UTC) and currency with any of them, the
+// orders paid, the amount paid, the duplicate charges, the amount refunded and the net
+// (amount paid − refunded), in the currency's minor unit. Days without sales have no row.
+// Rows come by day, then currency. Clients are refused (**403**).
+//
+// What counts, and on which day (the time each event was decided, in UTC):
+//   - **paid**: an order counts once, on the day its payment was confirmed, for the
+//     confirmed amount;
+//   - **duplicate charges**: money captured that the order did not accept as its payment
+//     (a second payment, a wrong amount, ...) is *not* in `amountPaid`: it is owed back to
+//     the customer. `duplicateCharges` counts them and `duplicateCharged` sums them, on the
+//     day each was recorded;
+//   - **refunded**: on the day the refund completed, not the day it was requested.
+//
+// `from` and `to` are days (`YYYY-MM-DD`), both included, at most 366 days apart. A page
+// has at most `limit` rows; when more follow, `next` is set: pass it as `cursor`. The query
+// first waits for the read model (see *Read models*).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/reports/sales (the `SalesReport` operationId).
+func (c *ClientWithResponses) SalesReportWithResponse(ctx context.Context, params *SalesReportParams, reqEditors ...RequestEditorFn) (*SalesReportResponse, error) {
+	rsp, err := c.SalesReport(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSalesReportResponse(rsp)
 }
 
 // ParseListProjectionsResponse parses an HTTP response from a ListProjectionsWithResponse call
@@ -13796,6 +14235,182 @@ func ParseConfirmPaymentByIdResponse(rsp *http.Response) (*ConfirmPaymentByIdRes
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers ConfirmPaymentByIdResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSalesReportResponse parses an HTTP response from a SalesReportWithResponse call
+func ParseSalesReportResponse(rsp *http.Response) (*SalesReportResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SalesReportResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SalesReport
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ReadModelBehind
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers SalesReportResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers SalesReportResponse400Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SalesReportResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SalesReportResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers SalesReportResponse404Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 500:
+		var headers SalesReportResponse500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers SalesReportResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
