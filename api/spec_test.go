@@ -29,6 +29,7 @@ var contractProblems = map[string]int{
 	"idempotency-key-in-flight": 409,
 	"invalid-transition":        409,
 	"concurrent-modification":   409,
+	"rebuild-in-progress":       409,
 	"precondition-failed":       412,
 	"payload-too-large":         413,
 	"unsupported-media-type":    415,

@@ -173,6 +173,27 @@ func (e ProjectionStatusState) Valid() bool {
 	}
 }
 
+// Defines values for RebuildComparisonSamplesChange.
+const (
+	Added   RebuildComparisonSamplesChange = "added"
+	Changed RebuildComparisonSamplesChange = "changed"
+	Removed RebuildComparisonSamplesChange = "removed"
+)
+
+// Valid indicates whether the value is a known member of the RebuildComparisonSamplesChange enum.
+func (e RebuildComparisonSamplesChange) Valid() bool {
+	switch e {
+	case Added:
+		return true
+	case Changed:
+		return true
+	case Removed:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RebuildProjection202JSONResponseBodyStatus.
 const (
 	RebuildProjection202JSONResponseBodyStatusRebuilding RebuildProjection202JSONResponseBodyStatus = "rebuilding"
@@ -528,7 +549,7 @@ type Problem struct {
 	// does not know and act on `status`.
 	//
 	//
-	// Examples: /problems/idempotency-key-missing, /problems/idempotency-key-invalid, /problems/malformed-request, /problems/invalid-command, /problems/unauthorized, /problems/forbidden, /problems/not-found, /problems/method-not-allowed, /problems/idempotency-key-in-flight, /problems/invalid-transition, /problems/concurrent-modification, /problems/precondition-failed, /problems/payload-too-large, /problems/unsupported-media-type, /problems/idempotency-key-reused, /problems/command-rejected, /problems/payment-id-taken, /problems/headers-too-large, /problems/internal, /problems/unavailable
+	// Examples: /problems/idempotency-key-missing, /problems/idempotency-key-invalid, /problems/malformed-request, /problems/invalid-command, /problems/unauthorized, /problems/forbidden, /problems/not-found, /problems/method-not-allowed, /problems/idempotency-key-in-flight, /problems/invalid-transition, /problems/concurrent-modification, /problems/precondition-failed, /problems/rebuild-in-progress, /problems/payload-too-large, /problems/unsupported-media-type, /problems/idempotency-key-reused, /problems/command-rejected, /problems/payment-id-taken, /problems/headers-too-large, /problems/internal, /problems/unavailable
 	Type string `json:"type"`
 }
 
@@ -536,6 +557,11 @@ type Problem struct {
 type ProjectionStatus struct {
 	// Checkpoint The log position up to which the live tables have applied the log.
 	Checkpoint int64 `json:"checkpoint"`
+
+	// Comparison The last comparison of a rebuild asked to compare, since the service started: what the
+	// new generation's rows change against the live generation's, both at log position `at`.
+	// Absent when there has been none.
+	Comparison *RebuildComparison `json:"comparison,omitempty"`
 
 	// Error Why the projection failed. Present only when `state` is `failed`.
 	Error *string `json:"error,omitempty"`
@@ -591,6 +617,63 @@ type ReasonRequest struct {
 	Reason Reason `json:"reason"`
 }
 
+// RebuildComparison The last comparison of a rebuild asked to compare, since the service started: what the
+// new generation's rows change against the live generation's, both at log position `at`.
+// Absent when there has been none.
+type RebuildComparison struct {
+	// Added Rows only the new generation has (by primary key).
+	Added int64 `json:"added"`
+
+	// At The log position both had applied.
+	At int64 `json:"at"`
+
+	// Changed Rows both have, with a column that differs.
+	Changed  int64     `json:"changed"`
+	Finished time.Time `json:"finished"`
+
+	// Live The live generation compared.
+	Live int `json:"live"`
+
+	// Next The generation the rebuild built.
+	Next int `json:"next"`
+
+	// Removed Rows only the live generation has.
+	Removed int64 `json:"removed"`
+
+	// Samples Up to 20 of the rows added, removed or changed, in table and key order.
+	Samples []struct {
+		Change RebuildComparisonSamplesChange `json:"change"`
+
+		// Columns The values that differ (every value of an added or removed row); texts cut to 256 bytes.
+		Columns []struct {
+			Column string `json:"column"`
+
+			// Live The value in the live generation; null where the row or column is absent.
+			Live interface{} `json:"live"`
+
+			// Next The value in the new generation; null where the row or column is absent.
+			Next interface{} `json:"next"`
+		} `json:"columns"`
+
+		// Key The row's primary key, column → value.
+		Key   map[string]interface{} `json:"key"`
+		Table string                 `json:"table"`
+	} `json:"samples"`
+	Started time.Time `json:"started"`
+
+	// Swapped The new generation went live; otherwise it was dropped.
+	Swapped bool `json:"swapped"`
+	Tables  []struct {
+		Added   int64  `json:"added"`
+		Changed int64  `json:"changed"`
+		Removed int64  `json:"removed"`
+		Table   string `json:"table"`
+	} `json:"tables"`
+}
+
+// RebuildComparisonSamplesChange defines model for RebuildComparison.Samples.Change.
+type RebuildComparisonSamplesChange string
+
 // RebuildProgress A rebuild in progress. Absent when none is.
 type RebuildProgress struct {
 	// Applied Events applied to the new generation by this process (a resumed rebuild counts from its resumption).
@@ -599,11 +682,17 @@ type RebuildProgress struct {
 	// Checkpoint The log position up to which the new generation has applied the log.
 	Checkpoint int64 `json:"checkpoint"`
 
+	// Compare The rebuild compares the generations before it swaps or drops (see the rebuild request).
+	Compare bool `json:"compare"`
+
 	// Generation The generation being built; it replaces the live one when caught up.
 	Generation int `json:"generation"`
 
 	// StartedAt When this process started (or resumed) the rebuild.
 	StartedAt time.Time `json:"startedAt"`
+
+	// Swap The rebuild swaps its generation in once caught up.
+	Swap bool `json:"swap"`
 }
 
 // RequestRefundRequest defines model for RequestRefundRequest.
@@ -778,6 +867,15 @@ type ListProjectionsParams struct {
 
 // RebuildProjectionParams defines parameters for RebuildProjection.
 type RebuildProjectionParams struct {
+	// Compare Compare the new generation with the live one before swapping.
+	Compare *bool `form:"compare,omitempty" json:"compare,omitempty"`
+
+	// Swap With `compare`, swap after comparing. A rebuild that does not compare always swaps.
+	Swap *bool `form:"swap,omitempty" json:"swap,omitempty"`
+
+	// DryRun Compare, then drop the new generation; never swap.
+	DryRun *bool `form:"dryRun,omitempty" json:"dryRun,omitempty"`
+
 	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
 	// characters (0x20–0x7E), and then echoed on the response; otherwise (absent, empty,
 	// longer, or with other characters) the server generates one and the response carries it.
@@ -1300,6 +1398,15 @@ type ClientInterface interface {
 	// The request is accepted in any state: a projection that is failing keeps retrying on its
 	// own, and starts the rebuild once it has recovered.
 	//
+	// **Compare before swap**: with `compare=true`, once the new generation has caught up, it
+	// is compared with the live one at the same log position before anything else: rows
+	// added, removed and changed, table by table, with up to 20 samples (key and the values
+	// that differ), in `comparison` of `GET /admin/projections`. Then it replaces the live
+	// generation only with `swap=true`; otherwise it is dropped and the live one stays as it
+	// was. `dryRun=true` compares and never swaps (with `swap=true` → 400). While the two are
+	// compared the projection applies no live event. A request with other options than the
+	// rebuild running → **409** `rebuild-in-progress`; with the same ones it joins it.
+	//
 	// Corresponds with POST /admin/projections/{name}/rebuild (the `RebuildProjection` operationId).
 	RebuildProjection(ctx context.Context, name string, params *RebuildProjectionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -1709,6 +1816,15 @@ func (c *Client) ListProjections(ctx context.Context, params *ListProjectionsPar
 //
 // The request is accepted in any state: a projection that is failing keeps retrying on its
 // own, and starts the rebuild once it has recovered.
+//
+// **Compare before swap**: with `compare=true`, once the new generation has caught up, it
+// is compared with the live one at the same log position before anything else: rows
+// added, removed and changed, table by table, with up to 20 samples (key and the values
+// that differ), in `comparison` of `GET /admin/projections`. Then it replaces the live
+// generation only with `swap=true`; otherwise it is dropped and the live one stays as it
+// was. `dryRun=true` compares and never swaps (with `swap=true` → 400). While the two are
+// compared the projection applies no live event. A request with other options than the
+// rebuild running → **409** `rebuild-in-progress`; with the same ones it joins it.
 //
 // Corresponds with POST /admin/projections/{name}/rebuild (the `RebuildProjection` operationId).
 func (c *Client) RebuildProjection(ctx context.Context, name string, params *RebuildProjectionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2499,6 +2615,57 @@ func NewRebuildProjectionRequest(server string, name string, params *RebuildProj
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Compare != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "compare", *params.Compare, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Swap != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "swap", *params.Swap, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.DryRun != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "dryRun", *params.DryRun, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
@@ -4334,6 +4501,15 @@ type ClientWithResponsesInterface interface {
 	// The request is accepted in any state: a projection that is failing keeps retrying on its
 	// own, and starts the rebuild once it has recovered.
 	//
+	// **Compare before swap**: with `compare=true`, once the new generation has caught up, it
+	// is compared with the live one at the same log position before anything else: rows
+	// added, removed and changed, table by table, with up to 20 samples (key and the values
+	// that differ), in `comparison` of `GET /admin/projections`. Then it replaces the live
+	// generation only with `swap=true`; otherwise it is dropped and the live one stays as it
+	// was. `dryRun=true` compares and never swaps (with `swap=true` → 400). While the two are
+	// compared the projection applies no live event. A request with other options than the
+	// rebuild running → **409** `rebuild-in-progress`; with the same ones it joins it.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /admin/projections/{name}/rebuild (the `RebuildProjection` operationId).
@@ -4831,6 +5007,11 @@ type RebuildProjectionResponse202Headers struct {
 	XRequestId string
 }
 
+// RebuildProjectionResponse400Headers the declared response headers of an HTTP 400 response for RebuildProjection
+type RebuildProjectionResponse400Headers struct {
+	XRequestId string
+}
+
 // RebuildProjectionResponse401Headers the declared response headers of an HTTP 401 response for RebuildProjection
 type RebuildProjectionResponse401Headers struct {
 	WWWAuthenticate string
@@ -4848,6 +5029,11 @@ type RebuildProjectionResponse404Headers struct {
 	XRequestId         string
 }
 
+// RebuildProjectionResponse409Headers the declared response headers of an HTTP 409 response for RebuildProjection
+type RebuildProjectionResponse409Headers struct {
+	XRequestId string
+}
+
 // RebuildProjectionResponse500Headers the declared response headers of an HTTP 500 response for RebuildProjection
 type RebuildProjectionResponse500Headers struct {
 	RetryAfter int
@@ -4859,33 +5045,56 @@ type RebuildProjectionResponse struct {
 	HTTPResponse *http.Response
 	// JSON202 the response for an HTTP 202 `application/json` response
 	JSON202 *struct {
-		Status RebuildProjection202JSONResponseBodyStatus `json:"status"`
+		// Compare The rebuild compares before it swaps or drops its generation.
+		Compare bool                                       `json:"compare"`
+		Status  RebuildProjection202JSONResponseBodyStatus `json:"status"`
+
+		// Swap The rebuild swaps its generation in once caught up (and compared).
+		Swap bool `json:"swap"`
 	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *InternalError
 	// Headers202 the parsed response headers for an HTTP 202 response
 	Headers202 *RebuildProjectionResponse202Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RebuildProjectionResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RebuildProjectionResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
 	Headers403 *RebuildProjectionResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *RebuildProjectionResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *RebuildProjectionResponse409Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *RebuildProjectionResponse500Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
 func (r RebuildProjectionResponse) GetJSON202() *struct {
-	Status RebuildProjection202JSONResponseBodyStatus `json:"status"`
+	// Compare The rebuild compares before it swaps or drops its generation.
+	Compare bool                                       `json:"compare"`
+	Status  RebuildProjection202JSONResponseBodyStatus `json:"status"`
+
+	// Swap The rebuild swaps its generation in once caught up (and compared).
+	Swap bool `json:"swap"`
 } {
 	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RebuildProjectionResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -4901,6 +5110,11 @@ func (r RebuildProjectionResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r RebuildProjectionResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RebuildProjectionResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -8599,6 +8813,15 @@ func (c *ClientWithResponses) ListProjectionsWithResponse(ctx context.Context, p
 // The request is accepted in any state: a projection that is failing keeps retrying on its
 // own, and starts the rebuild once it has recovered.
 //
+// **Compare before swap**: with `compare=true`, once the new generation has caught up, it
+// is compared with the live one at the same log position before anything else: rows
+// added, removed and changed, table by table, with up to 20 samples (key and the values
+// that differ), in `comparison` of `GET /admin/projections`. Then it replaces the live
+// generation only with `swap=true`; otherwise it is dropped and the live one stays as it
+// was. `dryRun=true` compares and never swaps (with `swap=true` → 400). While the two are
+// compared the projection applies no live event. A request with other options than the
+// rebuild running → **409** `rebuild-in-progress`; with the same ones it joins it.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /admin/projections/{name}/rebuild (the `RebuildProjection` operationId).
@@ -9328,12 +9551,24 @@ func ParseRebuildProjectionResponse(rsp *http.Response) (*RebuildProjectionRespo
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
 		var dest struct {
-			Status RebuildProjection202JSONResponseBodyStatus `json:"status"`
+			// Compare The rebuild compares before it swaps or drops its generation.
+			Compare bool                                       `json:"compare"`
+			Status  RebuildProjection202JSONResponseBodyStatus `json:"status"`
+
+			// Swap The rebuild swaps its generation in once caught up (and compared).
+			Swap bool `json:"swap"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
@@ -9356,6 +9591,13 @@ func ParseRebuildProjectionResponse(rsp *http.Response) (*RebuildProjectionRespo
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalError
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -9376,6 +9618,16 @@ func ParseRebuildProjectionResponse(rsp *http.Response) (*RebuildProjectionRespo
 			headers.XRequestId = value
 		}
 		response.Headers202 = &headers
+	case rsp.StatusCode == 400:
+		var headers RebuildProjectionResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers RebuildProjectionResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -9420,6 +9672,16 @@ func ParseRebuildProjectionResponse(rsp *http.Response) (*RebuildProjectionRespo
 			headers.XRequestId = value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers RebuildProjectionResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 500:
 		var headers RebuildProjectionResponse500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
