@@ -248,8 +248,8 @@ func (s *Server) callersPaymentOrder(c echo.Context, paymentID string) (string, 
 // projectionView is a projection's status as the admin API shows it.
 type projectionView struct {
 	projections.Status
-	Checkpoint uint64       `json:"checkpoint"`
-	Head       uint64       `json:"head"`
+	Checkpoint uint64          `json:"checkpoint"`
+	Head       uint64          `json:"head"`
 	Rebuild    *rebuildView    `json:"rebuild,omitempty"`
 	Comparison *comparisonView `json:"comparison,omitempty"`
 }
