@@ -21,10 +21,12 @@ import (
 )
 
 // projectionsCmd talks to a running service's admin API: rebuilds happen inside the service,
-// which keeps serving meanwhile; the command starts them and follows their progress.
+// which keeps serving meanwhile; the command starts them and follows their progress. Export
+// reads the event store itself, as the audit commands do.
 type projectionsCmd struct {
 	Status  projectionsStatusCmd  `cmd:"" help:"Show each projection's state, checkpoint, head and lag."`
 	Rebuild projectionsRebuildCmd `cmd:"" help:"Rebuild projections (${projections}) from the start of the log while the service runs."`
+	Export  projectionsExportCmd  `cmd:"" help:"Build a read model as it stood at a time or log position into a new SQLite file, from the data directory; the live read models are not touched."`
 }
 
 type adminClient struct {
