@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/acme/orders/command/commandtest"
+	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/eventstore/sqlite"
 	"github.com/acme/orders/projections"
 )
@@ -48,6 +49,37 @@ func BenchmarkRebuildOrders(b *testing.B) {
 		<-done
 		db.Close()
 		total += benchOrders * 10
+	}
+	b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkExportAsOf exports the orders read model of the 1,000,000-event log as of the time
+// its last event was recorded, into a new file: every event is read and applied.
+func BenchmarkExportAsOf(b *testing.B) {
+	s := benchLog(b)
+	ctx := context.Background()
+	var last eventstore.RecordedEvent
+	for e, err := range s.ReadAll(ctx, eventstore.ReadAllOptions{}) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		last = e
+	}
+	total := uint64(0)
+	for b.Loop() {
+		db, err := sqlite.OpenDB(filepath.Join(b.TempDir(), "export.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := projections.Export(ctx, s, projections.Orders{}, db, projections.AsOf{Time: last.Recorded})
+		if err != nil {
+			b.Fatal(err)
+		}
+		db.Close()
+		total += res.Events
+	}
+	if total != uint64(b.N)*benchOrders*10 {
+		b.Fatalf("exported %d events in %d runs; want %d each", total, b.N, benchOrders*10)
 	}
 	b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "events/s")
 }
