@@ -131,27 +131,11 @@ func shapeOf(ctx context.Context, conn *sql.Conn, table string) (tableShape, err
 // TableComparison and adding samples to c while it has room.
 func compareTable(ctx context.Context, conn *sql.Conn, base, liveTable, nextTable string, c *Comparison) (TableComparison, error) {
 	tc := TableComparison{Table: base}
-	ls, err := shapeOf(ctx, conn, liveTable)
+	live, next, err := scansOf(ctx, conn, liveTable, nextTable)
 	if err != nil {
 		return tc, err
 	}
-	ns, err := shapeOf(ctx, conn, nextTable)
-	if err != nil {
-		return tc, err
-	}
-	if strings.Join(ls.key, ",") != strings.Join(ns.key, ",") {
-		return tc, fmt.Errorf("the live table is keyed by (%s), the next by (%s): their rows cannot be matched",
-			strings.Join(ls.key, ", "), strings.Join(ns.key, ", "))
-	}
-	// The columns of either; a column one of them lacks reads as NULL there.
-	columns := append([]string(nil), ns.columns...)
-	for _, col := range ls.columns {
-		if !contains(columns, col) {
-			columns = append(columns, col)
-		}
-	}
-	live := &keysetScan{conn: conn, table: liveTable, key: ns.key, columns: columns, has: ls.columns}
-	next := &keysetScan{conn: conn, table: nextTable, key: ns.key, columns: columns, has: ns.columns}
+	key, columns := next.key, next.columns
 	lrow, err := live.next(ctx)
 	if err != nil {
 		return tc, err
@@ -168,21 +152,21 @@ func compareTable(ctx context.Context, conn *sql.Conn, base, liveTable, nextTabl
 		case nrow == nil:
 			order = -1
 		default:
-			order = compareKeys(lrow[:len(ns.key)], nrow[:len(ns.key)])
+			order = compareKeys(lrow[:len(key)], nrow[:len(key)])
 		}
 		switch {
 		case order < 0: // only live has it
 			tc.Removed++
-			c.sample(base, "removed", ns.key, columns, lrow, nil)
+			c.sample(base, "removed", key, columns, lrow, nil)
 			lrow, err = live.next(ctx)
 		case order > 0:
 			tc.Added++
-			c.sample(base, "added", ns.key, columns, nil, nrow)
+			c.sample(base, "added", key, columns, nil, nrow)
 			nrow, err = next.next(ctx)
 		default:
 			if !sameRow(lrow, nrow) {
 				tc.Changed++
-				c.sample(base, "changed", ns.key, columns, lrow, nrow)
+				c.sample(base, "changed", key, columns, lrow, nrow)
 			}
 			if lrow, err = live.next(ctx); err == nil {
 				nrow, err = next.next(ctx)
@@ -193,6 +177,32 @@ func compareTable(ctx context.Context, conn *sql.Conn, base, liveTable, nextTabl
 		}
 	}
 	return tc, nil
+}
+
+// scansOf prepares the scans of the live and the next table: by the next table's key, which
+// the live one must share, over the columns of either (one a table lacks reads as NULL).
+func scansOf(ctx context.Context, conn *sql.Conn, liveTable, nextTable string) (live, next *keysetScan, err error) {
+	ls, err := shapeOf(ctx, conn, liveTable)
+	if err != nil {
+		return nil, nil, err
+	}
+	ns, err := shapeOf(ctx, conn, nextTable)
+	if err != nil {
+		return nil, nil, err
+	}
+	if strings.Join(ls.key, ",") != strings.Join(ns.key, ",") {
+		return nil, nil, fmt.Errorf("the live table is keyed by (%s), the next by (%s): their rows cannot be matched",
+			strings.Join(ls.key, ", "), strings.Join(ns.key, ", "))
+	}
+	columns := append([]string(nil), ns.columns...)
+	for _, col := range ls.columns {
+		if !contains(columns, col) {
+			columns = append(columns, col)
+		}
+	}
+	live = &keysetScan{conn: conn, table: liveTable, key: ns.key, columns: columns, has: ls.columns}
+	next = &keysetScan{conn: conn, table: nextTable, key: ns.key, columns: columns, has: ns.columns}
+	return live, next, nil
 }
 
 // keysetScan reads a table in key order, a page at a time, each page after the last key of
