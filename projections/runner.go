@@ -443,10 +443,7 @@ func (rn *run) loop(ctx context.Context, f *feed) {
 			case e := <-events:
 				batch = append(batch, e)
 			case <-rn.rebuildReq:
-				rn.mu.Lock()
-				opts := rn.requested
-				rn.mu.Unlock()
-				if err := rn.startRebuild(ctx, opts); err != nil {
+				if err := rn.startRequested(ctx); err != nil {
 					rn.fail(ctx, err)
 					return
 				}
@@ -684,6 +681,14 @@ func (r *Runner) RebuildWith(name string, opts RebuildOptions) error {
 	rn.requested = opts
 	rn.rebuildReq <- struct{}{} // room: the channel holds one and was empty
 	return nil
+}
+
+// startRequested starts the rebuild that rebuildReq asked for.
+func (rn *run) startRequested(ctx context.Context) error {
+	rn.mu.Lock()
+	opts := rn.requested
+	rn.mu.Unlock()
+	return rn.startRebuild(ctx, opts)
 }
 
 func (rn *run) startRebuild(ctx context.Context, opts RebuildOptions) error {
