@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -206,5 +207,61 @@ func TestRebuildWithOtherOptionsIsRefused(t *testing.T) {
 	}
 	if st := waitComparison(t, r); st.Generation != 1 {
 		t.Errorf("generation %d after a dry run; want 1", st.Generation)
+	}
+}
+
+// startStreams runs a runner of p on db and feed until the test ends or stop is called.
+func startStreams(t *testing.T, db *sql.DB, feed eventstore.Feed, p *streams) (*projections.Runner, func()) {
+	t.Helper()
+	r := &projections.Runner{DB: db, Feed: feed, Projections: []projections.Projection{p}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	<-r.Started()
+	stop := sync.OnceFunc(func() { cancel(); <-done })
+	t.Cleanup(stop)
+	return r, stop
+}
+
+// A dry run interrupted by a restart resumes as a dry run: it compares and never swaps.
+func TestDryRunResumedAfterRestartNeverSwaps(t *testing.T) {
+	s, db := open(t, t.TempDir())
+	t.Cleanup(func() { db.Close(); s.Close() })
+	p := &streams{}
+	r, stop := startStreams(t, db, s, p)
+	var head eventstore.Position
+	for i := range 10 {
+		res, err := s.Append(context.Background(), fmt.Sprintf("a-%05d", i), eventstore.NoStream, eventstore.EventData{ID: uuid.New(), Type: "test", Data: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		head = res.Position
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := r.WaitFor(ctx, "streams", head); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+
+	p.v2.Store(true) // a swap would show in the rows
+	gated := gatedFeed{Feed: s, open: make(chan struct{})}
+	r, stop = startStreams(t, db, gated, p)
+	if err := r.RebuildWith("streams", projections.RebuildOptions{Compare: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, r, func(s projections.Status) bool { return s.Rebuild != nil })
+	stop() // before the rebuild has read the log
+
+	r, _ = startStreams(t, db, s, p)
+	if st := statusOf(t, r, "streams"); st.Rebuild == nil || !st.Rebuild.Compare || st.Rebuild.Swap {
+		t.Fatalf("after a restart: %+v %+v; want the dry run resumed", st, st.Rebuild)
+	}
+	st := waitComparison(t, r)
+	if c := st.Comparison; c.Changed != 10 || c.Swapped || st.Generation != 1 {
+		t.Errorf("resumed dry run: %+v, generation %d; want 10 changed, not swapped, generation 1", c, st.Generation)
+	}
+	if got := rowsOf(t, db); got["a-00000"] != 1 {
+		t.Errorf("a-00000 at %d after the dry run; want the live generation's 1", got["a-00000"])
 	}
 }
