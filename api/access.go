@@ -57,6 +57,7 @@ var access = map[string]rule{
 	"POST /v1/orders/:id/refunds/:refundId/complete":  {roles: clients},
 	"POST /v1/payments/:paymentId/confirm":            {roles: clients},
 	"GET /v1/idempotency-keys/:key":                   {roles: clients},
+	"GET /v1/reports/sales":                           {roles: audit},
 	"GET /admin/projections":                          {roles: admins},
 	"POST /admin/projections/:name/rebuild":           {roles: admins},
 	"GET /metrics":                                    {roles: admins},

@@ -46,6 +46,7 @@ var problemTypes = []problemType{
 	{"idempotency-key-in-flight", "Request in progress", "Another request with this Idempotency-Key is still running; retry after the Retry-After delay.", http.StatusConflict},
 	{"invalid-transition", "Invalid transition", "The order's status does not allow this command.", http.StatusConflict},
 	{"concurrent-modification", "Concurrent modification", "The order kept changing while the command ran; it was not applied. Retry.", http.StatusConflict},
+	{"rebuild-in-progress", "Rebuild in progress", "The projection is rebuilding with other options (compare, swap); wait for that rebuild to end.", http.StatusConflict},
 	{"precondition-failed", "Precondition failed", "If-Match does not match the order's current ETag.", http.StatusPreconditionFailed},
 	{"payload-too-large", "Payload too large", "The request body is larger than 1 MiB.", http.StatusRequestEntityTooLarge},
 	{"unsupported-media-type", "Unsupported media type", "Request bodies must be application/json.", http.StatusUnsupportedMediaType},
@@ -115,6 +116,8 @@ func problemOf(err error) Problem {
 		return problem("payment-id-taken", err.Error())
 	case errors.Is(err, command.ErrConflict):
 		return problem("concurrent-modification", "the order kept changing; retry")
+	case errors.Is(err, errRebuildRunning):
+		return problem("rebuild-in-progress", err.Error())
 	case errors.Is(err, command.ErrPreconditionFailed):
 		return problem("precondition-failed", err.Error())
 	case errors.Is(err, order.ErrUnknownEventType), errors.Is(err, order.ErrNewerEventVersion), errors.Is(err, order.ErrUpcast):

@@ -266,9 +266,10 @@ func (s *Server) callersPaymentOrder(c echo.Context, paymentID string) (string, 
 // projectionView is a projection's status as the admin API shows it.
 type projectionView struct {
 	projections.Status
-	Checkpoint uint64       `json:"checkpoint"`
-	Head       uint64       `json:"head"`
-	Rebuild    *rebuildView `json:"rebuild,omitempty"`
+	Checkpoint uint64          `json:"checkpoint"`
+	Head       uint64          `json:"head"`
+	Rebuild    *rebuildView    `json:"rebuild,omitempty"`
+	Comparison *comparisonView `json:"comparison,omitempty"`
 }
 
 type rebuildView struct {
@@ -276,6 +277,14 @@ type rebuildView struct {
 	Checkpoint uint64    `json:"checkpoint"`
 	Applied    uint64    `json:"applied"`
 	StartedAt  time.Time `json:"startedAt"`
+	Compare    bool      `json:"compare"`
+	Swap       bool      `json:"swap"`
+}
+
+// comparisonView is a rebuild's comparison, with the log position both generations were at.
+type comparisonView struct {
+	*projections.Comparison
+	At uint64 `json:"at"`
 }
 
 func (s *Server) projectionStatus(c echo.Context) error {
@@ -287,23 +296,71 @@ func (s *Server) projectionStatus(c echo.Context) error {
 	for i, p := range st {
 		out[i] = projectionView{Status: p, Checkpoint: p.Checkpoint.Commit, Head: p.Head.Commit}
 		if rb := p.Rebuild; rb != nil {
-			out[i].Rebuild = &rebuildView{Generation: rb.Generation, Checkpoint: rb.Checkpoint.Commit, Applied: rb.Applied, StartedAt: rb.Started}
+			out[i].Rebuild = &rebuildView{Generation: rb.Generation, Checkpoint: rb.Checkpoint.Commit, Applied: rb.Applied, StartedAt: rb.Started,
+				Compare: rb.Compare, Swap: rb.Swap}
 		}
-		out[i].Status.Rebuild = nil
+		if c := p.Comparison; c != nil {
+			out[i].Comparison = &comparisonView{Comparison: c, At: c.At.Commit}
+		}
+		out[i].Status.Rebuild, out[i].Status.Comparison = nil, nil
 	}
 	return c.JSON(http.StatusOK, map[string]any{"projections": out})
 }
 
+// rebuildProjection starts a rebuild: ?compare=true compares before the swap, which then
+// happens only with swap=true; dryRun=true compares and never swaps.
 func (s *Server) rebuildProjection(c echo.Context) error {
 	name, err := pathValue(c, "name")
 	if err != nil {
 		return err
 	}
-	if err := s.Projections.Rebuild(name); err != nil {
-		if errors.Is(err, projections.ErrUnknownProjection) {
+	opts, err := rebuildOptions(c)
+	if err != nil {
+		return err
+	}
+	if err := s.Projections.RebuildWith(name, opts); err != nil {
+		switch {
+		case errors.Is(err, projections.ErrUnknownProjection):
 			return fmt.Errorf("%w: %v", errNotFound, err)
+		case errors.Is(err, projections.ErrRebuildRunning):
+			return fmt.Errorf("%w: %v", errRebuildRunning, err)
 		}
 		return err
 	}
-	return c.JSON(http.StatusAccepted, map[string]string{"status": "rebuilding"})
+	return c.JSON(http.StatusAccepted, map[string]any{"status": "rebuilding", "compare": opts.Compare, "swap": opts.Swap})
+}
+
+// errRebuildRunning: a rebuild with other options is running.
+var errRebuildRunning = errors.New("another rebuild is running")
+
+// rebuildOptions reads the query of a rebuild request.
+func rebuildOptions(c echo.Context) (projections.RebuildOptions, error) {
+	flag := func(name string) (bool, error) {
+		switch v := c.QueryParam(name); v {
+		case "", "false":
+			return false, nil
+		case "true":
+			return true, nil
+		default:
+			return false, fmt.Errorf("%w: %s must be true or false, not %q", errMalformed, name, v)
+		}
+	}
+	compare, err := flag("compare")
+	if err != nil {
+		return projections.RebuildOptions{}, err
+	}
+	swap, err := flag("swap")
+	if err != nil {
+		return projections.RebuildOptions{}, err
+	}
+	dryRun, err := flag("dryRun")
+	switch {
+	case err != nil:
+		return projections.RebuildOptions{}, err
+	case dryRun && swap:
+		return projections.RebuildOptions{}, fmt.Errorf("%w: dryRun=true never swaps: it cannot go with swap=true", errMalformed)
+	case !compare && !dryRun:
+		return projections.RebuildOptions{Swap: true}, nil // a plain rebuild swaps when caught up
+	}
+	return projections.RebuildOptions{Compare: true, Swap: swap}, nil
 }

@@ -110,6 +110,7 @@ func (s *Server) addRoutes(e *echo.Echo) {
 	get("/v1/orders/:id", s.getOrder, auth)
 	get("/v1/idempotency-keys/:key", s.getKey, auth)
 	e.POST("/v1/payments/:paymentId/confirm", s.command(confirmPaymentByID), auth)
+	get("/v1/reports/sales", s.salesReport, auth)
 	get("/admin/projections", s.projectionStatus, auth)
 	e.POST("/admin/projections/:name/rebuild", s.rebuildProjection, auth)
 	if s.Metrics != nil {

@@ -29,6 +29,7 @@ var contractProblems = map[string]int{
 	"idempotency-key-in-flight": 409,
 	"invalid-transition":        409,
 	"concurrent-modification":   409,
+	"rebuild-in-progress":       409,
 	"precondition-failed":       412,
 	"payload-too-large":         413,
 	"unsupported-media-type":    415,
@@ -44,6 +45,7 @@ var contractProblems = map[string]int{
 // contractRoutes are the routes of the HTTP contract, with their methods.
 var contractRoutes = map[string][]string{
 	"/v1/orders":                                   {"POST", "GET"},
+	"/v1/reports/sales":                            {"GET"},
 	"/v1/orders/{id}":                              {"GET"},
 	"/v1/orders/{id}/events":                       {"GET"},
 	"/v1/orders/{id}/state":                        {"GET"},
@@ -69,7 +71,7 @@ var contractRoutes = map[string][]string{
 
 // readModelRoutes answer from a read model: they take minPosition and may answer 503 with
 // Retry-After when the read model has not caught up.
-var readModelRoutes = []string{"/v1/orders", "/v1/orders/{id}", "/v1/idempotency-keys/{key}"}
+var readModelRoutes = []string{"/v1/orders", "/v1/orders/{id}", "/v1/idempotency-keys/{key}", "/v1/reports/sales"}
 
 // keylessPOSTs are naturally idempotent: repeating one has the effect of one, so they take no
 // Idempotency-Key.

@@ -69,6 +69,9 @@ type Status struct {
 	LagSeconds float64 `json:"lagSeconds"`
 	// Rebuild is the progress of a rebuild in progress.
 	Rebuild *RebuildStatus `json:"rebuild,omitempty"`
+	// Comparison is the last comparison of a rebuild asked to compare (see RebuildOptions)
+	// since the process started.
+	Comparison *Comparison `json:"comparison,omitempty"`
 }
 
 // RebuildStatus is the progress of a rebuild.
@@ -77,6 +80,34 @@ type RebuildStatus struct {
 	Checkpoint eventstore.Position `json:"-"`
 	Applied    uint64              `json:"applied"` // events applied by this process's run of it
 	Started    time.Time           `json:"started"`
+	RebuildOptions
+}
+
+// RebuildOptions say what a rebuild does once its generation has caught up with the live one.
+type RebuildOptions struct {
+	// Compare compares the two generations' rows first (see Comparison), at the same log
+	// position: the result is in the projection's Status.
+	Compare bool `json:"compare"`
+	// Swap makes the rebuilt generation live. A compared generation that is not swapped is
+	// dropped: the live one stays as it was (a dry run). A rebuild that does not compare
+	// always swaps.
+	Swap bool `json:"swap"`
+}
+
+// mode is how RebuildOptions are stored with a rebuild in progress, so that a resumed rebuild
+// does what was asked (NULL: swap without comparing, as rebuilds from before options did).
+func (o RebuildOptions) mode() any {
+	switch {
+	case !o.Compare:
+		return nil
+	case o.Swap:
+		return "compare-swap"
+	}
+	return "compare"
+}
+
+func optionsOf(mode sql.NullString) RebuildOptions {
+	return RebuildOptions{Compare: mode.Valid, Swap: !mode.Valid || mode.String == "compare-swap"}
 }
 
 // Runner runs projections. Set DB, Feed and Projections, then call Run.
@@ -200,7 +231,8 @@ const metaSchema = `CREATE TABLE IF NOT EXISTS projection_checkpoints (
 	shadow_commit     INTEGER,
 	shadow_prepare    INTEGER,
 	version           INTEGER NOT NULL DEFAULT 1, -- the projection's Version of the live generation
-	shadow_version    INTEGER                     -- and of the rebuild's
+	shadow_version    INTEGER,                    -- and of the rebuild's
+	shadow_mode       TEXT                        -- RebuildOptions.mode
 ) STRICT`
 
 // prepare creates the checkpoint table, and generation 1 of every new projection, and starts
@@ -210,6 +242,9 @@ func (r *Runner) prepare(ctx context.Context) error {
 		return fmt.Errorf("prepare projections: %w", err)
 	}
 	if err := addVersions(ctx, r.DB); err != nil {
+		return fmt.Errorf("prepare projections: %w", err)
+	}
+	if err := addColumn(ctx, r.DB, "shadow_mode", "TEXT"); err != nil {
 		return fmt.Errorf("prepare projections: %w", err)
 	}
 	for _, rn := range r.runs {
@@ -242,6 +277,17 @@ func addVersions(ctx context.Context, db *sql.DB) error {
 	return tx.Commit()
 }
 
+// addColumn adds a column to a checkpoint table from before it had it.
+func addColumn(ctx context.Context, db *sql.DB, name, decl string) error {
+	var n int
+	err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('projection_checkpoints') WHERE name = ?`, name).Scan(&n)
+	if err != nil || n > 0 {
+		return err
+	}
+	_, err = db.ExecContext(ctx, `ALTER TABLE projection_checkpoints ADD COLUMN `+name+` `+decl)
+	return err
+}
+
 // run is one projection's runner.
 type run struct {
 	r *Runner
@@ -259,9 +305,11 @@ type run struct {
 	err        error
 	rebuild    *RebuildStatus
 	rebuildReq chan struct{}
-	advanced   chan struct{} // closed and replaced when the checkpoint moves
-	waiters    int           // WaitFor calls waiting for the checkpoint to move
-	hurry      chan struct{} // closed and replaced when waiters becomes 1: a linger stops
+	requested  RebuildOptions // of the rebuild rebuildReq asks for
+	comparison *Comparison    // the last one
+	advanced   chan struct{}  // closed and replaced when the checkpoint moves
+	waiters    int            // WaitFor calls waiting for the checkpoint to move
+	hurry      chan struct{}  // closed and replaced when waiters becomes 1: a linger stops
 
 	fresh []eventstore.RecordedEvent // applyLive's array, reused from batch to batch
 }
@@ -273,9 +321,10 @@ func (rn *run) load(ctx context.Context) error {
 	gen, version, shadowVersion := 1, rn.p.Version(), 0
 	var c, p uint64
 	var sg, sc, sp sql.NullInt64
+	var mode sql.NullString
 	err := rn.r.DB.QueryRowContext(ctx, `SELECT generation, commit_position, prepare_position, version,
-		shadow_generation, shadow_commit, shadow_prepare, coalesce(shadow_version, 1) FROM projection_checkpoints WHERE name = ?`, rn.p.Name()).
-		Scan(&gen, &c, &p, &version, &sg, &sc, &sp, &shadowVersion)
+		shadow_generation, shadow_commit, shadow_prepare, coalesce(shadow_version, 1), shadow_mode FROM projection_checkpoints WHERE name = ?`, rn.p.Name()).
+		Scan(&gen, &c, &p, &version, &sg, &sc, &sp, &shadowVersion, &mode)
 	if errors.Is(err, sql.ErrNoRows) {
 		err = rn.tx(ctx, func(tx *sql.Tx) error {
 			if err := rn.createGeneration(ctx, tx, gen); err != nil {
@@ -298,7 +347,8 @@ func (rn *run) load(ctx context.Context) error {
 	rn.outdated = version != rn.p.Version()
 	resume := sg.Valid && shadowVersion == rn.p.Version()
 	if resume {
-		rn.rebuild = &RebuildStatus{Generation: int(sg.Int64), Checkpoint: eventstore.Position{Commit: uint64(sc.Int64), Prepare: uint64(sp.Int64)}, Started: time.Now()}
+		rn.rebuild = &RebuildStatus{Generation: int(sg.Int64), Checkpoint: eventstore.Position{Commit: uint64(sc.Int64), Prepare: uint64(sp.Int64)},
+			Started: time.Now(), RebuildOptions: optionsOf(mode)}
 		rn.state = StateRebuilding
 	}
 	rn.mu.Unlock()
@@ -314,7 +364,9 @@ func (rn *run) load(ctx context.Context) error {
 	default:
 		return nil
 	}
-	if err := rn.startRebuild(ctx); err != nil {
+	// The live generation is not this version's: the rebuild replaces it, whatever the one
+	// started by another version was asked to do.
+	if err := rn.startRebuild(ctx, RebuildOptions{Swap: true}); err != nil {
 		return fmt.Errorf("projection %s: %w", rn.p.Name(), err)
 	}
 	return nil
@@ -380,10 +432,9 @@ func (rn *run) loop(ctx context.Context, f *feed) {
 				return
 			}
 			if !done {
-				select {
-				case e := <-events:
-					batch = append(batch, e)
-				default:
+				if !rn.waitLive(ctx, events, &batch) {
+					rn.setState(StateStopped, nil)
+					return
 				}
 			}
 		}
@@ -392,7 +443,7 @@ func (rn *run) loop(ctx context.Context, f *feed) {
 			case e := <-events:
 				batch = append(batch, e)
 			case <-rn.rebuildReq:
-				if err := rn.startRebuild(ctx); err != nil {
+				if err := rn.startRequested(ctx); err != nil {
 					rn.fail(ctx, err)
 					return
 				}
@@ -594,27 +645,53 @@ func (rn *run) fail(ctx context.Context, err error) {
 	rn.setState(StateFailed, err)
 }
 
-// Rebuild starts rebuilding the named projection (or resumes nothing if one is running).
+// Rebuild starts rebuilding the named projection, to swap it in (or starts nothing if such a
+// rebuild is running).
 func (r *Runner) Rebuild(name string) error {
+	return r.RebuildWith(name, RebuildOptions{Swap: true})
+}
+
+// ErrRebuildRunning: a rebuild asked to do something else is running.
+var ErrRebuildRunning = errors.New("another rebuild is running")
+
+// RebuildWith starts rebuilding the named projection with opts. A request while a rebuild
+// with the same options runs, or is asked for, joins it; with other options it fails with
+// ErrRebuildRunning.
+func (r *Runner) RebuildWith(name string, opts RebuildOptions) error {
 	r.init()
 	rn, ok := r.runs[name]
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownProjection, name)
 	}
+	if !opts.Compare {
+		opts.Swap = true
+	}
 	rn.mu.Lock()
-	running := rn.rebuild != nil
-	rn.mu.Unlock()
-	if running {
+	defer rn.mu.Unlock()
+	running := rn.rebuild
+	if running == nil && len(rn.rebuildReq) > 0 {
+		running = &RebuildStatus{RebuildOptions: rn.requested}
+	}
+	switch {
+	case running != nil && running.RebuildOptions == opts:
 		return nil // a request during a rebuild joins it
+	case running != nil:
+		return fmt.Errorf("%w: projection %s is rebuilding with %+v", ErrRebuildRunning, name, running.RebuildOptions)
 	}
-	select {
-	case rn.rebuildReq <- struct{}{}:
-	default: // already asked
-	}
+	rn.requested = opts
+	rn.rebuildReq <- struct{}{} // room: the channel holds one and was empty
 	return nil
 }
 
-func (rn *run) startRebuild(ctx context.Context) error {
+// startRequested starts the rebuild that rebuildReq asked for.
+func (rn *run) startRequested(ctx context.Context) error {
+	rn.mu.Lock()
+	opts := rn.requested
+	rn.mu.Unlock()
+	return rn.startRebuild(ctx, opts)
+}
+
+func (rn *run) startRebuild(ctx context.Context, opts RebuildOptions) error {
 	rn.mu.Lock()
 	if rn.rebuild != nil {
 		rn.mu.Unlock()
@@ -627,14 +704,14 @@ func (rn *run) startRebuild(ctx context.Context) error {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `UPDATE projection_checkpoints SET shadow_generation = ?, shadow_commit = 0, shadow_prepare = 0,
-			shadow_version = ? WHERE name = ?`, gen, rn.p.Version(), rn.p.Name())
+			shadow_version = ?, shadow_mode = ? WHERE name = ?`, gen, rn.p.Version(), opts.mode(), rn.p.Name())
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("start rebuild: %w", err)
 	}
 	rn.mu.Lock()
-	rn.rebuild = &RebuildStatus{Generation: gen, Started: time.Now()}
+	rn.rebuild = &RebuildStatus{Generation: gen, Started: time.Now(), RebuildOptions: opts}
 	rn.state = StateRebuilding
 	rn.mu.Unlock()
 	rn.r.log().Info("projection rebuild started", "projection", rn.p.Name(), "generation", gen)
@@ -691,7 +768,88 @@ func (rn *run) rebuildStep(ctx context.Context) (bool, error) {
 	if read == limit || rb.Checkpoint.Compare(live) < 0 {
 		return false, nil // not caught up yet
 	}
-	return true, rn.swap(ctx, rb)
+	if !rb.Compare {
+		return true, rn.swap(ctx, rb)
+	}
+	if rb.Checkpoint.Compare(live) > 0 {
+		return false, nil // the live generation has yet to apply what the rebuild has: see waitLive
+	}
+	return true, rn.finishCompared(ctx, rb)
+}
+
+// waitLive takes the next live event into batch. It waits for one only while a rebuild that
+// compares is ahead of the live generation, which must reach the same position first; else
+// it takes one if one is there, so that the rebuild's next step comes at once. It reports
+// false when ctx ends.
+func (rn *run) waitLive(ctx context.Context, events <-chan eventstore.RecordedEvent, batch *[]eventstore.RecordedEvent) bool {
+	rn.mu.Lock()
+	ahead := rn.rebuild != nil && rn.rebuild.Compare && rn.rebuild.Checkpoint.Compare(rn.checkpoint) > 0
+	rn.mu.Unlock()
+	if !ahead {
+		select {
+		case e := <-events:
+			*batch = append(*batch, e)
+		default:
+		}
+		return true
+	}
+	select {
+	case e := <-events:
+		*batch = append(*batch, e)
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// finishCompared compares the rebuilt generation with the live one, both at rb.Checkpoint,
+// then swaps it in or drops it, as the rebuild was asked. Both happen in the projection's
+// loop, between live batches: neither generation moves while they are compared.
+func (rn *run) finishCompared(ctx context.Context, rb RebuildStatus) error {
+	rn.mu.Lock()
+	live := rn.generation
+	rn.mu.Unlock()
+	c, err := compareGenerations(ctx, rn.r.DB, rn.p, live, rb.Generation)
+	if err != nil {
+		return err
+	}
+	c.At, c.Started, c.Swapped = rb.Checkpoint, rb.Started, rb.Swap
+	if rb.Swap {
+		err = rn.swap(ctx, rb)
+	} else {
+		err = rn.dropRebuild(ctx, rb)
+	}
+	if err != nil {
+		return err
+	}
+	c.Finished = time.Now()
+	rn.mu.Lock()
+	rn.comparison = &c
+	rn.mu.Unlock()
+	rn.r.log().Info("projection rebuild compared", "projection", rn.p.Name(), "generation", rb.Generation,
+		"added", c.Added, "removed", c.Removed, "changed", c.Changed, "swapped", c.Swapped)
+	return nil
+}
+
+// dropRebuild drops the rebuilt generation, leaving the live one as it is.
+func (rn *run) dropRebuild(ctx context.Context, rb RebuildStatus) error {
+	err := rn.tx(ctx, func(tx *sql.Tx) error {
+		for _, table := range tablesOf(rn.p, rb.Generation) {
+			if _, err := tx.ExecContext(ctx, `DROP TABLE IF EXISTS `+table); err != nil {
+				return err
+			}
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE projection_checkpoints SET shadow_generation = NULL, shadow_commit = NULL,
+			shadow_prepare = NULL, shadow_version = NULL, shadow_mode = NULL WHERE name = ?`, rn.p.Name())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("drop rebuilt generation: %w", err)
+	}
+	rn.mu.Lock()
+	rn.rebuild, rn.state = nil, StateLive
+	rn.mu.Unlock()
+	return nil
 }
 
 // swap makes the rebuilt generation live, in one transaction.
@@ -709,7 +867,8 @@ func (rn *run) swap(ctx context.Context, rb RebuildStatus) error {
 			}
 		}
 		_, err := tx.ExecContext(ctx, `UPDATE projection_checkpoints SET generation = ?, commit_position = ?, prepare_position = ?,
-			version = ?, shadow_generation = NULL, shadow_commit = NULL, shadow_prepare = NULL, shadow_version = NULL WHERE name = ?`,
+			version = ?, shadow_generation = NULL, shadow_commit = NULL, shadow_prepare = NULL, shadow_version = NULL, shadow_mode = NULL
+			WHERE name = ?`,
 			rb.Generation, rb.Checkpoint.Commit, rb.Checkpoint.Prepare, rn.p.Version(), rn.p.Name())
 		return err
 	})
@@ -755,6 +914,7 @@ func (r *Runner) Status(ctx context.Context) ([]Status, error) {
 			rb := *rn.rebuild
 			s.Rebuild = &rb
 		}
+		s.Comparison = rn.comparison // never changed once set: shared
 		if head.Commit > cp.Commit {
 			s.LagEvents = head.Commit - cp.Commit
 			if !lastAt.IsZero() {

@@ -152,6 +152,9 @@ func accessRows() []accessRow {
 			s.aliceOrder(t, "row-key")
 			return request{method: "GET", path: "/v1/idempotency-keys/row-key"}
 		}},
+		{route: "GET /v1/reports/sales", status: 200, allow: []string{"audrey", "adam"}, setup: func(*testing.T, *server) request {
+			return request{method: "GET", path: "/v1/reports/sales?from=2026-01-01&to=2026-12-31"}
+		}},
 		{route: "GET /admin/projections", status: 200, allow: []string{"adam"}, setup: func(*testing.T, *server) request {
 			return request{method: "GET", path: "/admin/projections"}
 		}},

@@ -574,8 +574,8 @@ func (s *server) projections(t testing.TB) map[string]projection {
 	for _, p := range body.Projections {
 		out[p.Name] = p
 	}
-	if len(out) != 2 || out["orders"].Name == "" || out["lookups"].Name == "" {
-		t.Fatalf("%v; want the projections orders and lookups", r)
+	if len(out) != 3 || out["orders"].Name == "" || out["lookups"].Name == "" || out["sales"].Name == "" {
+		t.Fatalf("%v; want the projections orders, lookups and sales", r)
 	}
 	return out
 }

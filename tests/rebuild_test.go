@@ -314,7 +314,8 @@ func TestRebuildWhileServing(t *testing.T) {
 	// does not apply live events during a rebuild step: this shows how long that can be.
 	t.Logf("%d orders at the start, %d at the end; %d listings and %d key reads served during and after the rebuild (saw it in progress: %v); slowest read by id or key %v, slowest listing of every order %v",
 		len(created), len(ackedNow()), listings.Load(), keyReads.Load(), sawRebuilding, slowestRead.get(), slowestListing.get())
-	for name, p := range after {
+	for _, name := range []string{"orders", "lookups"} { // the ones rebuilt here
+		p := after[name]
 		if p.Generation != before[name].Generation+1 {
 			t.Errorf("projection %s: generation %d after one rebuild from %d", name, p.Generation, before[name].Generation)
 		}
@@ -365,7 +366,8 @@ func TestKillMidRebuild(t *testing.T) {
 	// Second kill: once the orders rebuild has committed a step, before it is done.
 	s.restart(t)
 	ps := s.projections(t)
-	for name, p := range ps {
+	for _, name := range []string{"orders", "lookups"} { // the ones rebuilt here
+		p := ps[name]
 		if !rebuilt(p) && (p.State != "rebuilding" || p.Rebuild == nil) {
 			t.Errorf("after the restart, projection %s is %+v; want its rebuild resumed", name, p)
 		}

@@ -27,7 +27,7 @@ type cli struct {
 
 	Serve       serveCmd       `cmd:"" default:"withargs" help:"Run the HTTP service (the default)."`
 	Keys        keysCmd        `cmd:"" help:"Manage API keys."`
-	Projections projectionsCmd `cmd:"" help:"Projection status and rebuilds, through a running service."`
+	Projections projectionsCmd `cmd:"" help:"Projection status and rebuilds, through a running service; exports as of a point of the log."`
 	Audit       auditCmd       `cmd:"" help:"Order history, state at any point, export and verification of the log."`
 }
 

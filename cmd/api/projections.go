@@ -18,7 +18,7 @@ const readModelsFile = "readmodels.db"
 
 // readModels are the projections the service runs.
 func readModels(log *slog.Logger) []projections.Projection {
-	return []projections.Projection{projections.Orders{}, projections.Lookups{Log: log}}
+	return []projections.Projection{projections.Orders{}, projections.Lookups{Log: log}, projections.Sales{}}
 }
 
 // projectionNames lists the projections' names, for help and errors.

@@ -21,10 +21,12 @@ import (
 )
 
 // projectionsCmd talks to a running service's admin API: rebuilds happen inside the service,
-// which keeps serving meanwhile; the command starts them and follows their progress.
+// which keeps serving meanwhile; the command starts them and follows their progress. Export
+// reads the event store itself, as the audit commands do.
 type projectionsCmd struct {
 	Status  projectionsStatusCmd  `cmd:"" help:"Show each projection's state, checkpoint, head and lag."`
 	Rebuild projectionsRebuildCmd `cmd:"" help:"Rebuild projections (${projections}) from the start of the log while the service runs."`
+	Export  projectionsExportCmd  `cmd:"" help:"Build a read model as it stood at a time or log position into a new SQLite file, from the data directory; the live read models are not touched."`
 }
 
 type adminClient struct {
@@ -69,6 +71,28 @@ type projectionStatus struct {
 		Checkpoint uint64 `json:"checkpoint"`
 		Applied    uint64 `json:"applied"`
 	} `json:"rebuild"`
+	Comparison json.RawMessage `json:"comparison"` // as the service gives it, for --format json
+}
+
+// comparison is what the table of a rebuild's comparison shows of it.
+type comparison struct {
+	Live, Next              int
+	At                      uint64
+	Added, Removed, Changed uint64
+	Tables                  []struct {
+		Table                   string
+		Added, Removed, Changed uint64
+	}
+	Samples []struct {
+		Table, Change string
+		Key           map[string]any
+		Columns       []struct {
+			Column     string
+			Live, Next any
+		}
+	}
+	Swapped  bool
+	Finished string
 }
 
 // call sends a request to the service and returns the body of its answer; a refusal or no
@@ -175,7 +199,31 @@ func (c *projectionsStatusCmd) Run(ctx context.Context, e *env) error {
 
 type projectionsRebuildCmd struct {
 	adminClient
-	Names []string `arg:"" optional:"" help:"Projections to rebuild (${projections}); all of them when none is named."`
+	Names   []string `arg:"" optional:"" help:"Projections to rebuild (${projections}); all of them when none is named."`
+	Compare bool     `help:"Before swapping, compare the rebuilt rows with the live ones and print the rows added, removed and changed, with up to 20 samples. Swaps only with --swap."`
+	Swap    bool     `help:"With --compare: swap the rebuilt generation in after comparing."`
+	DryRun  bool     `name:"dry-run" help:"Compare, print, and drop the rebuilt generation: never swap (implies --compare)."`
+	formatFlag
+}
+
+func (c *projectionsRebuildCmd) Validate() error {
+	if c.DryRun && c.Swap {
+		return errors.New("--dry-run never swaps: it cannot go with --swap")
+	}
+	return nil
+}
+
+// query is the rebuild request's query for the flags.
+func (c *projectionsRebuildCmd) query() string {
+	switch {
+	case c.DryRun:
+		return "?dryRun=true"
+	case c.Compare && c.Swap:
+		return "?compare=true&swap=true"
+	case c.Compare:
+		return "?compare=true"
+	}
+	return ""
 }
 
 func (c *projectionsRebuildCmd) Run(ctx context.Context, e *env) error {
@@ -216,8 +264,8 @@ func (c *projectionsRebuildCmd) rebuild(ctx context.Context, e *env, name string
 	if err != nil {
 		return err
 	}
-	var started map[string]string
-	if err := c.do(ctx, http.MethodPost, "/admin/projections/"+name+"/rebuild", &started); err != nil {
+	var started map[string]any
+	if err := c.do(ctx, http.MethodPost, "/admin/projections/"+name+"/rebuild"+c.query(), &started); err != nil {
 		return err
 	}
 	f, tty := e.stdout.(*os.File)
@@ -242,10 +290,17 @@ func (c *projectionsRebuildCmd) rebuild(ctx context.Context, e *env, name string
 		if err != nil {
 			return err
 		}
+		compared := p.Rebuild == nil && len(p.Comparison) > 0 && !bytes.Equal(p.Comparison, before.Comparison)
 		switch {
 		case p.State == "failed":
 			return fmt.Errorf("projection %s failed: %s", name, p.Error)
-		case p.Rebuild == nil && p.Generation > before.Generation:
+		case c.query() != "" && compared:
+			if bar != nil {
+				bar.Finish()
+				fmt.Fprintln(e.stdout)
+			}
+			return c.printComparison(e, name, p.Comparison)
+		case c.query() == "" && p.Rebuild == nil && p.Generation > before.Generation:
 			if bar != nil {
 				bar.ChangeMax64(int64(max(p.Checkpoint, 1)))
 				bar.Set64(int64(max(p.Checkpoint, 1)))
@@ -278,4 +333,61 @@ func (c *projectionsRebuildCmd) find(ctx context.Context, name string) (projecti
 		}
 	}
 	return projectionStatus{}, errors.New("no projection named " + name)
+}
+
+// printComparison prints a rebuild's comparison: the service's JSON, or tables.
+func (c *projectionsRebuildCmd) printComparison(e *env, name string, raw json.RawMessage) error {
+	if c.Format == "json" {
+		var out bytes.Buffer
+		if err := json.Indent(&out, raw, "", "  "); err != nil {
+			return err
+		}
+		out.WriteByte('\n')
+		_, err := out.WriteTo(e.stdout)
+		return err
+	}
+	var cmp comparison
+	if err := json.Unmarshal(raw, &cmp); err != nil {
+		return err
+	}
+	what := "dropped it; the live generation is unchanged"
+	if cmp.Swapped {
+		what = fmt.Sprintf("swapped it in: generation %d is live", cmp.Next)
+	}
+	fmt.Fprintf(e.stdout, "%s: generation %d against live generation %d at position %d: %d added, %d removed, %d changed; %s\n\n",
+		name, cmp.Next, cmp.Live, cmp.At, cmp.Added, cmp.Removed, cmp.Changed, what)
+	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TABLE\tADDED\tREMOVED\tCHANGED")
+	for _, t := range cmp.Tables {
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\n", t.Table, t.Added, t.Removed, t.Changed)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if len(cmp.Samples) == 0 {
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "\nsamples (up to 20):\n")
+	w = tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TABLE\tCHANGE\tKEY\tCOLUMN\tLIVE\tNEXT")
+	for _, s := range cmp.Samples {
+		key, _ := json.Marshal(s.Key)
+		if len(s.Columns) == 0 {
+			fmt.Fprintf(w, "%s\t%s\t%s\t\t\t\n", s.Table, s.Change, key)
+		}
+		for _, col := range s.Columns {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Table, s.Change, key, col.Column, cell(col.Live), cell(col.Next))
+		}
+	}
+	return w.Flush()
+}
+
+// cell is a sample's value in a table: JSON, on one line, cut to 60 characters.
+func cell(v any) string {
+	b, _ := json.Marshal(v)
+	s := strings.ReplaceAll(string(b), "\n", " ")
+	if r := []rune(s); len(r) > 60 {
+		s = string(r[:59]) + "…"
+	}
+	return s
 }

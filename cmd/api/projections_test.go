@@ -140,7 +140,7 @@ func TestProjectionsStatusFormats(t *testing.T) {
 
 func TestProjectionsRebuildNames(t *testing.T) {
 	help := runCLI(t, "projections", "rebuild", "--help")
-	if !strings.Contains(help.stdout, "(orders, lookups)") {
+	if !strings.Contains(help.stdout, "(orders, lookups, sales)") {
 		t.Errorf("projections rebuild --help:\n%s\nwant the projections' names", help.stdout)
 	}
 	srv := newFakeService(t)

@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/oapi-codegen/runtime"
+	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
 // Defines values for DuplicateChargeReason.
@@ -184,6 +185,27 @@ func (e ProjectionStatusState) Valid() bool {
 	case ProjectionStatusStateRebuilding:
 		return true
 	case ProjectionStatusStateStopped:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RebuildComparisonSamplesChange.
+const (
+	Added   RebuildComparisonSamplesChange = "added"
+	Changed RebuildComparisonSamplesChange = "changed"
+	Removed RebuildComparisonSamplesChange = "removed"
+)
+
+// Valid indicates whether the value is a known member of the RebuildComparisonSamplesChange enum.
+func (e RebuildComparisonSamplesChange) Valid() bool {
+	switch e {
+	case Added:
+		return true
+	case Changed:
+		return true
+	case Removed:
 		return true
 	default:
 		return false
@@ -586,7 +608,7 @@ type Problem struct {
 	// does not know and act on `status`.
 	//
 	//
-	// Examples: /problems/idempotency-key-missing, /problems/idempotency-key-invalid, /problems/malformed-request, /problems/invalid-command, /problems/unauthorized, /problems/forbidden, /problems/not-found, /problems/method-not-allowed, /problems/idempotency-key-in-flight, /problems/invalid-transition, /problems/concurrent-modification, /problems/precondition-failed, /problems/payload-too-large, /problems/unsupported-media-type, /problems/idempotency-key-reused, /problems/command-rejected, /problems/payment-id-taken, /problems/headers-too-large, /problems/internal, /problems/event-unreadable, /problems/unavailable
+	// Examples: /problems/idempotency-key-missing, /problems/idempotency-key-invalid, /problems/malformed-request, /problems/invalid-command, /problems/unauthorized, /problems/forbidden, /problems/not-found, /problems/method-not-allowed, /problems/idempotency-key-in-flight, /problems/invalid-transition, /problems/concurrent-modification, /problems/precondition-failed, /problems/rebuild-in-progress, /problems/payload-too-large, /problems/unsupported-media-type, /problems/idempotency-key-reused, /problems/command-rejected, /problems/payment-id-taken, /problems/headers-too-large, /problems/internal, /problems/event-unreadable, /problems/unavailable
 	Type string `json:"type"`
 }
 
@@ -600,6 +622,11 @@ type ProductName = string
 type ProjectionStatus struct {
 	// Checkpoint The log position up to which the live tables have applied the log.
 	Checkpoint int64 `json:"checkpoint"`
+
+	// Comparison The last comparison of a rebuild asked to compare, since the service started: what the
+	// new generation's rows change against the live generation's, both at log position `at`.
+	// Absent when there has been none.
+	Comparison *RebuildComparison `json:"comparison,omitempty"`
 
 	// Error Why the projection failed. Present only when `state` is `failed`.
 	Error *string `json:"error,omitempty"`
@@ -617,7 +644,7 @@ type ProjectionStatus struct {
 	// the head; 0 when it is not, or when it has applied no event since the service started.
 	LagSeconds float32 `json:"lagSeconds"`
 
-	// Name `orders` or `lookups`.
+	// Name `orders`, `lookups` or `sales`.
 	Name string `json:"name"`
 
 	// Rebuild A rebuild in progress. Absent when none is.
@@ -655,6 +682,63 @@ type ReasonRequest struct {
 	Reason Reason `json:"reason"`
 }
 
+// RebuildComparison The last comparison of a rebuild asked to compare, since the service started: what the
+// new generation's rows change against the live generation's, both at log position `at`.
+// Absent when there has been none.
+type RebuildComparison struct {
+	// Added Rows only the new generation has (by primary key).
+	Added int64 `json:"added"`
+
+	// At The log position both had applied.
+	At int64 `json:"at"`
+
+	// Changed Rows both have, with a column that differs.
+	Changed  int64     `json:"changed"`
+	Finished time.Time `json:"finished"`
+
+	// Live The live generation compared.
+	Live int `json:"live"`
+
+	// Next The generation the rebuild built.
+	Next int `json:"next"`
+
+	// Removed Rows only the live generation has.
+	Removed int64 `json:"removed"`
+
+	// Samples Up to 20 of the rows added, removed or changed, in table and key order.
+	Samples []struct {
+		Change RebuildComparisonSamplesChange `json:"change"`
+
+		// Columns The values that differ (every value of an added or removed row); texts cut to 256 bytes.
+		Columns []struct {
+			Column string `json:"column"`
+
+			// Live The value in the live generation; null where the row or column is absent.
+			Live interface{} `json:"live"`
+
+			// Next The value in the new generation; null where the row or column is absent.
+			Next interface{} `json:"next"`
+		} `json:"columns"`
+
+		// Key The row's primary key, column → value.
+		Key   map[string]interface{} `json:"key"`
+		Table string                 `json:"table"`
+	} `json:"samples"`
+	Started time.Time `json:"started"`
+
+	// Swapped The new generation went live; otherwise it was dropped.
+	Swapped bool `json:"swapped"`
+	Tables  []struct {
+		Added   int64  `json:"added"`
+		Changed int64  `json:"changed"`
+		Removed int64  `json:"removed"`
+		Table   string `json:"table"`
+	} `json:"tables"`
+}
+
+// RebuildComparisonSamplesChange defines model for RebuildComparison.Samples.Change.
+type RebuildComparisonSamplesChange string
+
 // RebuildProgress A rebuild in progress. Absent when none is.
 type RebuildProgress struct {
 	// Applied Events applied to the new generation by this process (a resumed rebuild counts from its resumption).
@@ -663,11 +747,17 @@ type RebuildProgress struct {
 	// Checkpoint The log position up to which the new generation has applied the log.
 	Checkpoint int64 `json:"checkpoint"`
 
+	// Compare The rebuild compares the generations before it swaps or drops (see the rebuild request).
+	Compare bool `json:"compare"`
+
 	// Generation The generation being built; it replaces the live one when caught up.
 	Generation int `json:"generation"`
 
 	// StartedAt When this process started (or resumed) the rebuild.
 	StartedAt time.Time `json:"startedAt"`
+
+	// Swap The rebuild swaps its generation in once caught up.
+	Swap bool `json:"swap"`
 }
 
 // RequestRefundRequest defines model for RequestRefundRequest.
@@ -677,6 +767,43 @@ type RequestRefundRequest struct {
 
 	// RefundId 1–128 bytes of printable UTF-8 without spaces.
 	RefundId Id `json:"refundId"`
+}
+
+// SalesDay defines model for SalesDay.
+type SalesDay struct {
+	// AmountPaid The sum of those payments, in minor units.
+	AmountPaid int64  `json:"amountPaid"`
+	Currency   string `json:"currency"`
+
+	// Day The day (UTC).
+	Day openapi_types.Date `json:"day"`
+
+	// DuplicateCharged Their sum, in minor units.
+	DuplicateCharged int64 `json:"duplicateCharged"`
+
+	// DuplicateCharges Duplicate charges recorded that day (money owed back; not in `amountPaid`).
+	DuplicateCharges int64 `json:"duplicateCharges"`
+
+	// Net `amountPaid` − `refunded`; negative on a day with more refunded than paid.
+	Net int64 `json:"net"`
+
+	// OrdersPaid Orders whose payment was confirmed that day.
+	OrdersPaid int64 `json:"ordersPaid"`
+
+	// Refunded The sum of the refunds completed that day, in minor units.
+	Refunded int64 `json:"refunded"`
+}
+
+// SalesReport defines model for SalesReport.
+type SalesReport struct {
+	// Currency The currency asked for; absent when every currency is reported.
+	Currency *string            `json:"currency,omitempty"`
+	Days     []SalesDay         `json:"days"`
+	From     openapi_types.Date `json:"from"`
+
+	// Next The cursor of the next page; absent on the last.
+	Next *string            `json:"next,omitempty"`
+	To   openapi_types.Date `json:"to"`
 }
 
 // ShipRequest defines model for ShipRequest.
@@ -805,6 +932,15 @@ type ListProjectionsParams struct {
 
 // RebuildProjectionParams defines parameters for RebuildProjection.
 type RebuildProjectionParams struct {
+	// Compare Compare the new generation with the live one before swapping.
+	Compare *bool `form:"compare,omitempty" json:"compare,omitempty"`
+
+	// Swap With `compare`, swap after comparing. A rebuild that does not compare always swaps.
+	Swap *bool `form:"swap,omitempty" json:"swap,omitempty"`
+
+	// DryRun Compare, then drop the new generation; never swap.
+	DryRun *bool `form:"dryRun,omitempty" json:"dryRun,omitempty"`
+
 	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
 	// characters (0x20–0x7E), and then echoed on the response; otherwise (absent, empty,
 	// longer, or with other characters) the server generates one and the response carries it.
@@ -1163,6 +1299,37 @@ type ConfirmPaymentByIdParams struct {
 	XRequestId *RequestId `json:"X-Request-Id,omitempty"`
 }
 
+// SalesReportParams defines parameters for SalesReport.
+type SalesReportParams struct {
+	// From The first day (UTC) of the report. Missing or not a day → 400 `malformed-request`.
+	From openapi_types.Date `form:"from" json:"from"`
+
+	// To The last day (UTC), included; not before `from`, at most 365 days after it.
+	To openapi_types.Date `form:"to" json:"to"`
+
+	// Currency Only this currency (ISO 4217); not three upper-case letters → 400 `malformed-request`.
+	Currency *string `form:"currency,omitempty" json:"currency,omitempty"`
+
+	// Limit The most rows on a page. Out of range or not an integer → 400 `malformed-request`.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next` of the previous page; absent for the first page.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// MinPosition A global log position, such as the `Log-Position` header of a command's response: the
+	// query waits (at most 2 s) until its read model has applied every event up to it, then
+	// answers; past the bound → 503 with `Retry-After`, or 400 `malformed-request` if the
+	// position is still beyond the head of the log, so that no command was answered with it.
+	// Absent: the head of the log when the query arrived. Not a non-negative integer → 400
+	// `malformed-request`.
+	MinPosition *MinPosition `form:"minPosition,omitempty" json:"minPosition,omitempty"`
+
+	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
+	// characters (0x20–0x7E), and then echoed on the response; otherwise (absent, empty,
+	// longer, or with other characters) the server generates one and the response carries it.
+	XRequestId *RequestId `json:"X-Request-Id,omitempty"`
+}
+
 // CreateOrderJSONRequestBody defines body for CreateOrder for application/json ContentType.
 type CreateOrderJSONRequestBody = CreateOrderRequest
 
@@ -1272,7 +1439,7 @@ type ClientInterface interface {
 
 	// ListProjections Projection status
 	//
-	// Every projection (`orders`, `lookups`): its state, the live generation of its tables, its
+	// Every projection (`orders`, `lookups`, `sales`): its state, the live generation of its tables, its
 	// checkpoint against the head of the log, its lag, and the progress of a rebuild in
 	// progress.
 	//
@@ -1295,6 +1462,15 @@ type ClientInterface interface {
 	//
 	// The request is accepted in any state: a projection that is failing keeps retrying on its
 	// own, and starts the rebuild once it has recovered.
+	//
+	// **Compare before swap**: with `compare=true`, once the new generation has caught up, it
+	// is compared with the live one at the same log position before anything else: rows
+	// added, removed and changed, table by table, with up to 20 samples (key and the values
+	// that differ), in `comparison` of `GET /admin/projections`. Then it replaces the live
+	// generation only with `swap=true`; otherwise it is dropped and the live one stays as it
+	// was. `dryRun=true` compares and never swaps (with `swap=true` → 400). While the two are
+	// compared the projection applies no live event. A request with other options than the
+	// rebuild running → **409** `rebuild-in-progress`; with the same ones it joins it.
 	//
 	// Corresponds with POST /admin/projections/{name}/rebuild (the `RebuildProjection` operationId).
 	RebuildProjection(ctx context.Context, name string, params *RebuildProjectionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1645,11 +1821,34 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/payments/{paymentId}/confirm (the `ConfirmPaymentById` operationId).
 	ConfirmPaymentById(ctx context.Context, paymentId PaymentId, params *ConfirmPaymentByIdParams, body ConfirmPaymentByIdJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SalesReport Sales per day and currency
+	//
+	// From the `sales` read model: for each day (UTC) and currency with any of them, the
+	// orders paid, the amount paid, the duplicate charges, the amount refunded and the net
+	// (amount paid − refunded), in the currency's minor unit. Days without sales have no row.
+	// Rows come by day, then currency. Clients are refused (**403**).
+	//
+	// What counts, and on which day (the time each event was decided, in UTC):
+	// - **paid**: an order counts once, on the day its payment was confirmed, for the
+	//   confirmed amount;
+	// - **duplicate charges**: money captured that the order did not accept as its payment
+	//   (a second payment, a wrong amount, ...) is *not* in `amountPaid`: it is owed back to
+	//   the customer. `duplicateCharges` counts them and `duplicateCharged` sums them, on the
+	//   day each was recorded;
+	// - **refunded**: on the day the refund completed, not the day it was requested.
+	//
+	// `from` and `to` are days (`YYYY-MM-DD`), both included, at most 366 days apart. A page
+	// has at most `limit` rows; when more follow, `next` is set: pass it as `cursor`. The query
+	// first waits for the read model (see *Read models*).
+	//
+	// Corresponds with GET /v1/reports/sales (the `SalesReport` operationId).
+	SalesReport(ctx context.Context, params *SalesReportParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // ListProjections Projection status
 //
-// Every projection (`orders`, `lookups`): its state, the live generation of its tables, its
+// Every projection (`orders`, `lookups`, `sales`): its state, the live generation of its tables, its
 // checkpoint against the head of the log, its lag, and the progress of a rebuild in
 // progress.
 //
@@ -1682,6 +1881,15 @@ func (c *Client) ListProjections(ctx context.Context, params *ListProjectionsPar
 //
 // The request is accepted in any state: a projection that is failing keeps retrying on its
 // own, and starts the rebuild once it has recovered.
+//
+// **Compare before swap**: with `compare=true`, once the new generation has caught up, it
+// is compared with the live one at the same log position before anything else: rows
+// added, removed and changed, table by table, with up to 20 samples (key and the values
+// that differ), in `comparison` of `GET /admin/projections`. Then it replaces the live
+// generation only with `swap=true`; otherwise it is dropped and the live one stays as it
+// was. `dryRun=true` compares and never swaps (with `swap=true` → 400). While the two are
+// compared the projection applies no live event. A request with other options than the
+// rebuild running → **409** `rebuild-in-progress`; with the same ones it joins it.
 //
 // Corresponds with POST /admin/projections/{name}/rebuild (the `RebuildProjection` operationId).
 func (c *Client) RebuildProjection(ctx context.Context, name string, params *RebuildProjectionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2373,6 +2581,39 @@ func (c *Client) ConfirmPaymentById(ctx context.Context, paymentId PaymentId, pa
 	return c.Client.Do(req)
 }
 
+// SalesReport Sales per day and currency
+//
+// From the `sales` read model: for each day (UTC) and currency with any of them, the
+// orders paid, the amount paid, the duplicate charges, the amount refunded and the net
+// (amount paid − refunded), in the currency's minor unit. Days without sales have no row.
+// Rows come by day, then currency. Clients are refused (**403**).
+//
+// What counts, and on which day (the time each event was decided, in UTC):
+//   - **paid**: an order counts once, on the day its payment was confirmed, for the
+//     confirmed amount;
+//   - **duplicate charges**: money captured that the order did not accept as its payment
+//     (a second payment, a wrong amount, ...) is *not* in `amountPaid`: it is owed back to
+//     the customer. `duplicateCharges` counts them and `duplicateCharged` sums them, on the
+//     day each was recorded;
+//   - **refunded**: on the day the refund completed, not the day it was requested.
+//
+// `from` and `to` are days (`YYYY-MM-DD`), both included, at most 366 days apart. A page
+// has at most `limit` rows; when more follow, `next` is set: pass it as `cursor`. The query
+// first waits for the read model (see *Read models*).
+//
+// Corresponds with GET /v1/reports/sales (the `SalesReport` operationId).
+func (c *Client) SalesReport(ctx context.Context, params *SalesReportParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSalesReportRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // NewListProjectionsRequest constructs an http.Request for the ListProjections method
 func NewListProjectionsRequest(server string, params *ListProjectionsParams) (*http.Request, error) {
 	var err error
@@ -2439,6 +2680,57 @@ func NewRebuildProjectionRequest(server string, name string, params *RebuildProj
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Compare != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "compare", *params.Compare, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Swap != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "swap", *params.Swap, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.DryRun != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "dryRun", *params.DryRun, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
@@ -4081,6 +4373,127 @@ func NewConfirmPaymentByIdRequestWithBody(server string, paymentId PaymentId, pa
 	return req, nil
 }
 
+// NewSalesReportRequest constructs an http.Request for the SalesReport method
+func NewSalesReportRequest(server string, params *SalesReportParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/reports/sales")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date"}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date"}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Currency != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "currency", *params.Currency, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.MinPosition != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "minPosition", *params.MinPosition, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XRequestId != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Request-Id", *params.XRequestId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Request-Id", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -4127,7 +4540,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListProjectionsWithResponse Projection status
 	//
-	// Every projection (`orders`, `lookups`): its state, the live generation of its tables, its
+	// Every projection (`orders`, `lookups`, `sales`): its state, the live generation of its tables, its
 	// checkpoint against the head of the log, its lag, and the progress of a rebuild in
 	// progress.
 	//
@@ -4152,6 +4565,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// The request is accepted in any state: a projection that is failing keeps retrying on its
 	// own, and starts the rebuild once it has recovered.
+	//
+	// **Compare before swap**: with `compare=true`, once the new generation has caught up, it
+	// is compared with the live one at the same log position before anything else: rows
+	// added, removed and changed, table by table, with up to 20 samples (key and the values
+	// that differ), in `comparison` of `GET /admin/projections`. Then it replaces the live
+	// generation only with `swap=true`; otherwise it is dropped and the live one stays as it
+	// was. `dryRun=true` compares and never swaps (with `swap=true` → 400). While the two are
+	// compared the projection applies no live event. A request with other options than the
+	// rebuild running → **409** `rebuild-in-progress`; with the same ones it joins it.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -4526,6 +4948,31 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/payments/{paymentId}/confirm (the `ConfirmPaymentById` operationId).
 	ConfirmPaymentByIdWithResponse(ctx context.Context, paymentId PaymentId, params *ConfirmPaymentByIdParams, body ConfirmPaymentByIdJSONRequestBody, reqEditors ...RequestEditorFn) (*ConfirmPaymentByIdResponse, error)
+
+	// SalesReportWithResponse Sales per day and currency
+	//
+	// From the `sales` read model: for each day (UTC) and currency with any of them, the
+	// orders paid, the amount paid, the duplicate charges, the amount refunded and the net
+	// (amount paid − refunded), in the currency's minor unit. Days without sales have no row.
+	// Rows come by day, then currency. Clients are refused (**403**).
+	//
+	// What counts, and on which day (the time each event was decided, in UTC):
+	// - **paid**: an order counts once, on the day its payment was confirmed, for the
+	//   confirmed amount;
+	// - **duplicate charges**: money captured that the order did not accept as its payment
+	//   (a second payment, a wrong amount, ...) is *not* in `amountPaid`: it is owed back to
+	//   the customer. `duplicateCharges` counts them and `duplicateCharged` sums them, on the
+	//   day each was recorded;
+	// - **refunded**: on the day the refund completed, not the day it was requested.
+	//
+	// `from` and `to` are days (`YYYY-MM-DD`), both included, at most 366 days apart. A page
+	// has at most `limit` rows; when more follow, `next` is set: pass it as `cursor`. The query
+	// first waits for the read model (see *Read models*).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/reports/sales (the `SalesReport` operationId).
+	SalesReportWithResponse(ctx context.Context, params *SalesReportParams, reqEditors ...RequestEditorFn) (*SalesReportResponse, error)
 }
 
 // ListProjectionsResponse200Headers the declared response headers of an HTTP 200 response for ListProjections
@@ -4625,6 +5072,11 @@ type RebuildProjectionResponse202Headers struct {
 	XRequestId string
 }
 
+// RebuildProjectionResponse400Headers the declared response headers of an HTTP 400 response for RebuildProjection
+type RebuildProjectionResponse400Headers struct {
+	XRequestId string
+}
+
 // RebuildProjectionResponse401Headers the declared response headers of an HTTP 401 response for RebuildProjection
 type RebuildProjectionResponse401Headers struct {
 	WWWAuthenticate string
@@ -4642,6 +5094,11 @@ type RebuildProjectionResponse404Headers struct {
 	XRequestId         string
 }
 
+// RebuildProjectionResponse409Headers the declared response headers of an HTTP 409 response for RebuildProjection
+type RebuildProjectionResponse409Headers struct {
+	XRequestId string
+}
+
 // RebuildProjectionResponse500Headers the declared response headers of an HTTP 500 response for RebuildProjection
 type RebuildProjectionResponse500Headers struct {
 	RetryAfter int
@@ -4653,33 +5110,56 @@ type RebuildProjectionResponse struct {
 	HTTPResponse *http.Response
 	// JSON202 the response for an HTTP 202 `application/json` response
 	JSON202 *struct {
-		Status RebuildProjection202JSONResponseBodyStatus `json:"status"`
+		// Compare The rebuild compares before it swaps or drops its generation.
+		Compare bool                                       `json:"compare"`
+		Status  RebuildProjection202JSONResponseBodyStatus `json:"status"`
+
+		// Swap The rebuild swaps its generation in once caught up (and compared).
+		Swap bool `json:"swap"`
 	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *InternalError
 	// Headers202 the parsed response headers for an HTTP 202 response
 	Headers202 *RebuildProjectionResponse202Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RebuildProjectionResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RebuildProjectionResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
 	Headers403 *RebuildProjectionResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *RebuildProjectionResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *RebuildProjectionResponse409Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *RebuildProjectionResponse500Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
 func (r RebuildProjectionResponse) GetJSON202() *struct {
-	Status RebuildProjection202JSONResponseBodyStatus `json:"status"`
+	// Compare The rebuild compares before it swaps or drops its generation.
+	Compare bool                                       `json:"compare"`
+	Status  RebuildProjection202JSONResponseBodyStatus `json:"status"`
+
+	// Swap The rebuild swaps its generation in once caught up (and compared).
+	Swap bool `json:"swap"`
 } {
 	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RebuildProjectionResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -4695,6 +5175,11 @@ func (r RebuildProjectionResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r RebuildProjectionResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RebuildProjectionResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -8222,9 +8707,146 @@ func (r ConfirmPaymentByIdResponse) ContentType() string {
 	return ""
 }
 
+// SalesReportResponse200Headers the declared response headers of an HTTP 200 response for SalesReport
+type SalesReportResponse200Headers struct {
+	XRequestId string
+}
+
+// SalesReportResponse400Headers the declared response headers of an HTTP 400 response for SalesReport
+type SalesReportResponse400Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// SalesReportResponse401Headers the declared response headers of an HTTP 401 response for SalesReport
+type SalesReportResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// SalesReportResponse403Headers the declared response headers of an HTTP 403 response for SalesReport
+type SalesReportResponse403Headers struct {
+	XRequestId string
+}
+
+// SalesReportResponse404Headers the declared response headers of an HTTP 404 response for SalesReport
+type SalesReportResponse404Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// SalesReportResponse500Headers the declared response headers of an HTTP 500 response for SalesReport
+type SalesReportResponse500Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+// SalesReportResponse503Headers the declared response headers of an HTTP 503 response for SalesReport
+type SalesReportResponse503Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+type SalesReportResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SalesReport
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ReadModelBehind
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *SalesReportResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *SalesReportResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SalesReportResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *SalesReportResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *SalesReportResponse404Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *SalesReportResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SalesReportResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SalesReportResponse) GetJSON200() *SalesReport {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SalesReportResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SalesReportResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SalesReportResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SalesReportResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r SalesReportResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r SalesReportResponse) GetApplicationproblemJSON503() *ReadModelBehind {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r SalesReportResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SalesReportResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SalesReportResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SalesReportResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListProjectionsWithResponse Projection status
 //
-// Every projection (`orders`, `lookups`): its state, the live generation of its tables, its
+// Every projection (`orders`, `lookups`, `sales`): its state, the live generation of its tables, its
 // checkpoint against the head of the log, its lag, and the progress of a rebuild in
 // progress.
 //
@@ -8255,6 +8877,15 @@ func (c *ClientWithResponses) ListProjectionsWithResponse(ctx context.Context, p
 //
 // The request is accepted in any state: a projection that is failing keeps retrying on its
 // own, and starts the rebuild once it has recovered.
+//
+// **Compare before swap**: with `compare=true`, once the new generation has caught up, it
+// is compared with the live one at the same log position before anything else: rows
+// added, removed and changed, table by table, with up to 20 samples (key and the values
+// that differ), in `comparison` of `GET /admin/projections`. Then it replaces the live
+// generation only with `swap=true`; otherwise it is dropped and the live one stays as it
+// was. `dryRun=true` compares and never swaps (with `swap=true` → 400). While the two are
+// compared the projection applies no live event. A request with other options than the
+// rebuild running → **409** `rebuild-in-progress`; with the same ones it joins it.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -8834,6 +9465,37 @@ func (c *ClientWithResponses) ConfirmPaymentByIdWithResponse(ctx context.Context
 	return ParseConfirmPaymentByIdResponse(rsp)
 }
 
+// SalesReportWithResponse Sales per day and currency
+//
+// From the `sales` read model: for each day (UTC) and currency with any of them, the
+// orders paid, the amount paid, the duplicate charges, the amount refunded and the net
+// (amount paid − refunded), in the currency's minor unit. Days without sales have no row.
+// Rows come by day, then currency. Clients are refused (**403**).
+//
+// What counts, and on which day (the time each event was decided, in UTC):
+//   - **paid**: an order counts once, on the day its payment was confirmed, for the
+//     confirmed amount;
+//   - **duplicate charges**: money captured that the order did not accept as its payment
+//     (a second payment, a wrong amount, ...) is *not* in `amountPaid`: it is owed back to
+//     the customer. `duplicateCharges` counts them and `duplicateCharged` sums them, on the
+//     day each was recorded;
+//   - **refunded**: on the day the refund completed, not the day it was requested.
+//
+// `from` and `to` are days (`YYYY-MM-DD`), both included, at most 366 days apart. A page
+// has at most `limit` rows; when more follow, `next` is set: pass it as `cursor`. The query
+// first waits for the read model (see *Read models*).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/reports/sales (the `SalesReport` operationId).
+func (c *ClientWithResponses) SalesReportWithResponse(ctx context.Context, params *SalesReportParams, reqEditors ...RequestEditorFn) (*SalesReportResponse, error) {
+	rsp, err := c.SalesReport(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSalesReportResponse(rsp)
+}
+
 // ParseListProjectionsResponse parses an HTTP response from a ListProjectionsWithResponse call
 func ParseListProjectionsResponse(rsp *http.Response) (*ListProjectionsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -8954,12 +9616,24 @@ func ParseRebuildProjectionResponse(rsp *http.Response) (*RebuildProjectionRespo
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
 		var dest struct {
-			Status RebuildProjection202JSONResponseBodyStatus `json:"status"`
+			// Compare The rebuild compares before it swaps or drops its generation.
+			Compare bool                                       `json:"compare"`
+			Status  RebuildProjection202JSONResponseBodyStatus `json:"status"`
+
+			// Swap The rebuild swaps its generation in once caught up (and compared).
+			Swap bool `json:"swap"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
@@ -8982,6 +9656,13 @@ func ParseRebuildProjectionResponse(rsp *http.Response) (*RebuildProjectionRespo
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalError
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -9002,6 +9683,16 @@ func ParseRebuildProjectionResponse(rsp *http.Response) (*RebuildProjectionRespo
 			headers.XRequestId = value
 		}
 		response.Headers202 = &headers
+	case rsp.StatusCode == 400:
+		var headers RebuildProjectionResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
 	case rsp.StatusCode == 401:
 		var headers RebuildProjectionResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -9046,6 +9737,16 @@ func ParseRebuildProjectionResponse(rsp *http.Response) (*RebuildProjectionRespo
 			headers.XRequestId = value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers RebuildProjectionResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
 	case rsp.StatusCode == 500:
 		var headers RebuildProjectionResponse500Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -13861,6 +14562,182 @@ func ParseConfirmPaymentByIdResponse(rsp *http.Response) (*ConfirmPaymentByIdRes
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers ConfirmPaymentByIdResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSalesReportResponse parses an HTTP response from a SalesReportWithResponse call
+func ParseSalesReportResponse(rsp *http.Response) (*SalesReportResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SalesReportResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SalesReport
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ReadModelBehind
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers SalesReportResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers SalesReportResponse400Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers SalesReportResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers SalesReportResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers SalesReportResponse404Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 500:
+		var headers SalesReportResponse500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers SalesReportResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
