@@ -45,25 +45,6 @@ func (f auditStore) open(ctx context.Context) (backend, error) {
 	return f.storeFlags.open(ctx, f.Data, slog.New(slog.DiscardHandler))
 }
 
-// eventLine is an event as the audit commands print it.
-type eventLine struct {
-	Stream     string          `json:"stream"`
-	Revision   uint64          `json:"revision"`
-	Position   uint64          `json:"position"`
-	Type       string          `json:"type"`
-	RecordedAt time.Time       `json:"recordedAt"`
-	Data       json.RawMessage `json:"data"`
-	Metadata   json.RawMessage `json:"metadata,omitempty"`
-}
-
-func lineOf(e eventstore.RecordedEvent) eventLine {
-	l := eventLine{Stream: e.Stream, Revision: e.Revision, Position: e.Position.Commit, Type: e.Type, RecordedAt: e.Recorded, Data: e.Data}
-	if len(e.Metadata) > 0 {
-		l.Metadata = e.Metadata
-	}
-	return l
-}
-
 type auditHistoryCmd struct {
 	auditStore
 	OrderID string `arg:"" help:"The order's id."`
@@ -76,7 +57,7 @@ func (c *auditHistoryCmd) Run(ctx context.Context, e *env) error {
 		return err
 	}
 	defer s.Close()
-	out := &historyWriter{format: c.Format, w: e.stdout, lines: []eventLine{}}
+	out := &historyWriter{format: c.Format, w: e.stdout, lines: []audit.Line{}}
 	for ev, err := range s.ReadStream(ctx, command.StreamName(c.OrderID), eventstore.ReadStreamOptions{}) {
 		if errors.Is(err, eventstore.ErrStreamNotFound) {
 			return orderNotFound(c.OrderID)
@@ -96,7 +77,7 @@ type historyWriter struct {
 	format string
 	w      io.Writer
 	table  *tabwriter.Writer // from the first event on: an unknown order prints nothing
-	lines  []eventLine       // json: written at the end, as one document
+	lines  []audit.Line      // json: written at the end, as one document
 }
 
 func (h *historyWriter) add(ev eventstore.RecordedEvent) error {
@@ -111,9 +92,9 @@ func (h *historyWriter) add(ev eventstore.RecordedEvent) error {
 		_, err := fmt.Fprintf(h.table, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", ev.Revision, ev.Position.Commit, ev.Recorded.Format(time.RFC3339Nano), ev.Type, md.Principal, md.Command, md.IdempotencyKey)
 		return err
 	case "jsonl":
-		return json.NewEncoder(h.w).Encode(lineOf(ev))
+		return json.NewEncoder(h.w).Encode(audit.LineOf(ev))
 	default:
-		h.lines = append(h.lines, lineOf(ev))
+		h.lines = append(h.lines, audit.LineOf(ev))
 		return nil
 	}
 }
@@ -122,7 +103,7 @@ func (h *historyWriter) end() error {
 	switch {
 	case h.format == "json":
 		return writeJSON(h.w, struct {
-			Events []eventLine `json:"events"`
+			Events []audit.Line `json:"events"`
 		}{h.lines})
 	case h.table != nil:
 		return h.table.Flush()
@@ -255,7 +236,7 @@ func (c *auditExportCmd) Run(ctx context.Context, e *env) error {
 		if err != nil {
 			return err
 		}
-		if err := enc.Encode(lineOf(ev)); err != nil {
+		if err := enc.Encode(audit.LineOf(ev)); err != nil {
 			return err
 		}
 	}
