@@ -38,7 +38,7 @@ func (c *Console) projectionsPage(w http.ResponseWriter, r *http.Request, v *vis
 	}
 	d := projectionsData{Projections: st}
 	for _, p := range st {
-		d.Running = d.Running || p.State == projections.StateRebuilding || p.State == projections.StateCatchingUp
+		d.Running = d.Running || p.Rebuild != nil || p.State == projections.StateRebuilding || p.State == projections.StateCatchingUp
 	}
 	c.renderPart(w, r, "projections", "Projections", v, d)
 }

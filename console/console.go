@@ -212,8 +212,6 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, v *visit, err err
 		f.Heading = http.StatusText(f.Status)
 	}
 	switch {
-	case f.Status == http.StatusNotFound && !errors.Is(err, errNoPage):
-		f.Heading = "Not found"
 	case f.Status == http.StatusServiceUnavailable:
 		f.Heading, f.Detail = "Not ready yet", f.Detail+". Reload the page in a moment."
 	case f.Status >= 500:
