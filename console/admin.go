@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
@@ -20,7 +22,8 @@ const maxFindings = 1000
 
 type projectionsData struct {
 	Projections []projections.Status
-	Running     bool // a rebuild or catch-up is under way: the page follows it
+	Running     bool   // a rebuild or catch-up is under way, or asked for: the page follows it
+	Live        string // the URL of the page's live part
 }
 
 // projectionsPage shows each projection's state and lag, as GET /admin/projections does, with
@@ -36,9 +39,14 @@ func (c *Console) projectionsPage(w http.ResponseWriter, r *http.Request, v *vis
 		c.fail(w, r, v, err)
 		return
 	}
-	d := projectionsData{Projections: st}
+	// A rebuild asked for starts a moment later: ?rebuild=NAME&from=GENERATION, which the
+	// rebuild's answer sends the browser to, follows NAME until a later generation is live.
+	q := r.URL.Query()
+	from, _ := strconv.Atoi(q.Get("from"))
+	d := projectionsData{Projections: st, Live: "/console/admin/projections?" + url.Values{"part": {"live"}, "rebuild": {q.Get("rebuild")}, "from": {q.Get("from")}}.Encode()}
 	for _, p := range st {
-		d.Running = d.Running || p.Rebuild != nil || p.State == projections.StateRebuilding || p.State == projections.StateCatchingUp
+		asked := p.Name == q.Get("rebuild") && p.Generation <= from && p.State != projections.StateFailed
+		d.Running = d.Running || asked || p.Rebuild != nil || p.State == projections.StateRebuilding || p.State == projections.StateCatchingUp
 	}
 	c.renderPart(w, r, "projections", "Projections", v, d)
 }
@@ -50,6 +58,17 @@ func (c *Console) rebuild(w http.ResponseWriter, r *http.Request, v *visit) {
 		c.fail(w, r, v, err)
 		return
 	}
+	st, err := c.api.Projections.Status(r.Context())
+	if err != nil {
+		c.fail(w, r, v, err)
+		return
+	}
+	from := 0
+	for _, p := range st {
+		if p.Name == name {
+			from = p.Generation
+		}
+	}
 	if err := c.api.Projections.Rebuild(name); err != nil {
 		if errors.Is(err, projections.ErrUnknownProjection) {
 			err = fmt.Errorf("%w: %v", errNoPage, err)
@@ -57,7 +76,7 @@ func (c *Console) rebuild(w http.ResponseWriter, r *http.Request, v *visit) {
 		c.fail(w, r, v, err)
 		return
 	}
-	http.Redirect(w, r, "/console/admin/projections", http.StatusSeeOther)
+	http.Redirect(w, r, "/console/admin/projections?"+url.Values{"rebuild": {name}, "from": {strconv.Itoa(from)}}.Encode(), http.StatusSeeOther)
 }
 
 // renderPart renders the page name, or only its "live" part when the page's script asks for

@@ -40,6 +40,7 @@ func TestConsole(t *testing.T) {
 	t.Run("AuditorFollowsAnOrder", func(t *testing.T) { auditorFollowsAnOrder(t, newTab(t, browser), s, ids, bobID) })
 	t.Run("ClientSeesOnlyItsOwnOrders", func(t *testing.T) { clientSeesOnlyItsOwnOrders(t, newTab(t, browser), s, ids, bobID) })
 	t.Run("SessionsEnd", func(t *testing.T) { sessionsEnd(t, newTab(t, browser), short, ttl) })
+	t.Run("AdminRebuildsAProjection", func(t *testing.T) { adminRebuildsAProjection(t, newTab(t, browser), s) })
 	s.current().stop(t)
 	t.Run("ShowsABrokenChain", func(t *testing.T) { showsABrokenChain(t, newTab(t, browser), s, keys, ids) })
 }
@@ -168,8 +169,9 @@ func waitFor(t *testing.T, ctx context.Context, what, expr string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			page, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
-			t.Fatalf("wait for %s: %v; the page:\n%s", what, err, page)
+			page, perr := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("main")))
+			loc, _ := chromedp.Run(ctx, chromedp.Location())
+			t.Fatalf("wait for %s: %v; the page at %s (%v):\n%s", what, err, loc, perr, page)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -371,8 +373,8 @@ func copyDir(t *testing.T, from string) string {
 	return to
 }
 
-// showsABrokenChain: a copy of a store with one byte of one event flipped shows that order's chain broken at
-// that event; an admin's verify of the whole log finds it, and a rebuild follows through.
+// showsABrokenChain: a copy of a store with one byte of one event flipped shows that order's
+// chain broken at that event, and an admin's verify of the whole log finds it.
 func showsABrokenChain(t *testing.T, ctx context.Context, stopped *server, keys string, ids []string) {
 	dir := copyDir(t, stopped.dir)
 	db, err := sqlite.OpenDB(filepath.Join(dir, sqlite.FileName))
@@ -406,7 +408,13 @@ func showsABrokenChain(t *testing.T, ctx context.Context, stopped *server, keys 
 	if got := text(t, ctx, "#findings"); !strings.Contains(got, "tampered") || !strings.Contains(got, ids[2]) {
 		t.Errorf("the verify's findings: %q; want the order's tampered event", got)
 	}
-	run(t, ctx, "rebuild the orders", chromedp.Navigate(c.base+"/console/admin/projections"),
+}
+
+// adminRebuildsAProjection: an admin rebuilds the orders read model and the page follows the
+// rebuild until its new generation is live.
+func adminRebuildsAProjection(t *testing.T, ctx context.Context, s *server) {
+	signIn(t, ctx, s, adam)
+	run(t, ctx, "rebuild the orders", chromedp.Navigate(s.base+"/console/admin/projections"),
 		chromedp.Click(chromedp.CSS(`form[action="/console/admin/projections/orders/rebuild"] button`)))
 	// The page follows the rebuild until the new generation is live.
 	waitFor(t, ctx, "the rebuilt generation", `[...document.querySelectorAll("#projections tbody tr")].some(r =>
