@@ -227,6 +227,13 @@ func auditorFollowsAnOrder(t *testing.T, ctx context.Context, s *server, ids []s
 		t.Errorf("the focus is on %q, want the chosen event's state", focused)
 	}
 	screenshot(t, ctx, "console-order")
+	run(t, ctx, "a phone's width", chromedp.EmulateViewport(390, 844))
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.documentElement.scrollWidth <= window.innerWidth`,
+		chromedp.WithPollingTimeout(5*time.Second))); err != nil {
+		width, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth`))
+		t.Errorf("at a phone's width (390 px) the order's page is %d px wide: %v", width, err)
+	}
+	run(t, ctx, "a desktop's width", chromedp.ResetViewport())
 
 	session := checkCookies(t, ctx, s, 8*time.Hour)
 	checkExport(t, s, session, ids[2], 5)
