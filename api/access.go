@@ -99,26 +99,14 @@ func ruleFor(method, path string) (rule, bool) {
 
 // authorize checks the authenticated caller against the route's rule.
 func (s *Server) authorize(c echo.Context) error {
-	have := roles(c)
-	r, ok := ruleFor(c.Request().Method, c.Path())
-	if !ok || !have.Has(r.roles) {
-		return fmt.Errorf("%w: %s %s needs one of the roles %s; the key has %s",
-			errForbidden, c.Request().Method, c.Path(), r.roles, orNone(have))
-	}
-	if r.ownOrder && !have.Has(RoleAuditor|RoleAdmin) {
-		id, err := pathValue(c, "id")
-		if err != nil {
+	var id string
+	if r, ok := ruleFor(c.Request().Method, c.Path()); ok && r.ownOrder {
+		var err error
+		if id, err = pathValue(c, "id"); err != nil {
 			return err
 		}
-		owner, found, err := s.orderOwner(c.Request().Context(), id)
-		if err != nil {
-			return err
-		}
-		if found && owner != principal(c) {
-			return fmt.Errorf("%w: %s", errOrderNotFound, id)
-		}
 	}
-	return nil
+	return s.Authorize(c.Request().Context(), Caller{Principal: principal(c), Roles: roles(c)}, c.Request().Method, c.Path(), id)
 }
 
 func orNone(rs Roles) string {

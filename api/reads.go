@@ -149,7 +149,7 @@ func (s *Server) listOrders(c echo.Context) error {
 	filter := projections.OrderFilter{
 		Status: c.QueryParam("status"), CustomerID: c.QueryParam("customerId"), After: c.QueryParam("cursor"), Limit: limit,
 	}
-	if !roles(c).Has(RoleAuditor | RoleAdmin) {
+	if !roles(c).ReadsAnyOrder() {
 		filter.Principal = principal(c) // a client lists its own orders only
 	}
 	rows, next, err := s.Reads.ListOrders(c.Request().Context(), filter)

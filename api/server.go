@@ -56,6 +56,8 @@ type Server struct {
 	RequestTimeout time.Duration
 	// Hooks are for tests that crash the process at a precise point; nil in production.
 	Hooks Hooks
+	// Console, if set, serves /console/ and everything under it (package console).
+	Console http.Handler
 
 	pipelineOnce sync.Once
 	keyed        *idempotency.Pipeline // see pipeline
@@ -128,6 +130,11 @@ func (s *Server) addRoutes(e *echo.Echo) {
 	e.POST("/v1/orders/:id/shipments", s.command(ship), auth)
 	e.POST("/v1/orders/:id/refunds", s.command(requestRefund), auth)
 	e.POST("/v1/orders/:id/refunds/:refundId/complete", s.command(completeRefund), auth)
+	if s.Console != nil {
+		// The console authenticates by its own session cookie, through Authenticate.
+		e.Any("/console", echo.WrapHandler(s.Console))
+		e.Any("/console/*", echo.WrapHandler(s.Console))
+	}
 }
 
 // handleError answers every error with its problem. The cause of a 5xx is logged by

@@ -8,15 +8,31 @@ import (
 )
 
 // fieldDiff names the fields in which want and got, two values of one struct type, differ,
-// with both values: "Status: paid, found shipped; Total: ...", or "" when none does. A field
-// whose type has an Equal method (time.Time, order.Charges) is compared by it, any other with
-// reflect.DeepEqual, so a nil slice differs from an empty one.
+// with both values: "Status: paid, found shipped; Total: ...", or "" when none does.
 func fieldDiff(want, got any) string {
-	w, g := reflect.ValueOf(want), reflect.ValueOf(got)
-	if w.Type() != g.Type() || w.Kind() != reflect.Struct {
-		panic(fmt.Sprintf("fieldDiff of %T and %T", want, got))
-	}
 	var diffs []string
+	for _, c := range Changes(want, got) {
+		diffs = append(diffs, fmt.Sprintf("%s: %s, found %s", c.Field, c.Before, c.After))
+	}
+	return strings.Join(diffs, "; ")
+}
+
+// Change is a field that differs between two values of a struct, each shown as a reader of a
+// finding wants it.
+type Change struct {
+	Field, Before, After string
+}
+
+// Changes lists the exported fields in which before and after, two values of one struct type,
+// differ, in the order of the type's fields. A field whose type has an Equal method
+// (time.Time, order.Charges) is compared by it, any other with reflect.DeepEqual, so a nil
+// slice differs from an empty one.
+func Changes(before, after any) []Change {
+	w, g := reflect.ValueOf(before), reflect.ValueOf(after)
+	if w.Type() != g.Type() || w.Kind() != reflect.Struct {
+		panic(fmt.Sprintf("Changes of %T and %T", before, after))
+	}
+	var out []Change
 	for i := range w.NumField() {
 		f := w.Type().Field(i)
 		if !f.IsExported() {
@@ -24,10 +40,10 @@ func fieldDiff(want, got any) string {
 		}
 		a, b := w.Field(i).Interface(), g.Field(i).Interface()
 		if !equal(a, b) {
-			diffs = append(diffs, fmt.Sprintf("%s: %s, found %s", f.Name, show(a), show(b)))
+			out = append(out, Change{Field: f.Name, Before: show(a), After: show(b)})
 		}
 	}
-	return strings.Join(diffs, "; ")
+	return out
 }
 
 func equal(a, b any) bool {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
+	"github.com/oklog/ulid/v2"
 )
 
 // Queries reads the read models through their views. It is safe for concurrent use.
@@ -51,6 +52,26 @@ type OrderFilter struct {
 	// land before its cursor and never shift or repeat a page.
 	After string
 	Limit int
+	// CreatedFrom and CreatedBefore, if not zero, keep the orders created at or after, and
+	// before, those times, to the millisecond. An order's id is a ULID that starts with the
+	// time it was created, so they bound the ids, and the listing stays on the id index.
+	CreatedFrom, CreatedBefore time.Time
+}
+
+// idAt is the least ULID of time t, as a string: every id of an order created at or after t
+// sorts at or after it.
+func idAt(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	if t.UnixMilli() < 0 {
+		return "0" // before every id
+	}
+	var id ulid.ULID
+	if err := id.SetTime(ulid.Timestamp(t)); err != nil {
+		return "8" // beyond what a ULID holds (its first digit is at most 7): after every id
+	}
+	return id.String()
 }
 
 // ListOrders returns a page of orders and the cursor of the next page ("" at the end).
@@ -75,6 +96,8 @@ func listOrders(ctx context.Context, db querier, f OrderFilter) ([]OrderRow, str
 		{" AND status = ?", f.Status},
 		{" AND customer_id = ?", f.CustomerID},
 		{" AND id < ?", f.After},
+		{" AND id >= ?", idAt(f.CreatedFrom)},
+		{" AND id < ?", idAt(f.CreatedBefore)},
 	} {
 		if c.v != "" {
 			query += c.cond

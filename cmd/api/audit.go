@@ -46,26 +46,6 @@ func (f auditStore) open(ctx context.Context) (backend, error) {
 	return f.storeFlags.open(ctx, f.Data, slog.New(slog.DiscardHandler))
 }
 
-// eventLine is an event as the audit commands print it.
-type eventLine struct {
-	Stream     string          `json:"stream"`
-	Revision   uint64          `json:"revision"`
-	Position   uint64          `json:"position"`
-	Type       string          `json:"type"`
-	StoredType string          `json:"storedType,omitempty"` // history: only if Type is an upcast of it
-	RecordedAt time.Time       `json:"recordedAt"`
-	Data       json.RawMessage `json:"data"`
-	Metadata   json.RawMessage `json:"metadata,omitempty"`
-}
-
-func lineOf(e eventstore.RecordedEvent) eventLine {
-	l := eventLine{Stream: e.Stream, Revision: e.Revision, Position: e.Position.Commit, Type: e.Type, RecordedAt: e.Recorded, Data: e.Data}
-	if len(e.Metadata) > 0 {
-		l.Metadata = e.Metadata
-	}
-	return l
-}
-
 type auditHistoryCmd struct {
 	auditStore
 	OrderID string `arg:"" help:"The order's id."`
@@ -78,7 +58,7 @@ func (c *auditHistoryCmd) Run(ctx context.Context, e *env) error {
 		return err
 	}
 	defer s.Close()
-	out := &historyWriter{format: c.Format, w: e.stdout, lines: []eventLine{}}
+	out := &historyWriter{format: c.Format, w: e.stdout, lines: []audit.Line{}}
 	for ev, err := range s.ReadStream(ctx, command.StreamName(c.OrderID), eventstore.ReadStreamOptions{}) {
 		if errors.Is(err, eventstore.ErrStreamNotFound) {
 			return orderNotFound(c.OrderID)
@@ -98,7 +78,7 @@ type historyWriter struct {
 	format string
 	w      io.Writer
 	table  *tabwriter.Writer // from the first event on: an unknown order prints nothing
-	lines  []eventLine       // json: written at the end, as one document
+	lines  []audit.Line      // json: written at the end, as one document
 }
 
 // add writes ev as the API's event history shows it: upcast to the current version of its type
@@ -110,7 +90,7 @@ func (h *historyWriter) add(ev eventstore.RecordedEvent) error {
 		return fmt.Errorf("%s@%d: %w", ev.Stream, ev.Revision, err)
 	}
 	ev.Type, ev.Data = typ, data
-	line := lineOf(ev)
+	line := audit.LineOf(ev)
 	if typ != stored {
 		line.StoredType = stored
 	}
@@ -136,7 +116,7 @@ func (h *historyWriter) end() error {
 	switch {
 	case h.format == "json":
 		return writeJSON(h.w, struct {
-			Events []eventLine `json:"events"`
+			Events []audit.Line `json:"events"`
 		}{h.lines})
 	case h.table != nil:
 		return h.table.Flush()
@@ -269,7 +249,7 @@ func (c *auditExportCmd) Run(ctx context.Context, e *env) error {
 		if err != nil {
 			return err
 		}
-		if err := enc.Encode(lineOf(ev)); err != nil {
+		if err := enc.Encode(audit.LineOf(ev)); err != nil {
 			return err
 		}
 	}

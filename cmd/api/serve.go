@@ -14,6 +14,7 @@ import (
 
 	"github.com/acme/orders/api"
 	"github.com/acme/orders/command"
+	"github.com/acme/orders/console"
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/eventstore/kurrent"
 	"github.com/acme/orders/eventstore/sqlite"
@@ -33,6 +34,9 @@ type serveCmd struct {
 	Shutdown  time.Duration `name:"shutdown-timeout" default:"15s" env:"API_SHUTDOWN_TIMEOUT" help:"How long a graceful shutdown waits for in-flight requests."`
 
 	PprofAddr string `env:"API_PPROF_ADDR" help:"Loopback address to serve runtime profiles (net/http/pprof) on; none if empty."`
+
+	ConsoleSessions   int           `default:"10000" env:"API_CONSOLE_SESSIONS" help:"Sessions of the console (/console/) held in memory; signing in past it ends the oldest. Sessions end with the process."`
+	ConsoleSessionTTL time.Duration `default:"8h" env:"API_CONSOLE_SESSION_TTL" help:"How long a console session lasts from its sign-in."`
 
 	Limits limitFlags `embed:""`
 
@@ -103,6 +107,9 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		BodyMemory:     cmd.Limits.BodyMemory << 20,
 	}
 	idem.Observe = srv.ObserveKey
+	if srv.Console, err = console.New(ctx, srv, console.Config{MaxSessions: cmd.ConsoleSessions, SessionTTL: cmd.ConsoleSessionTTL}); err != nil {
+		return err
+	}
 	metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "orders_idempotency_memory_bytes",
 		Help: "Bytes that the completed keys kept in memory take, as charged against --key-memory.",

@@ -1,0 +1,98 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+
+	"github.com/acme/orders/projections"
+)
+
+// Caller is an authenticated principal and the roles its key grants. Other front ends than
+// the API (the console) authenticate and authorize through it, by the same keys and the same
+// access table.
+type Caller struct {
+	Principal string
+	Roles     Roles
+}
+
+// ReadsAnyOrder reports whether rs reads every principal's orders (auditors and admins); a
+// client reads only its own.
+func (rs Roles) ReadsAnyOrder() bool { return rs.Has(RoleAuditor | RoleAdmin) }
+
+// Authenticate returns the caller of an API key, and false if no key in use is key. In
+// development mode every key is the principal "local" with every role, as every request is.
+func (s *Server) Authenticate(key string) (Caller, bool) {
+	return s.AuthenticateHash(HashKey(key))
+}
+
+// AuthenticateHash is Authenticate by the key's hash (HashKey), for a front end that keeps
+// the hash of the key it was given, never the key, and asks again on every request, so that
+// a key taken out of the keys file (ReplaceAPIKeys) stops working there too.
+func (s *Server) AuthenticateHash(sum [sha256.Size]byte) (Caller, bool) {
+	keys := s.apiKeys()
+	if len(keys) == 0 {
+		return Caller{Principal: devPrincipal, Roles: allRoles}, true
+	}
+	k, ok := keys.lookupHash(sum)
+	if !ok {
+		return Caller{}, false
+	}
+	return Caller{Principal: k.Principal, Roles: k.Roles}, true
+}
+
+// Authorize checks caller against the access table's rule for method and route (an API route
+// pattern such as "GET /v1/orders/:id"); orderID is the route's :id, if it has one. It fails
+// with an error for which IsForbidden holds, or, for another principal's order, with the
+// error of an order that does not exist (IsNotFound).
+func (s *Server) Authorize(ctx context.Context, caller Caller, method, route, orderID string) error {
+	r, ok := ruleFor(method, route)
+	if !ok || !caller.Roles.Has(r.roles) {
+		return fmt.Errorf("%w: %s %s needs one of the roles %s; the key has %s",
+			errForbidden, method, route, r.roles, orNone(caller.Roles))
+	}
+	if r.ownOrder && !caller.Roles.ReadsAnyOrder() {
+		owner, found, err := s.orderOwner(ctx, orderID)
+		if err != nil {
+			return err
+		}
+		if found && owner != caller.Principal {
+			return fmt.Errorf("%w: %s", errOrderNotFound, orderID)
+		}
+	}
+	return nil
+}
+
+// IsForbidden reports whether err refuses a caller the route (403 in the API).
+func IsForbidden(err error) bool { return errors.Is(err, errForbidden) }
+
+// IsNotFound reports whether err is the API's not found (404): no such order, key or thing.
+func IsNotFound(err error) bool {
+	return errors.Is(err, errOrderNotFound) || errors.Is(err, errNotFound)
+}
+
+// StatusOf is the HTTP status and the detail the API answers err with, by the one mapping of
+// errors to problems (problemOf); the detail of a 5xx is "internal error".
+func StatusOf(err error) (int, string) {
+	p := problemOf(err)
+	return p.Status, p.Detail
+}
+
+// CaughtUp waits, within the bound of an API read, until projection has applied every event
+// up to the head of the log as it is now: what a read of the API without minPosition waits for.
+func (s *Server) CaughtUp(ctx context.Context, projection string) error {
+	head, err := s.Feed.Head(ctx)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, readWait)
+	defer cancel()
+	if err := s.Projections.WaitFor(ctx, projection, head); err != nil {
+		if errors.Is(err, projections.ErrBehind) {
+			return fmt.Errorf("%w: %s has not reached position %d", errBehind, projection, head.Commit)
+		}
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,76 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/acme/orders/api"
+	"github.com/acme/orders/projections"
+)
+
+// keyWait bounds how long the key page waits for a command still recording its outcome.
+const keyWait = 2 * time.Second
+
+type keyData struct {
+	Key, Principal string
+	AnyPrincipal   bool // the caller may read other principals' keys (auditors, admins)
+	Row            *projections.KeyRow
+	Expired        bool
+	Missing        bool
+}
+
+// keyPage shows what an Idempotency-Key holds, from the lookups read model as the API's
+// GET /v1/idempotency-keys/{key} reads it. A client reads its own keys, by that route's rule;
+// an auditor or admin reads any principal's, by the rule of the audit routes (/v1/audit/).
+func (c *Console) keyPage(w http.ResponseWriter, r *http.Request, v *visit) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	d := keyData{Key: q.Get("key"), Principal: q.Get("principal"), AnyPrincipal: v.caller.Roles.ReadsAnyOrder()}
+	if d.Principal == "" {
+		d.Principal = v.caller.Principal
+	}
+	route := "/v1/idempotency-keys/:key"
+	if d.Principal != v.caller.Principal || !v.caller.Roles.Has(api.RoleClient) {
+		route = "/v1/audit/idempotency-keys/:principal/:key"
+	}
+	if err := c.api.Authorize(ctx, v.caller, http.MethodGet, route, ""); err != nil {
+		c.fail(w, r, v, err)
+		return
+	}
+	if d.Key != "" {
+		if err := c.readKey(ctx, &d); err != nil {
+			c.fail(w, r, v, err)
+			return
+		}
+	}
+	status := http.StatusOK
+	if d.Missing {
+		status = http.StatusNotFound
+	}
+	c.render(w, r, status, "key", "Idempotency key", v, d)
+}
+
+// readKey waits, as the API does, for a command that may still be recording the key's
+// outcome and for the lookups to reach the log's head, then reads the key.
+func (c *Console) readKey(ctx context.Context, d *keyData) error {
+	wait, cancel := context.WithTimeout(ctx, keyWait)
+	err := c.api.Keys.Await(wait, d.Principal, d.Key)
+	cancel()
+	if err != nil && ctx.Err() != nil {
+		return err
+	}
+	if err := c.api.CaughtUp(ctx, "lookups"); err != nil {
+		return err
+	}
+	row, ok, err := c.api.Reads.Key(ctx, d.Principal, d.Key)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		d.Missing = true
+		return nil
+	}
+	d.Row, d.Expired = &row, !row.ExpiresAt.After(time.Now())
+	return nil
+}

@@ -1,0 +1,67 @@
+package console
+
+import (
+	"crypto/rand"
+	"net/http"
+
+	"github.com/acme/orders/api"
+)
+
+const (
+	sessionCookie = "console_session"
+	// signInCookie carries the sign-in form's CSRF token (double submit): no session exists
+	// yet to hold it.
+	signInCookie = "console_sign_in"
+)
+
+// setCookie sets a console cookie: HttpOnly, SameSite=Strict, under /console/ only, and
+// Secure when the request came over TLS.
+func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/console/", MaxAge: maxAge,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+}
+
+func clearCookie(w http.ResponseWriter, r *http.Request, name string) {
+	setCookie(w, r, name, "", -1)
+}
+
+type signInData struct {
+	Token   string
+	Message string
+	Problem bool // the message says what went wrong, rather than what happened
+}
+
+func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
+	c.showSignIn(w, r, http.StatusOK, signInMessages[r.URL.Query().Get("m")], r.URL.Query().Get("m") != "signed-out")
+}
+
+func (c *Console) showSignIn(w http.ResponseWriter, r *http.Request, status int, message string, problem bool) {
+	token := rand.Text()
+	setCookie(w, r, signInCookie, token, 3600)
+	c.render(w, r, status, "sign-in", "Sign in", nil, signInData{Token: token, Message: message, Problem: problem && message != ""})
+}
+
+// signIn exchanges the form's key for a session. The key is hashed at once and the hash kept
+// in the session; the browser gets only the session's id.
+func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
+	cookie, err := r.Cookie(signInCookie)
+	if err != nil || !sameToken(r.PostFormValue("csrf"), cookie.Value) {
+		c.showSignIn(w, r, http.StatusForbidden, "The sign-in form had expired. Try again.", true)
+		return
+	}
+	hash := api.HashKey(r.PostFormValue("key"))
+	if _, ok := c.api.AuthenticateHash(hash); !ok || r.PostFormValue("key") == "" {
+		c.showSignIn(w, r, http.StatusUnauthorized, "That key is not accepted. Check it and try again.", true)
+		return
+	}
+	s := c.sessions.start(hash)
+	clearCookie(w, r, signInCookie)
+	setCookie(w, r, sessionCookie, s.id, int(c.sessions.ttl.Seconds()))
+	http.Redirect(w, r, "/console/orders", http.StatusSeeOther)
+}
+
+func (c *Console) signOut(w http.ResponseWriter, r *http.Request, v *visit) {
+	c.sessions.end(v.session.id)
+	clearCookie(w, r, sessionCookie)
+	http.Redirect(w, r, "/console/sign-in?m=signed-out", http.StatusSeeOther)
+}
