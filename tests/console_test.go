@@ -294,7 +294,7 @@ func checkExport(t *testing.T, s *server, session, id string, events int) {
 	t.Helper()
 	status, body := consoleRequest(t, s, "GET", "/console/orders/"+id+"/events.jsonl", session, nil)
 	lines := strings.Split(strings.TrimSpace(body), "\n")
-	if status != http.StatusOK || len(lines) != events || !strings.Contains(lines[0], `"type":"order.created.v1"`) || !strings.Contains(lines[0], `"stream":"order-`+id+`"`) {
+	if status != http.StatusOK || len(lines) != events || !strings.Contains(lines[0], `"type":"order.created.v2"`) || !strings.Contains(lines[0], `"stream":"order-`+id+`"`) {
 		t.Errorf("export: %d, %d lines, want 200 and %d:\n%s", status, len(lines), events, body)
 	}
 }
