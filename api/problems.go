@@ -10,6 +10,7 @@ import (
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/idempotency"
+	"github.com/acme/orders/webhooks"
 	"github.com/labstack/echo/v4"
 )
 
@@ -52,6 +53,9 @@ var problemTypes = []problemType{
 	{"idempotency-key-reused", "Idempotency-Key reused", "This Idempotency-Key was already used for a different request (another body, route or order).", http.StatusUnprocessableEntity},
 	{"command-rejected", "Command rejected", "The order's facts refuse the command (an amount that is not the total, a second payment, ...).", http.StatusUnprocessableEntity},
 	{"payment-id-taken", "Payment id taken", "Another of the client's orders already started a payment with this payment id: a payment id belongs to one order, so that the provider's callback finds it.", http.StatusUnprocessableEntity},
+	{"webhook-endpoint-invalid", "Invalid webhook endpoint", "The endpoint's event types are missing or unknown (see the WebhookEventType schema).", http.StatusUnprocessableEntity},
+	{"webhook-url-refused", "Webhook URL refused", "A webhook URL must be an absolute https URL whose host does not resolve to a loopback, private, link-local or metadata address.", http.StatusUnprocessableEntity},
+	{"webhook-endpoint-limit", "Too many webhook endpoints", "The client has as many webhook endpoints as it may (1,000 by default); delete one first.", http.StatusUnprocessableEntity},
 	{"headers-too-large", "Request headers too large", "The request's headers are larger than 64 KiB.", http.StatusRequestHeaderFieldsTooLarge},
 	{"internal", "Internal error", "The server failed; the request id identifies it in the logs.", http.StatusInternalServerError},
 	{"unavailable", "Service unavailable", "The event store cannot take writes, or a read model cannot answer yet; retry after the Retry-After delay.", http.StatusServiceUnavailable},
@@ -116,7 +120,17 @@ func problemOf(err error) Problem {
 		return problem("concurrent-modification", "the order kept changing; retry")
 	case errors.Is(err, command.ErrPreconditionFailed):
 		return problem("precondition-failed", err.Error())
-	case errors.Is(err, errOrderNotFound), errors.Is(err, errNotFound):
+	case errors.Is(err, webhooks.ErrKeyReused):
+		return problem("idempotency-key-reused", err.Error())
+	case errors.Is(err, webhooks.ErrInvalid):
+		return problem("webhook-endpoint-invalid", err.Error())
+	case errors.Is(err, webhooks.ErrURLRefused):
+		return problem("webhook-url-refused", err.Error())
+	case errors.Is(err, webhooks.ErrLimit):
+		return problem("webhook-endpoint-limit", err.Error())
+	case errors.Is(err, errUnavailable):
+		return problem("unavailable", err.Error())
+	case errors.Is(err, errOrderNotFound), errors.Is(err, errNotFound), errors.Is(err, webhooks.ErrNotFound):
 		return problem("not-found", err.Error())
 	case errors.Is(err, errBehind), errors.Is(err, errBodiesBusy):
 		return problem("unavailable", err.Error())

@@ -15,6 +15,7 @@ import (
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/projections"
+	"github.com/acme/orders/webhooks"
 	"github.com/labstack/echo/v4"
 )
 
@@ -56,6 +57,8 @@ type Server struct {
 	RequestTimeout time.Duration
 	// Hooks are for tests that crash the process at a precise point; nil in production.
 	Hooks Hooks
+	// Webhooks are the webhook endpoints and their deliveries; nil answers their routes 503.
+	Webhooks *webhooks.Service
 
 	pipelineOnce sync.Once
 	keyed        *idempotency.Pipeline // see pipeline
@@ -127,6 +130,7 @@ func (s *Server) addRoutes(e *echo.Echo) {
 	e.POST("/v1/orders/:id/shipments", s.command(ship), auth)
 	e.POST("/v1/orders/:id/refunds", s.command(requestRefund), auth)
 	e.POST("/v1/orders/:id/refunds/:refundId/complete", s.command(completeRefund), auth)
+	s.addWebhookRoutes(e, get)
 }
 
 // handleError answers every error with its problem. The cause of a 5xx is logged by

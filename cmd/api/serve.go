@@ -37,6 +37,8 @@ type serveCmd struct {
 	Limits limitFlags `embed:""`
 
 	Backend storeFlags `embed:""`
+
+	Webhooks webhookFlags `embed:""`
 }
 
 func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
@@ -103,6 +105,11 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		BodyMemory:     cmd.Limits.BodyMemory << 20,
 	}
 	idem.Observe = srv.ObserveKey
+	var stopWebhooks func()
+	if srv.Webhooks, stopWebhooks, err = cmd.Webhooks.start(ctx, e, cmd.Data, timed, store, srv.Node, metrics.Registry, log); err != nil {
+		return err
+	}
+	defer stopWebhooks()
 	metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "orders_idempotency_memory_bytes",
 		Help: "Bytes that the completed keys kept in memory take, as charged against --key-memory.",
