@@ -46,6 +46,10 @@ type result struct {
 // among many others still answers its results and renews its lease.
 const maxScan = 4096
 
+// saveEvery is the least time between two checkpoints of a runner: under load a checkpoint
+// then records many deliveries at once. A crash re-sends what was pending at the last one.
+const saveEvery = 20 * time.Millisecond
+
 // maxStates bounds the orders whose state a runner keeps, to build the next delivery's body
 // without folding the order again.
 const maxStates = 256
@@ -67,6 +71,8 @@ func (r *runner) run(ctx context.Context) {
 		if err != nil || ep.Status != StatusEnabled || r.lost || ctx.Err() != nil {
 			return
 		}
+		// Taken before the step reads the log: an event committed after the read closes it.
+		wake := r.s.wake.wait()
 		now := r.s.now()
 		if err := r.step(ctx, ep, now); err != nil {
 			r.s.Log.Warn("webhook deliveries", "endpoint", r.id, "error", err)
@@ -74,7 +80,6 @@ func (r *runner) run(ctx context.Context) {
 		if r.lost {
 			return
 		}
-		wake := r.s.wake.wait()
 		timer := time.NewTimer(r.nextDue(now))
 		select {
 		case <-ctx.Done():
@@ -83,6 +88,7 @@ func (r *runner) run(ctx context.Context) {
 		case <-wake:
 			r.behind = true
 		case <-timer.C:
+			r.behind = true // the log is read at least once a second, whatever woke the runner
 		}
 		timer.Stop()
 	}
@@ -100,7 +106,7 @@ func (r *runner) step(ctx context.Context, ep Endpoint, now time.Time) error {
 	if err := r.pollRetries(ctx, now); err != nil {
 		return err
 	}
-	if r.dirty || r.cp.LeaseUntil.Sub(now) < r.s.Config.Lease*2/3 {
+	if (r.dirty && now.Sub(r.cp.At) >= saveEvery) || r.cp.LeaseUntil.Sub(now) < r.s.Config.Lease*2/3 {
 		if err := r.save(ctx); err != nil {
 			return err
 		}
@@ -113,6 +119,9 @@ func (r *runner) step(ctx context.Context, ep Endpoint, now time.Time) error {
 // nextDue is how long to wait before the next step when nothing wakes the runner.
 func (r *runner) nextDue(now time.Time) time.Duration {
 	wait := time.Second
+	if r.dirty {
+		wait = saveEvery
+	}
 	for _, d := range r.cp.Pending {
 		if !r.sending[d.ID] {
 			wait = min(wait, d.Next.Sub(now))
