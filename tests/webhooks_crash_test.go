@@ -19,7 +19,9 @@ import (
 // endpoint ever receives the other client's orders.
 func TestWebhooksSurviveCrashLoop(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, "", webhookArgs(t, "--keys-file", accessKeysFile(t), "--key-lease", "1s", "--key-wait", "500ms")...)
+	// Retries for minutes, so that a slow machine's timeouts dead-letter nothing.
+	pacing := webhookPacing(t, "0s,100ms,500ms,1s,2s,5s,10s,20s,30s,60s", "5s", "15s")
+	s := startServer(t, "", append(pacing, "--keys-file", accessKeysFile(t), "--key-lease", "1s", "--key-wait", "500ms")...)
 	ra, rb := newReceiver(t), newReceiver(t)
 	idA, secretA := s.register(t, alice, "crash-a", ra.url)
 	ra.setSecrets(secretA)

@@ -83,9 +83,12 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	var d delivery
 	err := json.Unmarshal(body, &d)
 	r.mu.Lock()
+	secrets := r.secrets
+	r.mu.Unlock()
 	if err == nil {
-		err = r.verify(body, req.Header)
+		err = verify(secrets, body, req.Header)
 	}
+	r.mu.Lock()
 	if err == nil && d.ID != req.Header.Get("webhook-id") {
 		err = fmt.Errorf("body id %s, header %s", d.ID, req.Header.Get("webhook-id"))
 	}
@@ -117,9 +120,9 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 }
 
 // verify checks the signature against the receiver's secrets: one that verifies suffices.
-func (r *receiver) verify(body []byte, h http.Header) error {
+func verify(secrets []string, body []byte, h http.Header) error {
 	var errs []error
-	for _, s := range r.secrets {
+	for _, s := range secrets {
 		wh, err := standardwebhooks.NewWebhook(s)
 		if err != nil {
 			return err
@@ -143,11 +146,17 @@ func (r *receiver) received() int {
 // webhookArgs are the flags of a server that delivers to loopback receivers quickly: a key file
 // outside the data directory, retries compressed to milliseconds.
 func webhookArgs(t *testing.T, more ...string) []string {
-	return append([]string{
+	return append(webhookPacing(t, "0s,50ms,100ms,150ms", "500ms", "2s"), more...)
+}
+
+// webhookPacing are the flags of a server delivering to loopback receivers with the retry
+// schedule, attempt timeout and lease given.
+func webhookPacing(t *testing.T, schedule, timeout, lease string) []string {
+	return []string{
 		"--webhooks-secret-key-file", filepath.Join(t.TempDir(), "webhooks.key"), "--webhooks-generate-key",
-		"--webhooks-allow-private", "--webhooks-retry-schedule", "0s,50ms,100ms,150ms",
-		"--webhooks-timeout", "500ms", "--webhooks-lease", "2s",
-	}, more...)
+		"--webhooks-allow-private", "--webhooks-retry-schedule", schedule,
+		"--webhooks-timeout", timeout, "--webhooks-lease", lease,
+	}
 }
 
 // register registers url for caller's orders and returns the endpoint's id and secret.

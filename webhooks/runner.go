@@ -50,6 +50,10 @@ const maxScan = 4096
 // then records many deliveries at once. A crash re-sends what was pending at the last one.
 const saveEvery = 20 * time.Millisecond
 
+// idlePoll is how often an idle runner on a single node reads the log anyway; new events of
+// its principal's orders wake it at once.
+const idlePoll = 5 * time.Second
+
 // maxStates bounds the orders whose state a runner keeps, to build the next delivery's body
 // without folding the order again.
 const maxStates = 256
@@ -72,7 +76,7 @@ func (r *runner) run(ctx context.Context) {
 			return
 		}
 		// Taken before the step reads the log: an event committed after the read closes it.
-		wake := r.s.wake.wait()
+		wake := r.s.wakeFor(ep.Principal).wait()
 		now := r.s.now()
 		if err := r.step(ctx, ep, now); err != nil {
 			r.s.Log.Warn("webhook deliveries", "endpoint", r.id, "error", err)
@@ -88,7 +92,7 @@ func (r *runner) run(ctx context.Context) {
 		case <-wake:
 			r.behind = true
 		case <-timer.C:
-			r.behind = true // the log is read at least once a second, whatever woke the runner
+			r.behind = true // the log is read at least every idlePoll, whatever woke the runner
 		}
 		timer.Stop()
 	}
@@ -106,7 +110,8 @@ func (r *runner) step(ctx context.Context, ep Endpoint, now time.Time) error {
 	if err := r.pollRetries(ctx, now); err != nil {
 		return err
 	}
-	if (r.dirty && now.Sub(r.cp.At) >= saveEvery) || r.cp.LeaseUntil.Sub(now) < r.s.Config.Lease*2/3 {
+	renew := !r.s.Config.SingleNode && r.cp.LeaseUntil.Sub(now) < r.s.Config.Lease*2/3
+	if (r.dirty && now.Sub(r.cp.At) >= saveEvery) || renew {
 		if err := r.save(ctx); err != nil {
 			return err
 		}
@@ -118,7 +123,10 @@ func (r *runner) step(ctx context.Context, ep Endpoint, now time.Time) error {
 
 // nextDue is how long to wait before the next step when nothing wakes the runner.
 func (r *runner) nextDue(now time.Time) time.Duration {
-	wait := time.Second
+	wait := time.Second // the lease's renewal
+	if r.s.Config.SingleNode {
+		wait = idlePoll
+	}
 	if r.dirty {
 		wait = saveEvery
 	}
@@ -257,7 +265,7 @@ func match(ep Endpoint, e eventstore.RecordedEvent) (Delivery, bool) {
 // start begins the attempts that are due: the first pending delivery of each order (events of
 // one order go in log order), up to Config.MaxInFlight, while the lease outlasts them.
 func (r *runner) start(ctx context.Context, ep Endpoint, now time.Time) {
-	if now.Add(r.s.Config.Timeout).After(r.cp.LeaseUntil) {
+	if !r.s.Config.SingleNode && now.Add(r.s.Config.Timeout).After(r.cp.LeaseUntil) {
 		return
 	}
 	keys, err := r.s.Endpoints.keys(ep, now)

@@ -30,9 +30,24 @@ type Service struct {
 	Now     func() time.Time
 
 	client *http.Client
-	wake   signal // new order events in the log
 	mu     sync.Mutex
-	pend   map[string]int // pending deliveries per endpoint delivered here
+	wakes  map[string]*signal // by principal: new events of its orders in the log
+	pend   map[string]int     // pending deliveries per endpoint delivered here
+}
+
+// wakeFor is the signal of new events of principal's orders.
+func (s *Service) wakeFor(principal string) *signal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.wakes == nil {
+		s.wakes = map[string]*signal{}
+	}
+	g, ok := s.wakes[principal]
+	if !ok {
+		g = &signal{}
+		s.wakes[principal] = g
+	}
+	return g
 }
 
 func (s *Service) now() time.Time {
@@ -103,7 +118,12 @@ func (s *Service) watch(ctx context.Context, after eventstore.Position, changed 
 				changed.notify()
 				continue
 			}
-			s.wake.notify()
+			var md struct {
+				Principal string `json:"principal"`
+			}
+			if json.Unmarshal(e.Metadata, &md) == nil {
+				s.wakeFor(md.Principal).notify()
+			}
 		}
 		select {
 		case <-ctx.Done():
