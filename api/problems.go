@@ -90,6 +90,9 @@ func problem(code, detail string) Problem {
 
 // problemOf maps an error to its problem: the one place where errors become HTTP.
 func problemOf(err error) Problem {
+	if p, ok := webhookProblem(err); ok {
+		return p
+	}
 	var he *echo.HTTPError
 	var oe *order.Error
 	switch {
@@ -120,17 +123,7 @@ func problemOf(err error) Problem {
 		return problem("concurrent-modification", "the order kept changing; retry")
 	case errors.Is(err, command.ErrPreconditionFailed):
 		return problem("precondition-failed", err.Error())
-	case errors.Is(err, webhooks.ErrKeyReused):
-		return problem("idempotency-key-reused", err.Error())
-	case errors.Is(err, webhooks.ErrInvalid):
-		return problem("webhook-endpoint-invalid", err.Error())
-	case errors.Is(err, webhooks.ErrURLRefused):
-		return problem("webhook-url-refused", err.Error())
-	case errors.Is(err, webhooks.ErrLimit):
-		return problem("webhook-endpoint-limit", err.Error())
-	case errors.Is(err, errUnavailable):
-		return problem("unavailable", err.Error())
-	case errors.Is(err, errOrderNotFound), errors.Is(err, errNotFound), errors.Is(err, webhooks.ErrNotFound):
+	case errors.Is(err, errOrderNotFound), errors.Is(err, errNotFound):
 		return problem("not-found", err.Error())
 	case errors.Is(err, errBehind), errors.Is(err, errBodiesBusy):
 		return problem("unavailable", err.Error())
@@ -171,4 +164,26 @@ func httpProblem(status int) (Problem, bool) {
 		return problem("malformed-request", ""), true
 	}
 	return Problem{}, false
+}
+
+// webhookProblem is the problem of an error of the webhook routes, if err is one.
+func webhookProblem(err error) (Problem, bool) {
+	code := ""
+	switch {
+	case errors.Is(err, webhooks.ErrKeyReused):
+		code = "idempotency-key-reused"
+	case errors.Is(err, webhooks.ErrInvalid):
+		code = "webhook-endpoint-invalid"
+	case errors.Is(err, webhooks.ErrURLRefused):
+		code = "webhook-url-refused"
+	case errors.Is(err, webhooks.ErrLimit):
+		code = "webhook-endpoint-limit"
+	case errors.Is(err, webhooks.ErrNotFound):
+		code = "not-found"
+	case errors.Is(err, errUnavailable):
+		code = "unavailable"
+	default:
+		return Problem{}, false
+	}
+	return problem(code, err.Error()), true
 }
