@@ -291,4 +291,22 @@ func TestWebhooksDeliverEveryEventSignedAndInOrder(t *testing.T) {
 		return ok
 	})
 	waitFor(t, 10*time.Second, "the dead letter leaves the list", func() bool { return len(failed()) == goneEvents+deadEvents-1 })
+
+	// Rebuilding the read models and restarting send nothing again.
+	attempts := func() (n int) {
+		ra.mu.Lock()
+		defer ra.mu.Unlock()
+		for _, a := range ra.attempts {
+			n += a
+		}
+		return n
+	}
+	before = fmt.Sprint(attempts())
+	s.ok(t, adam, 202, "POST", "/admin/projections/orders/rebuild", "", nil)
+	s.restart(t)
+	s.ok(t, adam, 202, "POST", "/admin/projections/lookups/rebuild", "", nil)
+	time.Sleep(2 * time.Second)
+	if after := fmt.Sprint(attempts()); after != before {
+		t.Errorf("%s attempts before the rebuild and restart, %s after", before, after)
+	}
 }
