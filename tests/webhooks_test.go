@@ -31,6 +31,8 @@ type receiver struct {
 	perOrder map[string][]uint64 // each order's revisions, in the order first acknowledged
 	invalid  []string            // deliveries whose signature or body did not check out
 	ids      map[string]string   // (order, revision) → webhook-id, to check ids are stable
+	inflight map[string]bool     // webhook-ids being answered now
+	overlaps []string            // webhook-ids received while an attempt of theirs was in flight
 }
 
 // delivery is a received body.
@@ -58,7 +60,7 @@ func newReceiver(t *testing.T) *receiver {
 		t.Fatal(err)
 	}
 	r := &receiver{url: "http://" + ln.Addr().String() + "/hook", attempts: map[string]int{}, done: map[string]delivery{},
-		perOrder: map[string][]uint64{}, ids: map[string]string{},
+		perOrder: map[string][]uint64{}, ids: map[string]string{}, inflight: map[string]bool{},
 		answer: func(delivery, int) (int, time.Duration) { return 204, 0 }}
 	r.srv = &http.Server{Handler: http.HandlerFunc(r.serve)}
 	go r.srv.Serve(ln)
@@ -104,18 +106,21 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	r.ids[key] = d.ID
 	r.attempts[d.ID]++
+	if r.inflight[d.ID] {
+		r.overlaps = append(r.overlaps, d.ID)
+	}
+	r.inflight[d.ID] = true
 	status, delay := r.answer(d, r.attempts[d.ID])
 	r.mu.Unlock()
 	time.Sleep(delay)
-	if status/100 == 2 {
-		r.mu.Lock()
-		if _, ok := r.done[d.ID]; !ok {
-			r.done[d.ID] = d
-			r.effects++
-			r.perOrder[d.OrderID] = append(r.perOrder[d.OrderID], d.Revision)
-		}
-		r.mu.Unlock()
+	r.mu.Lock()
+	delete(r.inflight, d.ID)
+	if _, ok := r.done[d.ID]; !ok && status/100 == 2 {
+		r.done[d.ID] = d
+		r.effects++
+		r.perOrder[d.OrderID] = append(r.perOrder[d.OrderID], d.Revision)
 	}
+	r.mu.Unlock()
 	w.WriteHeader(status)
 }
 
