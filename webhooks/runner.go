@@ -216,7 +216,9 @@ func (r *runner) stop(ctx context.Context) {
 // fill reads the log after the cursor into Pending, up to Config.MaxPending.
 func (r *runner) fill(ctx context.Context, ep Endpoint, now time.Time) error {
 	room := r.s.Config.MaxPending - len(r.cp.Pending)
-	if !r.behind || room <= 0 {
+	// Read when a quarter of the room is free (or nothing is pending): a read takes a page of the
+	// log, which is wasted on a delivery or two.
+	if !r.behind || room <= 0 || (room < r.s.Config.MaxPending/4 && len(r.cp.Pending) > 0) {
 		return nil
 	}
 	scanned := 0
