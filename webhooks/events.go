@@ -22,6 +22,8 @@ const (
 	// deliveryPrefix + id: the endpoint's delivery checkpoints, each one also the lease of the
 	// node that delivers.
 	deliveryPrefix = "webhook-delivery-"
+	// backupPrefix + id: the last checkpoint while its delivery stream is compacted.
+	backupPrefix = "webhook-delivery-backup-"
 	// deadPrefix + id: the endpoint's dead letters and the retries asked for them.
 	deadPrefix = "webhook-dead-"
 )

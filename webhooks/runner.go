@@ -32,6 +32,7 @@ type runner struct {
 	sending  map[string]bool
 	results  chan result
 	deadPoll time.Time
+	saves    int // checkpoints since the last compaction
 
 	mu     sync.Mutex
 	states map[string]order.State // the state of an order after its latest event built
@@ -146,7 +147,7 @@ func (r *runner) acquire(ctx context.Context) bool {
 		if err != nil || ep.Status != StatusEnabled {
 			return false
 		}
-		cp, rev, found, err := r.s.checkpoint(ctx, r.id)
+		cp, expected, found, err := r.s.checkpoint(ctx, r.id)
 		wait := time.Second
 		switch {
 		case err != nil:
@@ -154,9 +155,9 @@ func (r *runner) acquire(ctx context.Context) bool {
 		case found && cp.Node != r.s.Node && !r.s.Config.SingleNode && r.s.now().Before(cp.LeaseUntil):
 			wait = min(time.Until(cp.LeaseUntil)+10*time.Millisecond, r.s.Config.Lease)
 		default:
-			r.expected, r.cp, r.lost = eventstore.NoStream, Checkpoint{Cursor: ep.Start}, false
+			r.expected, r.cp, r.lost = expected, Checkpoint{Cursor: ep.Start}, false
 			if found {
-				r.expected, r.cp = eventstore.Exact(rev), cp
+				r.cp = cp
 			}
 			r.cp.Node = r.s.Node
 			if r.save(ctx) == nil {
@@ -190,7 +191,45 @@ func (r *runner) save(ctx context.Context) error {
 		return fmt.Errorf("save checkpoint of %s: %w", r.id, err)
 	}
 	r.cp, r.expected, r.dirty = cp, eventstore.Exact(res.Revision), false
+	if r.saves++; r.saves >= compactAfter {
+		r.saves = 0
+		return r.compact(ctx)
+	}
 	return nil
+}
+
+// compactAfter bounds a delivery stream: after this many checkpoints of one runner it is
+// replaced by its last (the revisions go on from there on KurrentDB, so they are counted here).
+const compactAfter = 1000
+
+// compact deletes the delivery stream and starts it again with the last checkpoint. The
+// checkpoint is first copied into a backup stream, which a runner reads if it finds the
+// delivery stream deleted (a crash in between), and which is deleted at the end. The delete
+// expects the exact revision, so a node that lost the lease compacts nothing.
+func (r *runner) compact(ctx context.Context) error {
+	stream, backup := deliveryPrefix+r.id, backupPrefix+r.id
+	ev, err := newEvent(TypeCheckpoint, r.cp)
+	if err != nil {
+		return err
+	}
+	if _, err := r.s.Store.Append(ctx, backup, eventstore.Any, ev); err != nil {
+		return fmt.Errorf("back up the checkpoint of %s: %w", r.id, err)
+	}
+	if err := r.s.Store.DeleteStream(ctx, stream, r.expected); err != nil {
+		r.lost = errors.Is(err, eventstore.ErrWrongExpectedRevision)
+		return fmt.Errorf("compact the checkpoints of %s: %w", r.id, err)
+	}
+	r.expected = eventstore.NoStream
+	if ev, err = newEvent(TypeCheckpoint, r.cp); err != nil {
+		return err
+	}
+	res, err := r.s.Store.Append(ctx, stream, eventstore.NoStream, ev)
+	if err != nil {
+		r.lost = errors.Is(err, eventstore.ErrWrongExpectedRevision)
+		return fmt.Errorf("compact the checkpoints of %s: %w", r.id, err)
+	}
+	r.expected = eventstore.Exact(res.Revision)
+	return r.s.Store.DeleteStream(ctx, backup, eventstore.Any)
 }
 
 // stop waits for the attempts in flight and saves what they did, if the lease is still this

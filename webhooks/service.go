@@ -156,19 +156,29 @@ func (g *signal) notify() {
 	}
 }
 
-// checkpoint reads the endpoint's last checkpoint and its revision.
-func (s *Service) checkpoint(ctx context.Context, id string) (Checkpoint, uint64, bool, error) {
+// checkpoint reads the endpoint's last checkpoint, and the expected revision of the next: from
+// its delivery stream, or from the backup a compaction left if it died with the stream deleted.
+func (s *Service) checkpoint(ctx context.Context, id string) (Checkpoint, eventstore.ExpectedRevision, bool, error) {
+	cp, rev, found, err := s.lastCheckpoint(ctx, deliveryPrefix+id)
+	if err != nil || found {
+		return cp, eventstore.Exact(rev), found, err
+	}
+	cp, _, found, err = s.lastCheckpoint(ctx, backupPrefix+id)
+	return cp, eventstore.NoStream, found, err
+}
+
+func (s *Service) lastCheckpoint(ctx context.Context, stream string) (Checkpoint, uint64, bool, error) {
 	opts := eventstore.ReadStreamOptions{Direction: eventstore.Backwards, From: eventstore.End, Limit: 1}
-	for e, err := range s.Store.ReadStream(ctx, deliveryPrefix+id, opts) {
+	for e, err := range s.Store.ReadStream(ctx, stream, opts) {
 		if errors.Is(err, eventstore.ErrStreamNotFound) {
 			return Checkpoint{}, 0, false, nil
 		}
 		if err != nil {
-			return Checkpoint{}, 0, false, fmt.Errorf("read the checkpoint of %s: %w", id, err)
+			return Checkpoint{}, 0, false, fmt.Errorf("read the checkpoint of %s: %w", stream, err)
 		}
 		var cp Checkpoint
 		if err := json.Unmarshal(e.Data, &cp); err != nil {
-			return Checkpoint{}, 0, false, fmt.Errorf("checkpoint of %s at %d: %w", id, e.Revision, err)
+			return Checkpoint{}, 0, false, fmt.Errorf("checkpoint of %s at %d: %w", stream, e.Revision, err)
 		}
 		return cp, e.Revision, true, nil
 	}

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/eventstore/sqlite"
 )
 
 // The signature of the Standard Webhooks specification's example: the same secret, id,
@@ -137,5 +140,47 @@ func TestParseSchedule(t *testing.T) {
 		if _, err := ParseSchedule(bad); err == nil {
 			t.Errorf("ParseSchedule(%q) accepted", bad)
 		}
+	}
+}
+
+// A delivery stream is compacted after compactAfter checkpoints: it is deleted and starts again
+// with the last checkpoint, which the next runner reads (and reads from the backup when the
+// compaction died with the stream deleted).
+func TestCheckpointsAreCompacted(t *testing.T) {
+	store, err := sqlite.Open(t.TempDir(), sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	cfg := DefaultConfig()
+	cfg.SingleNode = true
+	s := &Service{Store: store, Feed: store, Config: &cfg, Node: "n"}
+	r := s.newRunner("we_x")
+	r.expected = eventstore.NoStream
+	for i := range compactAfter + 5 {
+		r.cp.DeadRead = uint64(i)
+		if err := r.save(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	for _, err := range store.ReadStream(ctx, deliveryPrefix+"we_x", eventstore.ReadStreamOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	cp, _, found, err := s.checkpoint(ctx, "we_x")
+	if n != 6 || !found || err != nil || cp.DeadRead != compactAfter+4 {
+		t.Errorf("%d checkpoints in the stream; last %+v, %v", n, cp, err)
+	}
+	// A compaction that died after the delete: the backup stands in.
+	ev, _ := newEvent(TypeCheckpoint, Checkpoint{DeadRead: 7})
+	store.Append(ctx, backupPrefix+"we_x", eventstore.Any, ev)
+	store.DeleteStream(ctx, deliveryPrefix+"we_x", eventstore.Any)
+	cp, expected, found, err := s.checkpoint(ctx, "we_x")
+	if !found || err != nil || cp.DeadRead != 7 || !expected.IsNoStream() {
+		t.Errorf("after a compaction died: %+v %v %v %v", cp, expected, found, err)
 	}
 }
