@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -288,7 +289,21 @@ func TestWebhooksDeliverEveryEventSignedAndInOrder(t *testing.T) {
 
 	// Sent again by hand, once the receiver takes it: the same webhook-id.
 	ra.setAnswer(func(delivery, int) (int, time.Duration) { return 200, 0 })
-	s.ok(t, alice, 202, "POST", "/v1/webhook-endpoints/"+idA+"/deliveries/"+deadID+"/retry", "", nil)
+	// Through the command line, as an operator: list, dead letters, retry.
+	cli := func(args ...string) string {
+		out, err := runBinary(append([]string{"webhooks"}, append(args, "--url", s.url(""), "--api-key", "adam-access-secret")...)...)
+		if err != nil {
+			t.Fatalf("api webhooks %v: %v", args, err)
+		}
+		return out
+	}
+	if out := cli("list"); !strings.Contains(out, idA) || !strings.Contains(out, "alice") {
+		t.Errorf("api webhooks list:\n%s", out)
+	}
+	if out := cli("deliveries", idA); !strings.Contains(out, deadID) || !strings.Contains(out, "answered 500") {
+		t.Errorf("api webhooks deliveries:\n%s", out)
+	}
+	cli("retry", idA, deadID)
 	waitFor(t, 10*time.Second, "the retried dead letter", func() bool {
 		ra.mu.Lock()
 		defer ra.mu.Unlock()
