@@ -61,6 +61,18 @@ var access = map[string]rule{
 	"GET /admin/projections":                          {roles: admins},
 	"POST /admin/projections/:name/rebuild":           {roles: admins},
 	"GET /metrics":                                    {roles: admins},
+
+	// Webhook endpoints: a client's own (another's is 404); auditors and admins read all,
+	// admins change all. Only a client registers: an endpoint receives its principal's orders.
+	"POST /v1/webhook-endpoints":                                  {roles: clients},
+	"GET /v1/webhook-endpoints":                                   {roles: readers},
+	"GET /v1/webhook-endpoints/:id":                               {roles: readers},
+	"DELETE /v1/webhook-endpoints/:id":                            {roles: clients | admins},
+	"POST /v1/webhook-endpoints/:id/disable":                      {roles: clients | admins},
+	"POST /v1/webhook-endpoints/:id/enable":                       {roles: clients | admins},
+	"POST /v1/webhook-endpoints/:id/rotate-secret":                {roles: clients | admins},
+	"GET /v1/webhook-endpoints/:id/deliveries":                    {roles: readers},
+	"POST /v1/webhook-endpoints/:id/deliveries/:deliveryId/retry": {roles: clients | admins},
 }
 
 // accessFamilies cover routes by prefix, for families of routes that grow: anything under

@@ -66,9 +66,13 @@ func TestAccessTable(t *testing.T) {
 			t.Errorf("%s: rule %+v; want none, so that nobody may call it", route, r)
 		}
 	}
-	// Auditors and admins never command.
+	// Auditors and admins never command. Managing webhook endpoints is not a command on an
+	// order: admins may disable, enable, delete, rotate and re-send for any client.
 	for route, r := range access {
 		method, path, _ := strings.Cut(route, " ")
+		if strings.HasPrefix(path, "/v1/webhook-endpoints/") {
+			continue
+		}
 		if method != "GET" && strings.HasPrefix(path, "/v1/") && r.roles != RoleClient {
 			t.Errorf("%s: roles %s; a command is the clients' alone", route, r.roles)
 		}

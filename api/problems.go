@@ -10,6 +10,7 @@ import (
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/idempotency"
+	"github.com/acme/orders/webhooks"
 	"github.com/labstack/echo/v4"
 )
 
@@ -53,6 +54,9 @@ var problemTypes = []problemType{
 	{"idempotency-key-reused", "Idempotency-Key reused", "This Idempotency-Key was already used for a different request (another body, route or order).", http.StatusUnprocessableEntity},
 	{"command-rejected", "Command rejected", "The order's facts refuse the command (an amount that is not the total, a second payment, ...).", http.StatusUnprocessableEntity},
 	{"payment-id-taken", "Payment id taken", "Another of the client's orders already started a payment with this payment id: a payment id belongs to one order, so that the provider's callback finds it.", http.StatusUnprocessableEntity},
+	{"webhook-endpoint-invalid", "Invalid webhook endpoint", "The endpoint's event types are missing or unknown (see the WebhookEventType schema).", http.StatusUnprocessableEntity},
+	{"webhook-url-refused", "Webhook URL refused", "A webhook URL must be an absolute https URL whose host does not resolve to a loopback, private, link-local or metadata address.", http.StatusUnprocessableEntity},
+	{"webhook-endpoint-limit", "Too many webhook endpoints", "The client has as many webhook endpoints as it may (1,000 by default); delete one first.", http.StatusUnprocessableEntity},
 	{"headers-too-large", "Request headers too large", "The request's headers are larger than 64 KiB.", http.StatusRequestHeaderFieldsTooLarge},
 	{"internal", "Internal error", "The server failed; the request id identifies it in the logs.", http.StatusInternalServerError},
 	{"event-unreadable", "Event unreadable", "The order's log holds an event this release cannot read: a type it does not know, a version newer than it reads, or an earlier version its upcaster refuses. The detail names the stream and revision; a release that reads it must serve the order.", http.StatusInternalServerError},
@@ -88,6 +92,9 @@ func problem(code, detail string) Problem {
 
 // problemOf maps an error to its problem: the one place where errors become HTTP.
 func problemOf(err error) Problem {
+	if p, ok := webhookProblem(err); ok {
+		return p
+	}
 	var he *echo.HTTPError
 	var oe *order.Error
 	switch {
@@ -163,4 +170,26 @@ func httpProblem(status int) (Problem, bool) {
 		return problem("malformed-request", ""), true
 	}
 	return Problem{}, false
+}
+
+// webhookProblem is the problem of an error of the webhook routes, if err is one.
+func webhookProblem(err error) (Problem, bool) {
+	code := ""
+	switch {
+	case errors.Is(err, webhooks.ErrKeyReused):
+		code = "idempotency-key-reused"
+	case errors.Is(err, webhooks.ErrInvalid):
+		code = "webhook-endpoint-invalid"
+	case errors.Is(err, webhooks.ErrURLRefused):
+		code = "webhook-url-refused"
+	case errors.Is(err, webhooks.ErrLimit):
+		code = "webhook-endpoint-limit"
+	case errors.Is(err, webhooks.ErrNotFound):
+		code = "not-found"
+	case errors.Is(err, errUnavailable):
+		code = "unavailable"
+	default:
+		return Problem{}, false
+	}
+	return problem(code, err.Error()), true
 }

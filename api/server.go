@@ -15,6 +15,7 @@ import (
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/projections"
+	"github.com/acme/orders/webhooks"
 	"github.com/labstack/echo/v4"
 )
 
@@ -58,6 +59,8 @@ type Server struct {
 	Hooks Hooks
 	// Console, if set, serves /console/ and everything under it (package console).
 	Console http.Handler
+	// Webhooks are the webhook endpoints and their deliveries; nil answers their routes 503.
+	Webhooks *webhooks.Service
 
 	pipelineOnce sync.Once
 	keyed        *idempotency.Pipeline // see pipeline
@@ -135,6 +138,7 @@ func (s *Server) addRoutes(e *echo.Echo) {
 		e.Any("/console", echo.WrapHandler(s.Console))
 		e.Any("/console/*", echo.WrapHandler(s.Console))
 	}
+	s.addWebhookRoutes(e, get)
 }
 
 // handleError answers every error with its problem. The cause of a 5xx is logged by

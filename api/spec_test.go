@@ -36,6 +36,9 @@ var contractProblems = map[string]int{
 	"idempotency-key-reused":    422,
 	"command-rejected":          422,
 	"payment-id-taken":          422,
+	"webhook-endpoint-invalid":  422,
+	"webhook-url-refused":       422,
+	"webhook-endpoint-limit":    422,
 	"headers-too-large":         431,
 	"internal":                  500,
 	"event-unreadable":          500,
@@ -44,29 +47,36 @@ var contractProblems = map[string]int{
 
 // contractRoutes are the routes of the HTTP contract, with their methods.
 var contractRoutes = map[string][]string{
-	"/v1/orders":                                   {"POST", "GET"},
-	"/v1/reports/sales":                            {"GET"},
-	"/v1/orders/{id}":                              {"GET"},
-	"/v1/orders/{id}/events":                       {"GET"},
-	"/v1/orders/{id}/state":                        {"GET"},
-	"/v1/orders/{id}/lines":                        {"POST"},
-	"/v1/orders/{id}/lines/{sku}":                  {"PUT", "DELETE"},
-	"/v1/orders/{id}/payments":                     {"POST"},
-	"/v1/orders/{id}/payments/{paymentId}/confirm": {"POST"},
-	"/v1/orders/{id}/payments/{paymentId}/fail":    {"POST"},
-	"/v1/orders/{id}/cancel":                       {"POST"},
-	"/v1/orders/{id}/shipments":                    {"POST"},
-	"/v1/orders/{id}/refunds":                      {"POST"},
-	"/v1/orders/{id}/refunds/{refundId}/complete":  {"POST"},
-	"/v1/payments/{paymentId}/confirm":             {"POST"},
-	"/v1/idempotency-keys/{key}":                   {"GET"},
-	"/admin/projections":                           {"GET"},
-	"/admin/projections/{name}/rebuild":            {"POST"},
-	"/openapi.yaml":                                {"GET"},
-	"/healthz":                                     {"GET"},
-	"/readyz":                                      {"GET"},
-	"/problems/{code}":                             {"GET"},
-	"/metrics":                                     {"GET"},
+	"/v1/orders":                                               {"POST", "GET"},
+	"/v1/reports/sales":                                        {"GET"},
+	"/v1/orders/{id}":                                          {"GET"},
+	"/v1/orders/{id}/events":                                   {"GET"},
+	"/v1/orders/{id}/state":                                    {"GET"},
+	"/v1/orders/{id}/lines":                                    {"POST"},
+	"/v1/orders/{id}/lines/{sku}":                              {"PUT", "DELETE"},
+	"/v1/orders/{id}/payments":                                 {"POST"},
+	"/v1/orders/{id}/payments/{paymentId}/confirm":             {"POST"},
+	"/v1/orders/{id}/payments/{paymentId}/fail":                {"POST"},
+	"/v1/orders/{id}/cancel":                                   {"POST"},
+	"/v1/orders/{id}/shipments":                                {"POST"},
+	"/v1/orders/{id}/refunds":                                  {"POST"},
+	"/v1/orders/{id}/refunds/{refundId}/complete":              {"POST"},
+	"/v1/payments/{paymentId}/confirm":                         {"POST"},
+	"/v1/idempotency-keys/{key}":                               {"GET"},
+	"/admin/projections":                                       {"GET"},
+	"/admin/projections/{name}/rebuild":                        {"POST"},
+	"/openapi.yaml":                                            {"GET"},
+	"/healthz":                                                 {"GET"},
+	"/readyz":                                                  {"GET"},
+	"/problems/{code}":                                         {"GET"},
+	"/metrics":                                                 {"GET"},
+	"/v1/webhook-endpoints":                                    {"POST", "GET"},
+	"/v1/webhook-endpoints/{id}":                               {"GET", "DELETE"},
+	"/v1/webhook-endpoints/{id}/disable":                       {"POST"},
+	"/v1/webhook-endpoints/{id}/enable":                        {"POST"},
+	"/v1/webhook-endpoints/{id}/rotate-secret":                 {"POST"},
+	"/v1/webhook-endpoints/{id}/deliveries":                    {"GET"},
+	"/v1/webhook-endpoints/{id}/deliveries/{deliveryId}/retry": {"POST"},
 }
 
 // readModelRoutes answer from a read model: they take minPosition and may answer 503 with
@@ -75,7 +85,12 @@ var readModelRoutes = []string{"/v1/orders", "/v1/orders/{id}", "/v1/idempotency
 
 // keylessPOSTs are naturally idempotent: repeating one has the effect of one, so they take no
 // Idempotency-Key.
-var keylessPOSTs = map[string]bool{"/admin/projections/{name}/rebuild": true}
+var keylessPOSTs = map[string]bool{
+	"/admin/projections/{name}/rebuild":                        true,
+	"/v1/webhook-endpoints/{id}/disable":                       true,
+	"/v1/webhook-endpoints/{id}/enable":                        true,
+	"/v1/webhook-endpoints/{id}/deliveries/{deliveryId}/retry": true,
+}
 
 func load(t *testing.T) *openapi3.T {
 	t.Helper()

@@ -158,7 +158,7 @@ func consoleOrders(t *testing.T, s *server) (aliceIDs []string, bobID string) {
 }
 
 // waitFor waits until the page's JavaScript expression is true.
-func waitFor(t *testing.T, ctx context.Context, what, expr string) {
+func waitForPage(t *testing.T, ctx context.Context, what, expr string) {
 	t.Helper()
 	// A navigation under way ends the poll of the page it leaves (its target or its context is
 	// gone): poll the next page, until the deadline.
@@ -193,7 +193,7 @@ func auditorFollowsAnOrder(t *testing.T, ctx context.Context, s *server, ids []s
 		chromedp.SetValue(chromedp.CSS("#f-customer"), "c-console-2"),
 		chromedp.SetValue(chromedp.CSS("#f-status"), "paid"),
 		chromedp.Click(chromedp.CSS("form.filters button")))
-	waitFor(t, ctx, "the filtered list", `location.search.includes("customer=c-console-2")`)
+	waitForPage(t, ctx, "the filtered list", `location.search.includes("customer=c-console-2")`)
 	list = text(t, ctx, "#orders tbody")
 	if !strings.Contains(list, ids[2]) || strings.Contains(list, ids[0]) || strings.Contains(list, bobID) || !strings.Contains(list, "duplicate charge") {
 		t.Fatalf("filtered by customer c-console-2 and status paid:\n%s", list)
@@ -212,7 +212,7 @@ func auditorFollowsAnOrder(t *testing.T, ctx context.Context, s *server, ids []s
 	checkLocalTime(t, ctx, "#event-0 time")
 
 	run(t, ctx, "choose the third event", chromedp.Click(chromedp.CSS("#event-2 a")))
-	waitFor(t, ctx, "the state as of the third event", `location.search.includes("event=2") && document.querySelector("#diff") !== null`)
+	waitForPage(t, ctx, "the state as of the third event", `location.search.includes("event=2") && document.querySelector("#diff") !== null`)
 	diff := text(t, ctx, "#diff")
 	for _, want := range []string{"Status", "created", "paying", "PaymentID", "pay-console"} {
 		if !strings.Contains(diff, want) {
@@ -411,7 +411,7 @@ func showsABrokenChain(t *testing.T, ctx context.Context, stopped *server, keys 
 	signIn(t, ctx, c, adam)
 	run(t, ctx, "verify the log", chromedp.Navigate(c.base+"/console/admin/verify"),
 		chromedp.WaitVisible(chromedp.CSS("main form button")), chromedp.Click(chromedp.CSS("main form button")))
-	waitFor(t, ctx, "the verify's result", `document.querySelector("#verify-result") !== null`)
+	waitForPage(t, ctx, "the verify's result", `document.querySelector("#verify-result") !== null`)
 	if got := text(t, ctx, "#findings"); !strings.Contains(got, "tampered") || !strings.Contains(got, ids[2]) {
 		t.Errorf("the verify's findings: %q; want the order's tampered event", got)
 	}
@@ -424,7 +424,7 @@ func adminRebuildsAProjection(t *testing.T, ctx context.Context, s *server) {
 	run(t, ctx, "rebuild the orders", chromedp.Navigate(s.base+"/console/admin/projections"),
 		chromedp.Click(chromedp.CSS(`form[action="/console/admin/projections/orders/rebuild"] button`)))
 	// The page follows the rebuild until the new generation is live.
-	waitFor(t, ctx, "the rebuilt generation", `[...document.querySelectorAll("#projections tbody tr")].some(r =>
+	waitForPage(t, ctx, "the rebuilt generation", `[...document.querySelectorAll("#projections tbody tr")].some(r =>
 		r.cells[0].textContent === "orders" && r.cells[1].textContent.trim() === "live" && r.cells[2].textContent === "2")`)
 }
 

@@ -41,6 +41,8 @@ type serveCmd struct {
 	Limits limitFlags `embed:""`
 
 	Backend storeFlags `embed:""`
+
+	Webhooks webhookFlags `embed:""`
 }
 
 func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
@@ -110,6 +112,11 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	if srv.Console, err = console.New(ctx, srv, console.Config{MaxSessions: cmd.ConsoleSessions, SessionTTL: cmd.ConsoleSessionTTL}); err != nil {
 		return err
 	}
+	var stopWebhooks func()
+	if srv.Webhooks, stopWebhooks, err = cmd.Webhooks.start(ctx, e, cmd.Data, timed, store, srv.Node, metrics.Registry, log); err != nil {
+		return err
+	}
+	defer stopWebhooks()
 	metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "orders_idempotency_memory_bytes",
 		Help: "Bytes that the completed keys kept in memory take, as charged against --key-memory.",

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -212,6 +213,306 @@ func (e RebuildComparisonSamplesChange) Valid() bool {
 	}
 }
 
+// Defines values for WebhookDeliveryStatus.
+const (
+	WebhookDeliveryStatusFailed  WebhookDeliveryStatus = "failed"
+	WebhookDeliveryStatusPending WebhookDeliveryStatus = "pending"
+)
+
+// Valid indicates whether the value is a known member of the WebhookDeliveryStatus enum.
+func (e WebhookDeliveryStatus) Valid() bool {
+	switch e {
+	case WebhookDeliveryStatusFailed:
+		return true
+	case WebhookDeliveryStatusPending:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookEndpointStatus.
+const (
+	Disabled WebhookEndpointStatus = "disabled"
+	Enabled  WebhookEndpointStatus = "enabled"
+)
+
+// Valid indicates whether the value is a known member of the WebhookEndpointStatus enum.
+func (e WebhookEndpointStatus) Valid() bool {
+	switch e {
+	case Disabled:
+		return true
+	case Enabled:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookEventType.
+const (
+	WebhookEventTypeAsterisk                     WebhookEventType = "*"
+	WebhookEventTypeOrderCancelled               WebhookEventType = "order.cancelled"
+	WebhookEventTypeOrderCreated                 WebhookEventType = "order.created"
+	WebhookEventTypeOrderDuplicateChargeRecorded WebhookEventType = "order.duplicate-charge-recorded"
+	WebhookEventTypeOrderLineAdded               WebhookEventType = "order.line-added"
+	WebhookEventTypeOrderLineQuantityChanged     WebhookEventType = "order.line-quantity-changed"
+	WebhookEventTypeOrderLineRemoved             WebhookEventType = "order.line-removed"
+	WebhookEventTypeOrderPaid                    WebhookEventType = "order.paid"
+	WebhookEventTypeOrderPaymentFailed           WebhookEventType = "order.payment-failed"
+	WebhookEventTypeOrderPaymentStarted          WebhookEventType = "order.payment-started"
+	WebhookEventTypeOrderRefundRequested         WebhookEventType = "order.refund-requested"
+	WebhookEventTypeOrderRefunded                WebhookEventType = "order.refunded"
+	WebhookEventTypeOrderShipped                 WebhookEventType = "order.shipped"
+)
+
+// Valid indicates whether the value is a known member of the WebhookEventType enum.
+func (e WebhookEventType) Valid() bool {
+	switch e {
+	case WebhookEventTypeAsterisk:
+		return true
+	case WebhookEventTypeOrderCancelled:
+		return true
+	case WebhookEventTypeOrderCreated:
+		return true
+	case WebhookEventTypeOrderDuplicateChargeRecorded:
+		return true
+	case WebhookEventTypeOrderLineAdded:
+		return true
+	case WebhookEventTypeOrderLineQuantityChanged:
+		return true
+	case WebhookEventTypeOrderLineRemoved:
+		return true
+	case WebhookEventTypeOrderPaid:
+		return true
+	case WebhookEventTypeOrderPaymentFailed:
+		return true
+	case WebhookEventTypeOrderPaymentStarted:
+		return true
+	case WebhookEventTypeOrderRefundRequested:
+		return true
+	case WebhookEventTypeOrderRefunded:
+		return true
+	case WebhookEventTypeOrderShipped:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookOrderStatus.
+const (
+	WebhookOrderStatusCancelled WebhookOrderStatus = "cancelled"
+	WebhookOrderStatusCreated   WebhookOrderStatus = "created"
+	WebhookOrderStatusPaid      WebhookOrderStatus = "paid"
+	WebhookOrderStatusPaying    WebhookOrderStatus = "paying"
+	WebhookOrderStatusRefunded  WebhookOrderStatus = "refunded"
+	WebhookOrderStatusRefunding WebhookOrderStatus = "refunding"
+	WebhookOrderStatusShipped   WebhookOrderStatus = "shipped"
+)
+
+// Valid indicates whether the value is a known member of the WebhookOrderStatus enum.
+func (e WebhookOrderStatus) Valid() bool {
+	switch e {
+	case WebhookOrderStatusCancelled:
+		return true
+	case WebhookOrderStatusCreated:
+		return true
+	case WebhookOrderStatusPaid:
+		return true
+	case WebhookOrderStatusPaying:
+		return true
+	case WebhookOrderStatusRefunded:
+		return true
+	case WebhookOrderStatusRefunding:
+		return true
+	case WebhookOrderStatusShipped:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookOrderCancelledType.
+const (
+	WebhookOrderCancelledTypeOrderCancelled WebhookOrderCancelledType = "order.cancelled"
+)
+
+// Valid indicates whether the value is a known member of the WebhookOrderCancelledType enum.
+func (e WebhookOrderCancelledType) Valid() bool {
+	switch e {
+	case WebhookOrderCancelledTypeOrderCancelled:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookOrderCreatedType.
+const (
+	WebhookOrderCreatedTypeOrderCreated WebhookOrderCreatedType = "order.created"
+)
+
+// Valid indicates whether the value is a known member of the WebhookOrderCreatedType enum.
+func (e WebhookOrderCreatedType) Valid() bool {
+	switch e {
+	case WebhookOrderCreatedTypeOrderCreated:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookOrderDuplicateChargeRecordedType.
+const (
+	WebhookOrderDuplicateChargeRecordedTypeOrderDuplicateChargeRecorded WebhookOrderDuplicateChargeRecordedType = "order.duplicate-charge-recorded"
+)
+
+// Valid indicates whether the value is a known member of the WebhookOrderDuplicateChargeRecordedType enum.
+func (e WebhookOrderDuplicateChargeRecordedType) Valid() bool {
+	switch e {
+	case WebhookOrderDuplicateChargeRecordedTypeOrderDuplicateChargeRecorded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookOrderLineAddedType.
+const (
+	WebhookOrderLineAddedTypeOrderLineAdded WebhookOrderLineAddedType = "order.line-added"
+)
+
+// Valid indicates whether the value is a known member of the WebhookOrderLineAddedType enum.
+func (e WebhookOrderLineAddedType) Valid() bool {
+	switch e {
+	case WebhookOrderLineAddedTypeOrderLineAdded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookOrderLineQuantityChangedType.
+const (
+	WebhookOrderLineQuantityChangedTypeOrderLineQuantityChanged WebhookOrderLineQuantityChangedType = "order.line-quantity-changed"
+)
+
+// Valid indicates whether the value is a known member of the WebhookOrderLineQuantityChangedType enum.
+func (e WebhookOrderLineQuantityChangedType) Valid() bool {
+	switch e {
+	case WebhookOrderLineQuantityChangedTypeOrderLineQuantityChanged:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookOrderLineRemovedType.
+const (
+	WebhookOrderLineRemovedTypeOrderLineRemoved WebhookOrderLineRemovedType = "order.line-removed"
+)
+
+// Valid indicates whether the value is a known member of the WebhookOrderLineRemovedType enum.
+func (e WebhookOrderLineRemovedType) Valid() bool {
+	switch e {
+	case WebhookOrderLineRemovedTypeOrderLineRemoved:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookOrderPaidType.
+const (
+	WebhookOrderPaidTypeOrderPaid WebhookOrderPaidType = "order.paid"
+)
+
+// Valid indicates whether the value is a known member of the WebhookOrderPaidType enum.
+func (e WebhookOrderPaidType) Valid() bool {
+	switch e {
+	case WebhookOrderPaidTypeOrderPaid:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookOrderPaymentFailedType.
+const (
+	WebhookOrderPaymentFailedTypeOrderPaymentFailed WebhookOrderPaymentFailedType = "order.payment-failed"
+)
+
+// Valid indicates whether the value is a known member of the WebhookOrderPaymentFailedType enum.
+func (e WebhookOrderPaymentFailedType) Valid() bool {
+	switch e {
+	case WebhookOrderPaymentFailedTypeOrderPaymentFailed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookOrderPaymentStartedType.
+const (
+	WebhookOrderPaymentStartedTypeOrderPaymentStarted WebhookOrderPaymentStartedType = "order.payment-started"
+)
+
+// Valid indicates whether the value is a known member of the WebhookOrderPaymentStartedType enum.
+func (e WebhookOrderPaymentStartedType) Valid() bool {
+	switch e {
+	case WebhookOrderPaymentStartedTypeOrderPaymentStarted:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookOrderRefundRequestedType.
+const (
+	WebhookOrderRefundRequestedTypeOrderRefundRequested WebhookOrderRefundRequestedType = "order.refund-requested"
+)
+
+// Valid indicates whether the value is a known member of the WebhookOrderRefundRequestedType enum.
+func (e WebhookOrderRefundRequestedType) Valid() bool {
+	switch e {
+	case WebhookOrderRefundRequestedTypeOrderRefundRequested:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookOrderRefundedType.
+const (
+	WebhookOrderRefundedTypeOrderRefunded WebhookOrderRefundedType = "order.refunded"
+)
+
+// Valid indicates whether the value is a known member of the WebhookOrderRefundedType enum.
+func (e WebhookOrderRefundedType) Valid() bool {
+	switch e {
+	case WebhookOrderRefundedTypeOrderRefunded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookOrderShippedType.
+const (
+	WebhookOrderShippedTypeOrderShipped WebhookOrderShippedType = "order.shipped"
+)
+
+// Valid indicates whether the value is a known member of the WebhookOrderShippedType enum.
+func (e WebhookOrderShippedType) Valid() bool {
+	switch e {
+	case WebhookOrderShippedTypeOrderShipped:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RebuildProjection202JSONResponseBodyStatus.
 const (
 	RebuildProjection202JSONResponseBodyStatusRebuilding RebuildProjection202JSONResponseBodyStatus = "rebuilding"
@@ -244,13 +545,13 @@ func (e GetHealth200JSONResponseBodyStatus) Valid() bool {
 
 // Defines values for GetReadiness200JSONResponseBodyStatus.
 const (
-	Ready GetReadiness200JSONResponseBodyStatus = "ready"
+	GetReadiness200JSONResponseBodyStatusRetrying GetReadiness200JSONResponseBodyStatus = "retrying"
 )
 
 // Valid indicates whether the value is a known member of the GetReadiness200JSONResponseBodyStatus enum.
 func (e GetReadiness200JSONResponseBodyStatus) Valid() bool {
 	switch e {
-	case Ready:
+	case GetReadiness200JSONResponseBodyStatusRetrying:
 		return true
 	default:
 		return false
@@ -302,6 +603,39 @@ func (e ListOrderEventsParamsDirection) Valid() bool {
 	case Backwards:
 		return true
 	case Forwards:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListWebhookDeliveriesParamsStatus.
+const (
+	ListWebhookDeliveriesParamsStatusFailed  ListWebhookDeliveriesParamsStatus = "failed"
+	ListWebhookDeliveriesParamsStatusPending ListWebhookDeliveriesParamsStatus = "pending"
+)
+
+// Valid indicates whether the value is a known member of the ListWebhookDeliveriesParamsStatus enum.
+func (e ListWebhookDeliveriesParamsStatus) Valid() bool {
+	switch e {
+	case ListWebhookDeliveriesParamsStatusFailed:
+		return true
+	case ListWebhookDeliveriesParamsStatusPending:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RetryWebhookDelivery202JSONResponseBodyStatus.
+const (
+	RetryWebhookDelivery202JSONResponseBodyStatusRetrying RetryWebhookDelivery202JSONResponseBodyStatus = "retrying"
+)
+
+// Valid indicates whether the value is a known member of the RetryWebhookDelivery202JSONResponseBodyStatus enum.
+func (e RetryWebhookDelivery202JSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case RetryWebhookDelivery202JSONResponseBodyStatusRetrying:
 		return true
 	default:
 		return false
@@ -571,6 +905,62 @@ type Order struct {
 // OrderStatus defines model for Order.Status.
 type OrderStatus string
 
+// OrderCancelledEvent The data of `order.cancelled.v1`.
+type OrderCancelledEvent struct {
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason"`
+}
+
+// OrderCreatedEvent The data of `order.created.v2`.
+type OrderCreatedEvent struct {
+	At time.Time `json:"at"`
+
+	// Channel The sales channel; `unknown` for an event stored as `order.created.v1`.
+	Channel    string `json:"channel"`
+	ClientRef  string `json:"clientRef"`
+	Currency   string `json:"currency"`
+	CustomerId string `json:"customerId"`
+	OrderId    string `json:"orderId"`
+}
+
+// OrderDuplicateChargeRecordedEvent The data of `order.duplicate-charge-recorded.v1`.
+type OrderDuplicateChargeRecordedEvent struct {
+	Amount struct {
+		Amount   int64  `json:"amount"`
+		Currency string `json:"currency"`
+	} `json:"amount"`
+	At        time.Time `json:"at"`
+	PaymentId string    `json:"paymentId"`
+	Reason    string    `json:"reason"`
+}
+
+// OrderLineAddedEvent The data of `order.line-added.v2`.
+type OrderLineAddedEvent struct {
+	At time.Time `json:"at"`
+
+	// Name The product's name; absent if the client gave none, and for an event stored as `order.line-added.v1`.
+	Name      *string `json:"name,omitempty"`
+	Quantity  int64   `json:"quantity"`
+	Sku       string  `json:"sku"`
+	UnitPrice struct {
+		Amount   int64  `json:"amount"`
+		Currency string `json:"currency"`
+	} `json:"unitPrice"`
+}
+
+// OrderLineQuantityChangedEvent The data of `order.line-quantity-changed.v1`.
+type OrderLineQuantityChangedEvent struct {
+	At       time.Time `json:"at"`
+	Quantity int64     `json:"quantity"`
+	Sku      string    `json:"sku"`
+}
+
+// OrderLineRemovedEvent The data of `order.line-removed.v1`.
+type OrderLineRemovedEvent struct {
+	At  time.Time `json:"at"`
+	Sku string    `json:"sku"`
+}
+
 // OrderPage defines model for OrderPage.
 type OrderPage struct {
 	// Next The cursor of the next page: pass it as `cursor`. Absent on the last page. Opaque:
@@ -579,6 +969,60 @@ type OrderPage struct {
 
 	// Orders Newest first; empty when no order matches.
 	Orders []Order `json:"orders"`
+}
+
+// OrderPaidEvent The data of `order.payment-confirmed.v1`.
+type OrderPaidEvent struct {
+	Amount struct {
+		Amount   int64  `json:"amount"`
+		Currency string `json:"currency"`
+	} `json:"amount"`
+	At        time.Time `json:"at"`
+	PaymentId string    `json:"paymentId"`
+}
+
+// OrderPaymentFailedEvent The data of `order.payment-failed.v1`.
+type OrderPaymentFailedEvent struct {
+	At        time.Time `json:"at"`
+	PaymentId string    `json:"paymentId"`
+	Reason    string    `json:"reason"`
+}
+
+// OrderPaymentStartedEvent The data of `order.payment-started.v1`.
+type OrderPaymentStartedEvent struct {
+	Amount struct {
+		Amount   int64  `json:"amount"`
+		Currency string `json:"currency"`
+	} `json:"amount"`
+	At        time.Time `json:"at"`
+	PaymentId string    `json:"paymentId"`
+}
+
+// OrderRefundRequestedEvent The data of `order.refund-requested.v1`.
+type OrderRefundRequestedEvent struct {
+	Amount struct {
+		Amount   int64  `json:"amount"`
+		Currency string `json:"currency"`
+	} `json:"amount"`
+	At       time.Time `json:"at"`
+	RefundId string    `json:"refundId"`
+}
+
+// OrderRefundedEvent The data of `order.refund-completed.v1`.
+type OrderRefundedEvent struct {
+	Amount struct {
+		Amount   int64  `json:"amount"`
+		Currency string `json:"currency"`
+	} `json:"amount"`
+	At       time.Time `json:"at"`
+	RefundId string    `json:"refundId"`
+}
+
+// OrderShippedEvent The data of `order.shipped.v1`.
+type OrderShippedEvent struct {
+	At             time.Time `json:"at"`
+	Carrier        string    `json:"carrier"`
+	TrackingNumber string    `json:"trackingNumber"`
 }
 
 // OrderState defines model for OrderState.
@@ -608,7 +1052,7 @@ type Problem struct {
 	// does not know and act on `status`.
 	//
 	//
-	// Examples: /problems/idempotency-key-missing, /problems/idempotency-key-invalid, /problems/malformed-request, /problems/invalid-command, /problems/unauthorized, /problems/forbidden, /problems/not-found, /problems/method-not-allowed, /problems/idempotency-key-in-flight, /problems/invalid-transition, /problems/concurrent-modification, /problems/precondition-failed, /problems/rebuild-in-progress, /problems/payload-too-large, /problems/unsupported-media-type, /problems/idempotency-key-reused, /problems/command-rejected, /problems/payment-id-taken, /problems/headers-too-large, /problems/internal, /problems/event-unreadable, /problems/unavailable
+	// Examples: /problems/idempotency-key-missing, /problems/idempotency-key-invalid, /problems/malformed-request, /problems/invalid-command, /problems/unauthorized, /problems/forbidden, /problems/not-found, /problems/method-not-allowed, /problems/idempotency-key-in-flight, /problems/invalid-transition, /problems/concurrent-modification, /problems/precondition-failed, /problems/rebuild-in-progress, /problems/payload-too-large, /problems/unsupported-media-type, /problems/idempotency-key-reused, /problems/command-rejected, /problems/payment-id-taken, /problems/webhook-endpoint-invalid, /problems/webhook-url-refused, /problems/webhook-endpoint-limit, /problems/headers-too-large, /problems/internal, /problems/event-unreadable, /problems/unavailable
 	Type string `json:"type"`
 }
 
@@ -826,6 +1270,418 @@ type StartPaymentRequest struct {
 // UnitPrice Minor units of the order's currency (cents for EUR).
 type UnitPrice = int64
 
+// WebhookAttempt defines model for WebhookAttempt.
+type WebhookAttempt struct {
+	At time.Time `json:"at"`
+
+	// Error Why the attempt failed; omitted on success.
+	Error     *string `json:"error,omitempty"`
+	LatencyMs float32 `json:"latencyMs"`
+
+	// Status The receiver's HTTP status; omitted if none came (timeout, refused address, …).
+	Status *int `json:"status,omitempty"`
+}
+
+// WebhookDelivery defines model for WebhookDelivery.
+type WebhookDelivery struct {
+	// Attempts The latest attempts (at most 20), oldest first.
+	Attempts []WebhookAttempt `json:"attempts"`
+
+	// DeadLetteredAt When a failed delivery was given up.
+	DeadLetteredAt *time.Time `json:"deadLetteredAt,omitempty"`
+
+	// Id The `webhook-id` of every attempt.
+	Id string `json:"id"`
+
+	// NextAttemptAt When a pending delivery is tried next.
+	NextAttemptAt *time.Time            `json:"nextAttemptAt,omitempty"`
+	OrderId       string                `json:"orderId"`
+	Revision      int64                 `json:"revision"`
+	Status        WebhookDeliveryStatus `json:"status"`
+
+	// Tries Attempts made.
+	Tries int `json:"tries"`
+
+	// Type The event types an endpoint subscribes to; `*` subscribes to all, including types added later.
+	Type WebhookEventType `json:"type"`
+}
+
+// WebhookDeliveryStatus defines model for WebhookDelivery.Status.
+type WebhookDeliveryStatus string
+
+// WebhookDeliveryPage defines model for WebhookDeliveryPage.
+type WebhookDeliveryPage struct {
+	Deliveries []WebhookDelivery `json:"deliveries"`
+}
+
+// WebhookEndpoint defines model for WebhookEndpoint.
+type WebhookEndpoint struct {
+	CreatedAt   time.Time `json:"createdAt"`
+	Description string    `json:"description"`
+
+	// DisabledReason Why the endpoint is disabled (by whom, or since when it failed). Omitted when enabled.
+	DisabledReason *string            `json:"disabledReason,omitempty"`
+	Events         []WebhookEventType `json:"events"`
+	Id             string             `json:"id"`
+
+	// Principal The client whose orders' events the endpoint receives.
+	Principal string `json:"principal"`
+
+	// Secret The signing secret: `whsec_` and the base64 of the HMAC-SHA256 key (Standard
+	// Webhooks). Only in the answers of the registration and of a rotation.
+	Secret *string               `json:"secret,omitempty"`
+	Status WebhookEndpointStatus `json:"status"`
+	Url    string                `json:"url"`
+}
+
+// WebhookEndpointStatus defines model for WebhookEndpoint.Status.
+type WebhookEndpointStatus string
+
+// WebhookEndpointPage defines model for WebhookEndpointPage.
+type WebhookEndpointPage struct {
+	Endpoints []WebhookEndpoint `json:"endpoints"`
+}
+
+// WebhookEndpointRequest defines model for WebhookEndpointRequest.
+type WebhookEndpointRequest struct {
+	Description *string            `json:"description,omitempty"`
+	Events      []WebhookEventType `json:"events"`
+
+	// Url An absolute `https` URL (or `http` on a server with `--webhooks-allow-private`).
+	Url string `json:"url"`
+}
+
+// WebhookEventType The event types an endpoint subscribes to; `*` subscribes to all, including types added later.
+type WebhookEventType string
+
+// WebhookOrder The order's state after the event.
+type WebhookOrder struct {
+	Carrier *string `json:"carrier,omitempty"`
+
+	// Channel The sales channel; `unknown` for an order created before orders recorded one.
+	Channel              string    `json:"channel"`
+	ClientReference      *string   `json:"clientReference,omitempty"`
+	CreatedAt            time.Time `json:"createdAt"`
+	Currency             string    `json:"currency"`
+	CustomerId           string    `json:"customerId"`
+	DuplicateChargeCount int       `json:"duplicateChargeCount"`
+	Id                   string    `json:"id"`
+	Lines                []Line    `json:"lines"`
+
+	// Paid An amount in minor units of the order's currency.
+	Paid      MinorUnits `json:"paid"`
+	PaymentId *string    `json:"paymentId,omitempty"`
+	RefundId  *string    `json:"refundId,omitempty"`
+
+	// Refunded An amount in minor units of the order's currency.
+	Refunded MinorUnits         `json:"refunded"`
+	Status   WebhookOrderStatus `json:"status"`
+
+	// Total An amount in minor units of the order's currency.
+	Total          MinorUnits `json:"total"`
+	TrackingNumber *string    `json:"trackingNumber,omitempty"`
+	UpdatedAt      time.Time  `json:"updatedAt"`
+	Version        int64      `json:"version"`
+}
+
+// WebhookOrderStatus defines model for WebhookOrder.Status.
+type WebhookOrderStatus string
+
+// WebhookOrderCancelled A delivery of `order.cancelled`: the order event `order.cancelled.v1`.
+type WebhookOrderCancelled struct {
+	// CreatedAt When the event was committed to the log.
+	CreatedAt time.Time `json:"createdAt"`
+	Data      struct {
+		// Event The data of `order.cancelled.v1`.
+		Event OrderCancelledEvent `json:"event"`
+
+		// Order The order's state after the event.
+		Order WebhookOrder `json:"order"`
+	} `json:"data"`
+
+	// Id The event's id, the `webhook-id`.
+	Id      string `json:"id"`
+	OrderId string `json:"orderId"`
+
+	// Revision The event's revision in the order's stream; an order's events arrive in this order.
+	Revision int64                     `json:"revision"`
+	Type     WebhookOrderCancelledType `json:"type"`
+}
+
+// WebhookOrderCancelledType defines model for WebhookOrderCancelled.Type.
+type WebhookOrderCancelledType string
+
+// WebhookOrderCreated A delivery of `order.created`: the order event `order.created.v2` (or an earlier version, upcast).
+type WebhookOrderCreated struct {
+	// CreatedAt When the event was committed to the log.
+	CreatedAt time.Time `json:"createdAt"`
+	Data      struct {
+		// Event The data of `order.created.v2`.
+		Event OrderCreatedEvent `json:"event"`
+
+		// Order The order's state after the event.
+		Order WebhookOrder `json:"order"`
+	} `json:"data"`
+
+	// Id The event's id, the `webhook-id`.
+	Id      string `json:"id"`
+	OrderId string `json:"orderId"`
+
+	// Revision The event's revision in the order's stream; an order's events arrive in this order.
+	Revision int64                   `json:"revision"`
+	Type     WebhookOrderCreatedType `json:"type"`
+}
+
+// WebhookOrderCreatedType defines model for WebhookOrderCreated.Type.
+type WebhookOrderCreatedType string
+
+// WebhookOrderDuplicateChargeRecorded A delivery of `order.duplicate-charge-recorded`: the order event `order.duplicate-charge-recorded.v1`.
+type WebhookOrderDuplicateChargeRecorded struct {
+	// CreatedAt When the event was committed to the log.
+	CreatedAt time.Time `json:"createdAt"`
+	Data      struct {
+		// Event The data of `order.duplicate-charge-recorded.v1`.
+		Event OrderDuplicateChargeRecordedEvent `json:"event"`
+
+		// Order The order's state after the event.
+		Order WebhookOrder `json:"order"`
+	} `json:"data"`
+
+	// Id The event's id, the `webhook-id`.
+	Id      string `json:"id"`
+	OrderId string `json:"orderId"`
+
+	// Revision The event's revision in the order's stream; an order's events arrive in this order.
+	Revision int64                                   `json:"revision"`
+	Type     WebhookOrderDuplicateChargeRecordedType `json:"type"`
+}
+
+// WebhookOrderDuplicateChargeRecordedType defines model for WebhookOrderDuplicateChargeRecorded.Type.
+type WebhookOrderDuplicateChargeRecordedType string
+
+// WebhookOrderLineAdded A delivery of `order.line-added`: the order event `order.line-added.v2` (or an earlier version, upcast).
+type WebhookOrderLineAdded struct {
+	// CreatedAt When the event was committed to the log.
+	CreatedAt time.Time `json:"createdAt"`
+	Data      struct {
+		// Event The data of `order.line-added.v2`.
+		Event OrderLineAddedEvent `json:"event"`
+
+		// Order The order's state after the event.
+		Order WebhookOrder `json:"order"`
+	} `json:"data"`
+
+	// Id The event's id, the `webhook-id`.
+	Id      string `json:"id"`
+	OrderId string `json:"orderId"`
+
+	// Revision The event's revision in the order's stream; an order's events arrive in this order.
+	Revision int64                     `json:"revision"`
+	Type     WebhookOrderLineAddedType `json:"type"`
+}
+
+// WebhookOrderLineAddedType defines model for WebhookOrderLineAdded.Type.
+type WebhookOrderLineAddedType string
+
+// WebhookOrderLineQuantityChanged A delivery of `order.line-quantity-changed`: the order event `order.line-quantity-changed.v1`.
+type WebhookOrderLineQuantityChanged struct {
+	// CreatedAt When the event was committed to the log.
+	CreatedAt time.Time `json:"createdAt"`
+	Data      struct {
+		// Event The data of `order.line-quantity-changed.v1`.
+		Event OrderLineQuantityChangedEvent `json:"event"`
+
+		// Order The order's state after the event.
+		Order WebhookOrder `json:"order"`
+	} `json:"data"`
+
+	// Id The event's id, the `webhook-id`.
+	Id      string `json:"id"`
+	OrderId string `json:"orderId"`
+
+	// Revision The event's revision in the order's stream; an order's events arrive in this order.
+	Revision int64                               `json:"revision"`
+	Type     WebhookOrderLineQuantityChangedType `json:"type"`
+}
+
+// WebhookOrderLineQuantityChangedType defines model for WebhookOrderLineQuantityChanged.Type.
+type WebhookOrderLineQuantityChangedType string
+
+// WebhookOrderLineRemoved A delivery of `order.line-removed`: the order event `order.line-removed.v1`.
+type WebhookOrderLineRemoved struct {
+	// CreatedAt When the event was committed to the log.
+	CreatedAt time.Time `json:"createdAt"`
+	Data      struct {
+		// Event The data of `order.line-removed.v1`.
+		Event OrderLineRemovedEvent `json:"event"`
+
+		// Order The order's state after the event.
+		Order WebhookOrder `json:"order"`
+	} `json:"data"`
+
+	// Id The event's id, the `webhook-id`.
+	Id      string `json:"id"`
+	OrderId string `json:"orderId"`
+
+	// Revision The event's revision in the order's stream; an order's events arrive in this order.
+	Revision int64                       `json:"revision"`
+	Type     WebhookOrderLineRemovedType `json:"type"`
+}
+
+// WebhookOrderLineRemovedType defines model for WebhookOrderLineRemoved.Type.
+type WebhookOrderLineRemovedType string
+
+// WebhookOrderPaid A delivery of `order.paid`: the order event `order.payment-confirmed.v1`.
+type WebhookOrderPaid struct {
+	// CreatedAt When the event was committed to the log.
+	CreatedAt time.Time `json:"createdAt"`
+	Data      struct {
+		// Event The data of `order.payment-confirmed.v1`.
+		Event OrderPaidEvent `json:"event"`
+
+		// Order The order's state after the event.
+		Order WebhookOrder `json:"order"`
+	} `json:"data"`
+
+	// Id The event's id, the `webhook-id`.
+	Id      string `json:"id"`
+	OrderId string `json:"orderId"`
+
+	// Revision The event's revision in the order's stream; an order's events arrive in this order.
+	Revision int64                `json:"revision"`
+	Type     WebhookOrderPaidType `json:"type"`
+}
+
+// WebhookOrderPaidType defines model for WebhookOrderPaid.Type.
+type WebhookOrderPaidType string
+
+// WebhookOrderPaymentFailed A delivery of `order.payment-failed`: the order event `order.payment-failed.v1`.
+type WebhookOrderPaymentFailed struct {
+	// CreatedAt When the event was committed to the log.
+	CreatedAt time.Time `json:"createdAt"`
+	Data      struct {
+		// Event The data of `order.payment-failed.v1`.
+		Event OrderPaymentFailedEvent `json:"event"`
+
+		// Order The order's state after the event.
+		Order WebhookOrder `json:"order"`
+	} `json:"data"`
+
+	// Id The event's id, the `webhook-id`.
+	Id      string `json:"id"`
+	OrderId string `json:"orderId"`
+
+	// Revision The event's revision in the order's stream; an order's events arrive in this order.
+	Revision int64                         `json:"revision"`
+	Type     WebhookOrderPaymentFailedType `json:"type"`
+}
+
+// WebhookOrderPaymentFailedType defines model for WebhookOrderPaymentFailed.Type.
+type WebhookOrderPaymentFailedType string
+
+// WebhookOrderPaymentStarted A delivery of `order.payment-started`: the order event `order.payment-started.v1`.
+type WebhookOrderPaymentStarted struct {
+	// CreatedAt When the event was committed to the log.
+	CreatedAt time.Time `json:"createdAt"`
+	Data      struct {
+		// Event The data of `order.payment-started.v1`.
+		Event OrderPaymentStartedEvent `json:"event"`
+
+		// Order The order's state after the event.
+		Order WebhookOrder `json:"order"`
+	} `json:"data"`
+
+	// Id The event's id, the `webhook-id`.
+	Id      string `json:"id"`
+	OrderId string `json:"orderId"`
+
+	// Revision The event's revision in the order's stream; an order's events arrive in this order.
+	Revision int64                          `json:"revision"`
+	Type     WebhookOrderPaymentStartedType `json:"type"`
+}
+
+// WebhookOrderPaymentStartedType defines model for WebhookOrderPaymentStarted.Type.
+type WebhookOrderPaymentStartedType string
+
+// WebhookOrderRefundRequested A delivery of `order.refund-requested`: the order event `order.refund-requested.v1`.
+type WebhookOrderRefundRequested struct {
+	// CreatedAt When the event was committed to the log.
+	CreatedAt time.Time `json:"createdAt"`
+	Data      struct {
+		// Event The data of `order.refund-requested.v1`.
+		Event OrderRefundRequestedEvent `json:"event"`
+
+		// Order The order's state after the event.
+		Order WebhookOrder `json:"order"`
+	} `json:"data"`
+
+	// Id The event's id, the `webhook-id`.
+	Id      string `json:"id"`
+	OrderId string `json:"orderId"`
+
+	// Revision The event's revision in the order's stream; an order's events arrive in this order.
+	Revision int64                           `json:"revision"`
+	Type     WebhookOrderRefundRequestedType `json:"type"`
+}
+
+// WebhookOrderRefundRequestedType defines model for WebhookOrderRefundRequested.Type.
+type WebhookOrderRefundRequestedType string
+
+// WebhookOrderRefunded A delivery of `order.refunded`: the order event `order.refund-completed.v1`.
+type WebhookOrderRefunded struct {
+	// CreatedAt When the event was committed to the log.
+	CreatedAt time.Time `json:"createdAt"`
+	Data      struct {
+		// Event The data of `order.refund-completed.v1`.
+		Event OrderRefundedEvent `json:"event"`
+
+		// Order The order's state after the event.
+		Order WebhookOrder `json:"order"`
+	} `json:"data"`
+
+	// Id The event's id, the `webhook-id`.
+	Id      string `json:"id"`
+	OrderId string `json:"orderId"`
+
+	// Revision The event's revision in the order's stream; an order's events arrive in this order.
+	Revision int64                    `json:"revision"`
+	Type     WebhookOrderRefundedType `json:"type"`
+}
+
+// WebhookOrderRefundedType defines model for WebhookOrderRefunded.Type.
+type WebhookOrderRefundedType string
+
+// WebhookOrderShipped A delivery of `order.shipped`: the order event `order.shipped.v1`.
+type WebhookOrderShipped struct {
+	// CreatedAt When the event was committed to the log.
+	CreatedAt time.Time `json:"createdAt"`
+	Data      struct {
+		// Event The data of `order.shipped.v1`.
+		Event OrderShippedEvent `json:"event"`
+
+		// Order The order's state after the event.
+		Order WebhookOrder `json:"order"`
+	} `json:"data"`
+
+	// Id The event's id, the `webhook-id`.
+	Id      string `json:"id"`
+	OrderId string `json:"orderId"`
+
+	// Revision The event's revision in the order's stream; an order's events arrive in this order.
+	Revision int64                   `json:"revision"`
+	Type     WebhookOrderShippedType `json:"type"`
+}
+
+// WebhookOrderShippedType defines model for WebhookOrderShipped.Type.
+type WebhookOrderShippedType string
+
+// WebhookPayload The body of a delivery: the event (`data.event`, in the format of the current version of
+// the order event's type: an event stored at an earlier version is upcast) and the order's state after it (`data.order`). `id` is the `webhook-id`,
+// the same on every attempt: store it to process each event once.
+type WebhookPayload struct {
+	union json.RawMessage
+}
+
 // IdempotencyKeyOptional 1–255 printable ASCII characters (0x20–0x7E).
 type IdempotencyKeyOptional = IdempotencyKey
 
@@ -852,6 +1708,9 @@ type RequestId = string
 
 // Sku 1–128 bytes of printable UTF-8 without spaces.
 type Sku = Id
+
+// WebhookEndpointId defines model for WebhookEndpointId.
+type WebhookEndpointId = string
 
 // BadRequest RFC 9457 problem details: the body of every error response. Each error response names
 // the codes it may carry in `x-problem-codes`; the document lists every code with its
@@ -921,6 +1780,14 @@ type UnprocessableContent = Problem
 // the codes it may carry in `x-problem-codes`; the document lists every code with its
 // status in `x-problem-types`.
 type UnsupportedMediaType = Problem
+
+// WebhookEndpointRead defines model for WebhookEndpointRead.
+type WebhookEndpointRead = WebhookEndpoint
+
+// WebhookUnprocessable RFC 9457 problem details: the body of every error response. Each error response names
+// the codes it may carry in `x-problem-codes`; the document lists every code with its
+// status in `x-problem-types`.
+type WebhookUnprocessable = Problem
 
 // ListProjectionsParams defines parameters for ListProjections.
 type ListProjectionsParams struct {
@@ -1330,6 +2197,117 @@ type SalesReportParams struct {
 	XRequestId *RequestId `json:"X-Request-Id,omitempty"`
 }
 
+// ListWebhookEndpointsParams defines parameters for ListWebhookEndpoints.
+type ListWebhookEndpointsParams struct {
+	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
+	// characters (0x20–0x7E), and then echoed on the response; otherwise (absent, empty,
+	// longer, or with other characters) the server generates one and the response carries it.
+	XRequestId *RequestId `json:"X-Request-Id,omitempty"`
+}
+
+// RegisterWebhookEndpointParams defines parameters for RegisterWebhookEndpoint.
+type RegisterWebhookEndpointParams struct {
+	// IdempotencyKey Required on every POST (missing → 400 `idempotency-key-missing`). 1–255 printable ASCII
+	// characters (otherwise 400 `idempotency-key-invalid`), scoped to the principal. The first
+	// outcome with status < 500 is stored for 24 h (`--key-ttl`) and replayed to every retry
+	// with `Idempotent-Replayed: true`; the same key with another method, path or body → 422
+	// `idempotency-key-reused`; a retry while the first request runs waits up to 2 s
+	// (`--key-wait`) and then gets 409 `idempotency-key-in-flight` with `Retry-After`.
+	IdempotencyKey IdempotencyKeyRequired `json:"Idempotency-Key"`
+
+	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
+	// characters (0x20–0x7E), and then echoed on the response; otherwise (absent, empty,
+	// longer, or with other characters) the server generates one and the response carries it.
+	XRequestId *RequestId `json:"X-Request-Id,omitempty"`
+}
+
+// DeleteWebhookEndpointParams defines parameters for DeleteWebhookEndpoint.
+type DeleteWebhookEndpointParams struct {
+	// IdempotencyKey Optional on PUT and DELETE, which are idempotent by themselves; when present, it has the
+	// same rules and replay guarantees as on POST.
+	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
+
+	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
+	// characters (0x20–0x7E), and then echoed on the response; otherwise (absent, empty,
+	// longer, or with other characters) the server generates one and the response carries it.
+	XRequestId *RequestId `json:"X-Request-Id,omitempty"`
+}
+
+// GetWebhookEndpointParams defines parameters for GetWebhookEndpoint.
+type GetWebhookEndpointParams struct {
+	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
+	// characters (0x20–0x7E), and then echoed on the response; otherwise (absent, empty,
+	// longer, or with other characters) the server generates one and the response carries it.
+	XRequestId *RequestId `json:"X-Request-Id,omitempty"`
+}
+
+// ListWebhookDeliveriesParams defines parameters for ListWebhookDeliveries.
+type ListWebhookDeliveriesParams struct {
+	Status *ListWebhookDeliveriesParamsStatus `form:"status,omitempty" json:"status,omitempty"`
+	Limit  *int                               `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
+	// characters (0x20–0x7E), and then echoed on the response; otherwise (absent, empty,
+	// longer, or with other characters) the server generates one and the response carries it.
+	XRequestId *RequestId `json:"X-Request-Id,omitempty"`
+}
+
+// ListWebhookDeliveriesParamsStatus defines parameters for ListWebhookDeliveries.
+type ListWebhookDeliveriesParamsStatus string
+
+// RetryWebhookDeliveryParams defines parameters for RetryWebhookDelivery.
+type RetryWebhookDeliveryParams struct {
+	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
+	// characters (0x20–0x7E), and then echoed on the response; otherwise (absent, empty,
+	// longer, or with other characters) the server generates one and the response carries it.
+	XRequestId *RequestId `json:"X-Request-Id,omitempty"`
+}
+
+// RetryWebhookDelivery202JSONResponseBodyStatus defines parameters for RetryWebhookDelivery.
+type RetryWebhookDelivery202JSONResponseBodyStatus string
+
+// DisableWebhookEndpointParams defines parameters for DisableWebhookEndpoint.
+type DisableWebhookEndpointParams struct {
+	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
+	// characters (0x20–0x7E), and then echoed on the response; otherwise (absent, empty,
+	// longer, or with other characters) the server generates one and the response carries it.
+	XRequestId *RequestId `json:"X-Request-Id,omitempty"`
+}
+
+// EnableWebhookEndpointParams defines parameters for EnableWebhookEndpoint.
+type EnableWebhookEndpointParams struct {
+	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
+	// characters (0x20–0x7E), and then echoed on the response; otherwise (absent, empty,
+	// longer, or with other characters) the server generates one and the response carries it.
+	XRequestId *RequestId `json:"X-Request-Id,omitempty"`
+}
+
+// RotateWebhookSecretParams defines parameters for RotateWebhookSecret.
+type RotateWebhookSecretParams struct {
+	// IdempotencyKey Required on every POST (missing → 400 `idempotency-key-missing`). 1–255 printable ASCII
+	// characters (otherwise 400 `idempotency-key-invalid`), scoped to the principal. The first
+	// outcome with status < 500 is stored for 24 h (`--key-ttl`) and replayed to every retry
+	// with `Idempotent-Replayed: true`; the same key with another method, path or body → 422
+	// `idempotency-key-reused`; a retry while the first request runs waits up to 2 s
+	// (`--key-wait`) and then gets 409 `idempotency-key-in-flight` with `Retry-After`.
+	IdempotencyKey IdempotencyKeyRequired `json:"Idempotency-Key"`
+
+	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
+	// characters (0x20–0x7E), and then echoed on the response; otherwise (absent, empty,
+	// longer, or with other characters) the server generates one and the response carries it.
+	XRequestId *RequestId `json:"X-Request-Id,omitempty"`
+}
+
+// ReceiveOrderEventParams defines parameters for ReceiveOrderEvent.
+type ReceiveOrderEventParams struct {
+	// WebhookId The event's id, the same on every attempt.
+	WebhookId string `json:"webhook-id"`
+
+	// WebhookTimestamp Seconds since the Unix epoch, when the attempt was signed.
+	WebhookTimestamp int    `json:"webhook-timestamp"`
+	WebhookSignature string `json:"webhook-signature"`
+}
+
 // CreateOrderJSONRequestBody defines body for CreateOrder for application/json ContentType.
 type CreateOrderJSONRequestBody = CreateOrderRequest
 
@@ -1362,6 +2340,473 @@ type ShipOrderJSONRequestBody = ShipRequest
 
 // ConfirmPaymentByIdJSONRequestBody defines body for ConfirmPaymentById for application/json ContentType.
 type ConfirmPaymentByIdJSONRequestBody = ConfirmPaymentRequest
+
+// RegisterWebhookEndpointJSONRequestBody defines body for RegisterWebhookEndpoint for application/json ContentType.
+type RegisterWebhookEndpointJSONRequestBody = WebhookEndpointRequest
+
+// ReceiveOrderEventJSONRequestBody defines body for ReceiveOrderEvent for application/json ContentType.
+type ReceiveOrderEventJSONRequestBody = WebhookPayload
+
+// AsWebhookOrderCreated returns the union data inside the WebhookPayload as a WebhookOrderCreated
+func (t WebhookPayload) AsWebhookOrderCreated() (WebhookOrderCreated, error) {
+	var body WebhookOrderCreated
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromWebhookOrderCreated overwrites any union data inside the WebhookPayload as the provided WebhookOrderCreated
+func (t *WebhookPayload) FromWebhookOrderCreated(v WebhookOrderCreated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.created"}`))
+	t.union = b
+	return err
+}
+
+// MergeWebhookOrderCreated performs a merge with any union data inside the WebhookPayload, using the provided WebhookOrderCreated
+func (t *WebhookPayload) MergeWebhookOrderCreated(v WebhookOrderCreated) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.created"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsWebhookOrderLineAdded returns the union data inside the WebhookPayload as a WebhookOrderLineAdded
+func (t WebhookPayload) AsWebhookOrderLineAdded() (WebhookOrderLineAdded, error) {
+	var body WebhookOrderLineAdded
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromWebhookOrderLineAdded overwrites any union data inside the WebhookPayload as the provided WebhookOrderLineAdded
+func (t *WebhookPayload) FromWebhookOrderLineAdded(v WebhookOrderLineAdded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.line-added"}`))
+	t.union = b
+	return err
+}
+
+// MergeWebhookOrderLineAdded performs a merge with any union data inside the WebhookPayload, using the provided WebhookOrderLineAdded
+func (t *WebhookPayload) MergeWebhookOrderLineAdded(v WebhookOrderLineAdded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.line-added"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsWebhookOrderLineQuantityChanged returns the union data inside the WebhookPayload as a WebhookOrderLineQuantityChanged
+func (t WebhookPayload) AsWebhookOrderLineQuantityChanged() (WebhookOrderLineQuantityChanged, error) {
+	var body WebhookOrderLineQuantityChanged
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromWebhookOrderLineQuantityChanged overwrites any union data inside the WebhookPayload as the provided WebhookOrderLineQuantityChanged
+func (t *WebhookPayload) FromWebhookOrderLineQuantityChanged(v WebhookOrderLineQuantityChanged) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.line-quantity-changed"}`))
+	t.union = b
+	return err
+}
+
+// MergeWebhookOrderLineQuantityChanged performs a merge with any union data inside the WebhookPayload, using the provided WebhookOrderLineQuantityChanged
+func (t *WebhookPayload) MergeWebhookOrderLineQuantityChanged(v WebhookOrderLineQuantityChanged) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.line-quantity-changed"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsWebhookOrderLineRemoved returns the union data inside the WebhookPayload as a WebhookOrderLineRemoved
+func (t WebhookPayload) AsWebhookOrderLineRemoved() (WebhookOrderLineRemoved, error) {
+	var body WebhookOrderLineRemoved
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromWebhookOrderLineRemoved overwrites any union data inside the WebhookPayload as the provided WebhookOrderLineRemoved
+func (t *WebhookPayload) FromWebhookOrderLineRemoved(v WebhookOrderLineRemoved) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.line-removed"}`))
+	t.union = b
+	return err
+}
+
+// MergeWebhookOrderLineRemoved performs a merge with any union data inside the WebhookPayload, using the provided WebhookOrderLineRemoved
+func (t *WebhookPayload) MergeWebhookOrderLineRemoved(v WebhookOrderLineRemoved) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.line-removed"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsWebhookOrderPaymentStarted returns the union data inside the WebhookPayload as a WebhookOrderPaymentStarted
+func (t WebhookPayload) AsWebhookOrderPaymentStarted() (WebhookOrderPaymentStarted, error) {
+	var body WebhookOrderPaymentStarted
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromWebhookOrderPaymentStarted overwrites any union data inside the WebhookPayload as the provided WebhookOrderPaymentStarted
+func (t *WebhookPayload) FromWebhookOrderPaymentStarted(v WebhookOrderPaymentStarted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.payment-started"}`))
+	t.union = b
+	return err
+}
+
+// MergeWebhookOrderPaymentStarted performs a merge with any union data inside the WebhookPayload, using the provided WebhookOrderPaymentStarted
+func (t *WebhookPayload) MergeWebhookOrderPaymentStarted(v WebhookOrderPaymentStarted) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.payment-started"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsWebhookOrderPaid returns the union data inside the WebhookPayload as a WebhookOrderPaid
+func (t WebhookPayload) AsWebhookOrderPaid() (WebhookOrderPaid, error) {
+	var body WebhookOrderPaid
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromWebhookOrderPaid overwrites any union data inside the WebhookPayload as the provided WebhookOrderPaid
+func (t *WebhookPayload) FromWebhookOrderPaid(v WebhookOrderPaid) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.paid"}`))
+	t.union = b
+	return err
+}
+
+// MergeWebhookOrderPaid performs a merge with any union data inside the WebhookPayload, using the provided WebhookOrderPaid
+func (t *WebhookPayload) MergeWebhookOrderPaid(v WebhookOrderPaid) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.paid"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsWebhookOrderPaymentFailed returns the union data inside the WebhookPayload as a WebhookOrderPaymentFailed
+func (t WebhookPayload) AsWebhookOrderPaymentFailed() (WebhookOrderPaymentFailed, error) {
+	var body WebhookOrderPaymentFailed
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromWebhookOrderPaymentFailed overwrites any union data inside the WebhookPayload as the provided WebhookOrderPaymentFailed
+func (t *WebhookPayload) FromWebhookOrderPaymentFailed(v WebhookOrderPaymentFailed) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.payment-failed"}`))
+	t.union = b
+	return err
+}
+
+// MergeWebhookOrderPaymentFailed performs a merge with any union data inside the WebhookPayload, using the provided WebhookOrderPaymentFailed
+func (t *WebhookPayload) MergeWebhookOrderPaymentFailed(v WebhookOrderPaymentFailed) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.payment-failed"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsWebhookOrderCancelled returns the union data inside the WebhookPayload as a WebhookOrderCancelled
+func (t WebhookPayload) AsWebhookOrderCancelled() (WebhookOrderCancelled, error) {
+	var body WebhookOrderCancelled
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromWebhookOrderCancelled overwrites any union data inside the WebhookPayload as the provided WebhookOrderCancelled
+func (t *WebhookPayload) FromWebhookOrderCancelled(v WebhookOrderCancelled) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.cancelled"}`))
+	t.union = b
+	return err
+}
+
+// MergeWebhookOrderCancelled performs a merge with any union data inside the WebhookPayload, using the provided WebhookOrderCancelled
+func (t *WebhookPayload) MergeWebhookOrderCancelled(v WebhookOrderCancelled) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.cancelled"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsWebhookOrderShipped returns the union data inside the WebhookPayload as a WebhookOrderShipped
+func (t WebhookPayload) AsWebhookOrderShipped() (WebhookOrderShipped, error) {
+	var body WebhookOrderShipped
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromWebhookOrderShipped overwrites any union data inside the WebhookPayload as the provided WebhookOrderShipped
+func (t *WebhookPayload) FromWebhookOrderShipped(v WebhookOrderShipped) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.shipped"}`))
+	t.union = b
+	return err
+}
+
+// MergeWebhookOrderShipped performs a merge with any union data inside the WebhookPayload, using the provided WebhookOrderShipped
+func (t *WebhookPayload) MergeWebhookOrderShipped(v WebhookOrderShipped) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.shipped"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsWebhookOrderRefundRequested returns the union data inside the WebhookPayload as a WebhookOrderRefundRequested
+func (t WebhookPayload) AsWebhookOrderRefundRequested() (WebhookOrderRefundRequested, error) {
+	var body WebhookOrderRefundRequested
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromWebhookOrderRefundRequested overwrites any union data inside the WebhookPayload as the provided WebhookOrderRefundRequested
+func (t *WebhookPayload) FromWebhookOrderRefundRequested(v WebhookOrderRefundRequested) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.refund-requested"}`))
+	t.union = b
+	return err
+}
+
+// MergeWebhookOrderRefundRequested performs a merge with any union data inside the WebhookPayload, using the provided WebhookOrderRefundRequested
+func (t *WebhookPayload) MergeWebhookOrderRefundRequested(v WebhookOrderRefundRequested) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.refund-requested"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsWebhookOrderRefunded returns the union data inside the WebhookPayload as a WebhookOrderRefunded
+func (t WebhookPayload) AsWebhookOrderRefunded() (WebhookOrderRefunded, error) {
+	var body WebhookOrderRefunded
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromWebhookOrderRefunded overwrites any union data inside the WebhookPayload as the provided WebhookOrderRefunded
+func (t *WebhookPayload) FromWebhookOrderRefunded(v WebhookOrderRefunded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.refunded"}`))
+	t.union = b
+	return err
+}
+
+// MergeWebhookOrderRefunded performs a merge with any union data inside the WebhookPayload, using the provided WebhookOrderRefunded
+func (t *WebhookPayload) MergeWebhookOrderRefunded(v WebhookOrderRefunded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.refunded"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsWebhookOrderDuplicateChargeRecorded returns the union data inside the WebhookPayload as a WebhookOrderDuplicateChargeRecorded
+func (t WebhookPayload) AsWebhookOrderDuplicateChargeRecorded() (WebhookOrderDuplicateChargeRecorded, error) {
+	var body WebhookOrderDuplicateChargeRecorded
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromWebhookOrderDuplicateChargeRecorded overwrites any union data inside the WebhookPayload as the provided WebhookOrderDuplicateChargeRecorded
+func (t *WebhookPayload) FromWebhookOrderDuplicateChargeRecorded(v WebhookOrderDuplicateChargeRecorded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.duplicate-charge-recorded"}`))
+	t.union = b
+	return err
+}
+
+// MergeWebhookOrderDuplicateChargeRecorded performs a merge with any union data inside the WebhookPayload, using the provided WebhookOrderDuplicateChargeRecorded
+func (t *WebhookPayload) MergeWebhookOrderDuplicateChargeRecorded(v WebhookOrderDuplicateChargeRecorded) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.duplicate-charge-recorded"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t WebhookPayload) Discriminator() (string, error) {
+	var discriminator struct {
+		Discriminator string `json:"type"`
+	}
+	err := json.Unmarshal(t.union, &discriminator)
+	return discriminator.Discriminator, err
+}
+
+func (t WebhookPayload) ValueByDiscriminator() (interface{}, error) {
+	discriminator, err := t.Discriminator()
+	if err != nil {
+		return nil, err
+	}
+	switch discriminator {
+	case "order.cancelled":
+		return t.AsWebhookOrderCancelled()
+	case "order.created":
+		return t.AsWebhookOrderCreated()
+	case "order.duplicate-charge-recorded":
+		return t.AsWebhookOrderDuplicateChargeRecorded()
+	case "order.line-added":
+		return t.AsWebhookOrderLineAdded()
+	case "order.line-quantity-changed":
+		return t.AsWebhookOrderLineQuantityChanged()
+	case "order.line-removed":
+		return t.AsWebhookOrderLineRemoved()
+	case "order.paid":
+		return t.AsWebhookOrderPaid()
+	case "order.payment-failed":
+		return t.AsWebhookOrderPaymentFailed()
+	case "order.payment-started":
+		return t.AsWebhookOrderPaymentStarted()
+	case "order.refund-requested":
+		return t.AsWebhookOrderRefundRequested()
+	case "order.refunded":
+		return t.AsWebhookOrderRefunded()
+	case "order.shipped":
+		return t.AsWebhookOrderShipped()
+	default:
+		return nil, errors.New("unknown discriminator value: " + discriminator)
+	}
+}
+
+func (t WebhookPayload) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *WebhookPayload) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -1844,6 +3289,120 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/reports/sales (the `SalesReport` operationId).
 	SalesReport(ctx context.Context, params *SalesReportParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListWebhookEndpoints List webhook endpoints
+	//
+	// A client's own endpoints; every client's for an auditor or admin. Oldest first; deleted ones are not listed.
+	//
+	// Corresponds with GET /v1/webhook-endpoints (the `ListWebhookEndpoints` operationId).
+	ListWebhookEndpoints(ctx context.Context, params *ListWebhookEndpointsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RegisterWebhookEndpointWithBody Register a webhook endpoint
+	//
+	// Registers an endpoint that receives the events of the caller's own orders, from now on
+	// (earlier events are not sent), of the types in `events` (`["*"]` for all). The answer
+	// shows the endpoint's signing secret (`whsec_…`) once; the server keeps it sealed
+	// under a key outside its data directory.
+	//
+	// The URL must be `https` and its host may not resolve to a loopback, private,
+	// link-local or metadata address (→ 422 `webhook-url-refused`); the address is checked
+	// again on every connection. A server started with `--webhooks-allow-private` allows
+	// both. A client has at most 1,000 endpoints (`--webhooks-max-endpoints`; one more → 422
+	// `webhook-endpoint-limit`).
+	//
+	// The endpoint's id is derived from the caller and the Idempotency-Key: a retry with the
+	// same key and body gets the same endpoint and secret, with `Idempotent-Replayed: true`,
+	// for as long as the endpoint exists; the key with another body → 422
+	// `idempotency-key-reused`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/webhook-endpoints (the `RegisterWebhookEndpoint` operationId).
+	RegisterWebhookEndpointWithBody(ctx context.Context, params *RegisterWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RegisterWebhookEndpoint Register a webhook endpoint
+	//
+	// Registers an endpoint that receives the events of the caller's own orders, from now on
+	// (earlier events are not sent), of the types in `events` (`["*"]` for all). The answer
+	// shows the endpoint's signing secret (`whsec_…`) once; the server keeps it sealed
+	// under a key outside its data directory.
+	//
+	// The URL must be `https` and its host may not resolve to a loopback, private,
+	// link-local or metadata address (→ 422 `webhook-url-refused`); the address is checked
+	// again on every connection. A server started with `--webhooks-allow-private` allows
+	// both. A client has at most 1,000 endpoints (`--webhooks-max-endpoints`; one more → 422
+	// `webhook-endpoint-limit`).
+	//
+	// The endpoint's id is derived from the caller and the Idempotency-Key: a retry with the
+	// same key and body gets the same endpoint and secret, with `Idempotent-Replayed: true`,
+	// for as long as the endpoint exists; the key with another body → 422
+	// `idempotency-key-reused`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/webhook-endpoints (the `RegisterWebhookEndpoint` operationId).
+	RegisterWebhookEndpoint(ctx context.Context, params *RegisterWebhookEndpointParams, body RegisterWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteWebhookEndpoint Delete a webhook endpoint
+	//
+	// Nothing is delivered to it again; its registration and deletion stay in the log.
+	// Naturally idempotent: deleting it again answers 204.
+	//
+	// Corresponds with DELETE /v1/webhook-endpoints/{id} (the `DeleteWebhookEndpoint` operationId).
+	DeleteWebhookEndpoint(ctx context.Context, id WebhookEndpointId, params *DeleteWebhookEndpointParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetWebhookEndpoint Read a webhook endpoint
+	//
+	// Another client's endpoint is 404, as one that does not exist.
+	//
+	// Corresponds with GET /v1/webhook-endpoints/{id} (the `GetWebhookEndpoint` operationId).
+	GetWebhookEndpoint(ctx context.Context, id WebhookEndpointId, params *GetWebhookEndpointParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListWebhookDeliveries List an endpoint's failed or pending deliveries
+	//
+	// `status=failed` (the default): the dead letters, deliveries whose last retry failed (or
+	// that got 410 Gone) and that were not re-sent since, the latest last, with their
+	// attempts (the latest 20 of each). `status=pending`: the deliveries not yet done as of
+	// the endpoint's last checkpoint (in flight, or waiting for a retry at `nextAttemptAt`).
+	//
+	// Corresponds with GET /v1/webhook-endpoints/{id}/deliveries (the `ListWebhookDeliveries` operationId).
+	ListWebhookDeliveries(ctx context.Context, id WebhookEndpointId, params *ListWebhookDeliveriesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RetryWebhookDelivery Send a dead letter again
+	//
+	// Sends a dead-lettered delivery once more, with the same `webhook-id`, within about a
+	// second; if that attempt fails it is a dead letter again. **No Idempotency-Key**:
+	// naturally idempotent, asking again before that attempt ends does nothing more.
+	//
+	// Corresponds with POST /v1/webhook-endpoints/{id}/deliveries/{deliveryId}/retry (the `RetryWebhookDelivery` operationId).
+	RetryWebhookDelivery(ctx context.Context, id WebhookEndpointId, deliveryId string, params *RetryWebhookDeliveryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DisableWebhookEndpoint Disable a webhook endpoint
+	//
+	// Stops its deliveries where they are; enabling it resumes them from there. **No
+	// Idempotency-Key**: naturally idempotent. The server also disables an endpoint that has
+	// failed for 5 days without a success (`--webhooks-disable-after`), and says why in
+	// `disabledReason`.
+	//
+	// Corresponds with POST /v1/webhook-endpoints/{id}/disable (the `DisableWebhookEndpoint` operationId).
+	DisableWebhookEndpoint(ctx context.Context, id WebhookEndpointId, params *DisableWebhookEndpointParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EnableWebhookEndpoint Enable a webhook endpoint
+	//
+	// Resumes deliveries from where they stopped. **No Idempotency-Key**: naturally idempotent.
+	//
+	// Corresponds with POST /v1/webhook-endpoints/{id}/enable (the `EnableWebhookEndpoint` operationId).
+	EnableWebhookEndpoint(ctx context.Context, id WebhookEndpointId, params *EnableWebhookEndpointParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RotateWebhookSecret Rotate an endpoint's signing secret
+	//
+	// Draws a new signing secret, shown in the answer. The previous one keeps signing beside
+	// it for 24 h: deliveries carry both signatures in `webhook-signature`, so a receiver can
+	// switch at its pace. A retry with the same Idempotency-Key gets the same secret, with
+	// `Idempotent-Replayed: true`.
+	//
+	// Corresponds with POST /v1/webhook-endpoints/{id}/rotate-secret (the `RotateWebhookSecret` operationId).
+	RotateWebhookSecret(ctx context.Context, id WebhookEndpointId, params *RotateWebhookSecretParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // ListProjections Projection status
@@ -2604,6 +4163,220 @@ func (c *Client) ConfirmPaymentById(ctx context.Context, paymentId PaymentId, pa
 // Corresponds with GET /v1/reports/sales (the `SalesReport` operationId).
 func (c *Client) SalesReport(ctx context.Context, params *SalesReportParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSalesReportRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListWebhookEndpoints List webhook endpoints
+//
+// A client's own endpoints; every client's for an auditor or admin. Oldest first; deleted ones are not listed.
+//
+// Corresponds with GET /v1/webhook-endpoints (the `ListWebhookEndpoints` operationId).
+func (c *Client) ListWebhookEndpoints(ctx context.Context, params *ListWebhookEndpointsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListWebhookEndpointsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RegisterWebhookEndpointWithBody Register a webhook endpoint
+//
+// Registers an endpoint that receives the events of the caller's own orders, from now on
+// (earlier events are not sent), of the types in `events` (`["*"]` for all). The answer
+// shows the endpoint's signing secret (`whsec_…`) once; the server keeps it sealed
+// under a key outside its data directory.
+//
+// The URL must be `https` and its host may not resolve to a loopback, private,
+// link-local or metadata address (→ 422 `webhook-url-refused`); the address is checked
+// again on every connection. A server started with `--webhooks-allow-private` allows
+// both. A client has at most 1,000 endpoints (`--webhooks-max-endpoints`; one more → 422
+// `webhook-endpoint-limit`).
+//
+// The endpoint's id is derived from the caller and the Idempotency-Key: a retry with the
+// same key and body gets the same endpoint and secret, with `Idempotent-Replayed: true`,
+// for as long as the endpoint exists; the key with another body → 422
+// `idempotency-key-reused`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/webhook-endpoints (the `RegisterWebhookEndpoint` operationId).
+func (c *Client) RegisterWebhookEndpointWithBody(ctx context.Context, params *RegisterWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRegisterWebhookEndpointRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RegisterWebhookEndpoint Register a webhook endpoint
+//
+// Registers an endpoint that receives the events of the caller's own orders, from now on
+// (earlier events are not sent), of the types in `events` (`["*"]` for all). The answer
+// shows the endpoint's signing secret (`whsec_…`) once; the server keeps it sealed
+// under a key outside its data directory.
+//
+// The URL must be `https` and its host may not resolve to a loopback, private,
+// link-local or metadata address (→ 422 `webhook-url-refused`); the address is checked
+// again on every connection. A server started with `--webhooks-allow-private` allows
+// both. A client has at most 1,000 endpoints (`--webhooks-max-endpoints`; one more → 422
+// `webhook-endpoint-limit`).
+//
+// The endpoint's id is derived from the caller and the Idempotency-Key: a retry with the
+// same key and body gets the same endpoint and secret, with `Idempotent-Replayed: true`,
+// for as long as the endpoint exists; the key with another body → 422
+// `idempotency-key-reused`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/webhook-endpoints (the `RegisterWebhookEndpoint` operationId).
+func (c *Client) RegisterWebhookEndpoint(ctx context.Context, params *RegisterWebhookEndpointParams, body RegisterWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRegisterWebhookEndpointRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteWebhookEndpoint Delete a webhook endpoint
+//
+// Nothing is delivered to it again; its registration and deletion stay in the log.
+// Naturally idempotent: deleting it again answers 204.
+//
+// Corresponds with DELETE /v1/webhook-endpoints/{id} (the `DeleteWebhookEndpoint` operationId).
+func (c *Client) DeleteWebhookEndpoint(ctx context.Context, id WebhookEndpointId, params *DeleteWebhookEndpointParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteWebhookEndpointRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetWebhookEndpoint Read a webhook endpoint
+//
+// Another client's endpoint is 404, as one that does not exist.
+//
+// Corresponds with GET /v1/webhook-endpoints/{id} (the `GetWebhookEndpoint` operationId).
+func (c *Client) GetWebhookEndpoint(ctx context.Context, id WebhookEndpointId, params *GetWebhookEndpointParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetWebhookEndpointRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListWebhookDeliveries List an endpoint's failed or pending deliveries
+//
+// `status=failed` (the default): the dead letters, deliveries whose last retry failed (or
+// that got 410 Gone) and that were not re-sent since, the latest last, with their
+// attempts (the latest 20 of each). `status=pending`: the deliveries not yet done as of
+// the endpoint's last checkpoint (in flight, or waiting for a retry at `nextAttemptAt`).
+//
+// Corresponds with GET /v1/webhook-endpoints/{id}/deliveries (the `ListWebhookDeliveries` operationId).
+func (c *Client) ListWebhookDeliveries(ctx context.Context, id WebhookEndpointId, params *ListWebhookDeliveriesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListWebhookDeliveriesRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RetryWebhookDelivery Send a dead letter again
+//
+// Sends a dead-lettered delivery once more, with the same `webhook-id`, within about a
+// second; if that attempt fails it is a dead letter again. **No Idempotency-Key**:
+// naturally idempotent, asking again before that attempt ends does nothing more.
+//
+// Corresponds with POST /v1/webhook-endpoints/{id}/deliveries/{deliveryId}/retry (the `RetryWebhookDelivery` operationId).
+func (c *Client) RetryWebhookDelivery(ctx context.Context, id WebhookEndpointId, deliveryId string, params *RetryWebhookDeliveryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRetryWebhookDeliveryRequest(c.Server, id, deliveryId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DisableWebhookEndpoint Disable a webhook endpoint
+//
+// Stops its deliveries where they are; enabling it resumes them from there. **No
+// Idempotency-Key**: naturally idempotent. The server also disables an endpoint that has
+// failed for 5 days without a success (`--webhooks-disable-after`), and says why in
+// `disabledReason`.
+//
+// Corresponds with POST /v1/webhook-endpoints/{id}/disable (the `DisableWebhookEndpoint` operationId).
+func (c *Client) DisableWebhookEndpoint(ctx context.Context, id WebhookEndpointId, params *DisableWebhookEndpointParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDisableWebhookEndpointRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EnableWebhookEndpoint Enable a webhook endpoint
+//
+// Resumes deliveries from where they stopped. **No Idempotency-Key**: naturally idempotent.
+//
+// Corresponds with POST /v1/webhook-endpoints/{id}/enable (the `EnableWebhookEndpoint` operationId).
+func (c *Client) EnableWebhookEndpoint(ctx context.Context, id WebhookEndpointId, params *EnableWebhookEndpointParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEnableWebhookEndpointRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RotateWebhookSecret Rotate an endpoint's signing secret
+//
+// Draws a new signing secret, shown in the answer. The previous one keeps signing beside
+// it for 24 h: deliveries carry both signatures in `webhook-signature`, so a receiver can
+// switch at its pace. A retry with the same Idempotency-Key gets the same secret, with
+// `Idempotent-Replayed: true`.
+//
+// Corresponds with POST /v1/webhook-endpoints/{id}/rotate-secret (the `RotateWebhookSecret` operationId).
+func (c *Client) RotateWebhookSecret(ctx context.Context, id WebhookEndpointId, params *RotateWebhookSecretParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateWebhookSecretRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4494,6 +6267,521 @@ func NewSalesReportRequest(server string, params *SalesReportParams) (*http.Requ
 	return req, nil
 }
 
+// NewListWebhookEndpointsRequest constructs an http.Request for the ListWebhookEndpoints method
+func NewListWebhookEndpointsRequest(server string, params *ListWebhookEndpointsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/webhook-endpoints")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XRequestId != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Request-Id", *params.XRequestId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Request-Id", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewRegisterWebhookEndpointRequest calls the generic RegisterWebhookEndpoint builder with application/json body
+func NewRegisterWebhookEndpointRequest(server string, params *RegisterWebhookEndpointParams, body RegisterWebhookEndpointJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRegisterWebhookEndpointRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewRegisterWebhookEndpointRequestWithBody constructs an http.Request for the RegisterWebhookEndpoint method, with any body, and a specified content type
+func NewRegisterWebhookEndpointRequestWithBody(server string, params *RegisterWebhookEndpointParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/webhook-endpoints")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
+
+		if params.XRequestId != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "X-Request-Id", *params.XRequestId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Request-Id", headerParam1)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewDeleteWebhookEndpointRequest constructs an http.Request for the DeleteWebhookEndpoint method
+func NewDeleteWebhookEndpointRequest(server string, id WebhookEndpointId, params *DeleteWebhookEndpointParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/webhook-endpoints/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+		if params.XRequestId != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "X-Request-Id", *params.XRequestId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Request-Id", headerParam1)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewGetWebhookEndpointRequest constructs an http.Request for the GetWebhookEndpoint method
+func NewGetWebhookEndpointRequest(server string, id WebhookEndpointId, params *GetWebhookEndpointParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/webhook-endpoints/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XRequestId != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Request-Id", *params.XRequestId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Request-Id", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewListWebhookDeliveriesRequest constructs an http.Request for the ListWebhookDeliveries method
+func NewListWebhookDeliveriesRequest(server string, id WebhookEndpointId, params *ListWebhookDeliveriesParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/webhook-endpoints/%s/deliveries", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XRequestId != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Request-Id", *params.XRequestId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Request-Id", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewRetryWebhookDeliveryRequest constructs an http.Request for the RetryWebhookDelivery method
+func NewRetryWebhookDeliveryRequest(server string, id WebhookEndpointId, deliveryId string, params *RetryWebhookDeliveryParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "deliveryId", deliveryId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/webhook-endpoints/%s/deliveries/%s/retry", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XRequestId != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Request-Id", *params.XRequestId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Request-Id", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewDisableWebhookEndpointRequest constructs an http.Request for the DisableWebhookEndpoint method
+func NewDisableWebhookEndpointRequest(server string, id WebhookEndpointId, params *DisableWebhookEndpointParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/webhook-endpoints/%s/disable", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XRequestId != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Request-Id", *params.XRequestId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Request-Id", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewEnableWebhookEndpointRequest constructs an http.Request for the EnableWebhookEndpoint method
+func NewEnableWebhookEndpointRequest(server string, id WebhookEndpointId, params *EnableWebhookEndpointParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/webhook-endpoints/%s/enable", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XRequestId != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Request-Id", *params.XRequestId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Request-Id", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewRotateWebhookSecretRequest constructs an http.Request for the RotateWebhookSecret method
+func NewRotateWebhookSecretRequest(server string, id WebhookEndpointId, params *RotateWebhookSecretParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/webhook-endpoints/%s/rotate-secret", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam0)
+
+		if params.XRequestId != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "X-Request-Id", *params.XRequestId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Request-Id", headerParam1)
+		}
+
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -4973,6 +7261,136 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/reports/sales (the `SalesReport` operationId).
 	SalesReportWithResponse(ctx context.Context, params *SalesReportParams, reqEditors ...RequestEditorFn) (*SalesReportResponse, error)
+
+	// ListWebhookEndpointsWithResponse List webhook endpoints
+	//
+	// A client's own endpoints; every client's for an auditor or admin. Oldest first; deleted ones are not listed.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/webhook-endpoints (the `ListWebhookEndpoints` operationId).
+	ListWebhookEndpointsWithResponse(ctx context.Context, params *ListWebhookEndpointsParams, reqEditors ...RequestEditorFn) (*ListWebhookEndpointsResponse, error)
+
+	// RegisterWebhookEndpointWithBodyWithResponse Register a webhook endpoint
+	//
+	// Registers an endpoint that receives the events of the caller's own orders, from now on
+	// (earlier events are not sent), of the types in `events` (`["*"]` for all). The answer
+	// shows the endpoint's signing secret (`whsec_…`) once; the server keeps it sealed
+	// under a key outside its data directory.
+	//
+	// The URL must be `https` and its host may not resolve to a loopback, private,
+	// link-local or metadata address (→ 422 `webhook-url-refused`); the address is checked
+	// again on every connection. A server started with `--webhooks-allow-private` allows
+	// both. A client has at most 1,000 endpoints (`--webhooks-max-endpoints`; one more → 422
+	// `webhook-endpoint-limit`).
+	//
+	// The endpoint's id is derived from the caller and the Idempotency-Key: a retry with the
+	// same key and body gets the same endpoint and secret, with `Idempotent-Replayed: true`,
+	// for as long as the endpoint exists; the key with another body → 422
+	// `idempotency-key-reused`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/webhook-endpoints (the `RegisterWebhookEndpoint` operationId).
+	RegisterWebhookEndpointWithBodyWithResponse(ctx context.Context, params *RegisterWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RegisterWebhookEndpointResponse, error)
+
+	// RegisterWebhookEndpointWithResponse Register a webhook endpoint
+	//
+	// Registers an endpoint that receives the events of the caller's own orders, from now on
+	// (earlier events are not sent), of the types in `events` (`["*"]` for all). The answer
+	// shows the endpoint's signing secret (`whsec_…`) once; the server keeps it sealed
+	// under a key outside its data directory.
+	//
+	// The URL must be `https` and its host may not resolve to a loopback, private,
+	// link-local or metadata address (→ 422 `webhook-url-refused`); the address is checked
+	// again on every connection. A server started with `--webhooks-allow-private` allows
+	// both. A client has at most 1,000 endpoints (`--webhooks-max-endpoints`; one more → 422
+	// `webhook-endpoint-limit`).
+	//
+	// The endpoint's id is derived from the caller and the Idempotency-Key: a retry with the
+	// same key and body gets the same endpoint and secret, with `Idempotent-Replayed: true`,
+	// for as long as the endpoint exists; the key with another body → 422
+	// `idempotency-key-reused`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/webhook-endpoints (the `RegisterWebhookEndpoint` operationId).
+	RegisterWebhookEndpointWithResponse(ctx context.Context, params *RegisterWebhookEndpointParams, body RegisterWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterWebhookEndpointResponse, error)
+
+	// DeleteWebhookEndpointWithResponse Delete a webhook endpoint
+	//
+	// Nothing is delivered to it again; its registration and deletion stay in the log.
+	// Naturally idempotent: deleting it again answers 204.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/webhook-endpoints/{id} (the `DeleteWebhookEndpoint` operationId).
+	DeleteWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, params *DeleteWebhookEndpointParams, reqEditors ...RequestEditorFn) (*DeleteWebhookEndpointResponse, error)
+
+	// GetWebhookEndpointWithResponse Read a webhook endpoint
+	//
+	// Another client's endpoint is 404, as one that does not exist.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/webhook-endpoints/{id} (the `GetWebhookEndpoint` operationId).
+	GetWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, params *GetWebhookEndpointParams, reqEditors ...RequestEditorFn) (*GetWebhookEndpointResponse, error)
+
+	// ListWebhookDeliveriesWithResponse List an endpoint's failed or pending deliveries
+	//
+	// `status=failed` (the default): the dead letters, deliveries whose last retry failed (or
+	// that got 410 Gone) and that were not re-sent since, the latest last, with their
+	// attempts (the latest 20 of each). `status=pending`: the deliveries not yet done as of
+	// the endpoint's last checkpoint (in flight, or waiting for a retry at `nextAttemptAt`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/webhook-endpoints/{id}/deliveries (the `ListWebhookDeliveries` operationId).
+	ListWebhookDeliveriesWithResponse(ctx context.Context, id WebhookEndpointId, params *ListWebhookDeliveriesParams, reqEditors ...RequestEditorFn) (*ListWebhookDeliveriesResponse, error)
+
+	// RetryWebhookDeliveryWithResponse Send a dead letter again
+	//
+	// Sends a dead-lettered delivery once more, with the same `webhook-id`, within about a
+	// second; if that attempt fails it is a dead letter again. **No Idempotency-Key**:
+	// naturally idempotent, asking again before that attempt ends does nothing more.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/webhook-endpoints/{id}/deliveries/{deliveryId}/retry (the `RetryWebhookDelivery` operationId).
+	RetryWebhookDeliveryWithResponse(ctx context.Context, id WebhookEndpointId, deliveryId string, params *RetryWebhookDeliveryParams, reqEditors ...RequestEditorFn) (*RetryWebhookDeliveryResponse, error)
+
+	// DisableWebhookEndpointWithResponse Disable a webhook endpoint
+	//
+	// Stops its deliveries where they are; enabling it resumes them from there. **No
+	// Idempotency-Key**: naturally idempotent. The server also disables an endpoint that has
+	// failed for 5 days without a success (`--webhooks-disable-after`), and says why in
+	// `disabledReason`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/webhook-endpoints/{id}/disable (the `DisableWebhookEndpoint` operationId).
+	DisableWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, params *DisableWebhookEndpointParams, reqEditors ...RequestEditorFn) (*DisableWebhookEndpointResponse, error)
+
+	// EnableWebhookEndpointWithResponse Enable a webhook endpoint
+	//
+	// Resumes deliveries from where they stopped. **No Idempotency-Key**: naturally idempotent.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/webhook-endpoints/{id}/enable (the `EnableWebhookEndpoint` operationId).
+	EnableWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, params *EnableWebhookEndpointParams, reqEditors ...RequestEditorFn) (*EnableWebhookEndpointResponse, error)
+
+	// RotateWebhookSecretWithResponse Rotate an endpoint's signing secret
+	//
+	// Draws a new signing secret, shown in the answer. The previous one keeps signing beside
+	// it for 24 h: deliveries carry both signatures in `webhook-signature`, so a receiver can
+	// switch at its pace. A retry with the same Idempotency-Key gets the same secret, with
+	// `Idempotent-Replayed: true`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/webhook-endpoints/{id}/rotate-secret (the `RotateWebhookSecret` operationId).
+	RotateWebhookSecretWithResponse(ctx context.Context, id WebhookEndpointId, params *RotateWebhookSecretParams, reqEditors ...RequestEditorFn) (*RotateWebhookSecretResponse, error)
 }
 
 // ListProjectionsResponse200Headers the declared response headers of an HTTP 200 response for ListProjections
@@ -5447,6 +7865,63 @@ type GetReadinessResponse200Headers struct {
 	XRequestId string
 }
 
+// GetReadinessResponse400Headers the declared response headers of an HTTP 400 response for GetReadiness
+type GetReadinessResponse400Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// GetReadinessResponse401Headers the declared response headers of an HTTP 401 response for GetReadiness
+type GetReadinessResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// GetReadinessResponse403Headers the declared response headers of an HTTP 403 response for GetReadiness
+type GetReadinessResponse403Headers struct {
+	XRequestId string
+}
+
+// GetReadinessResponse404Headers the declared response headers of an HTTP 404 response for GetReadiness
+type GetReadinessResponse404Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// GetReadinessResponse409Headers the declared response headers of an HTTP 409 response for GetReadiness
+type GetReadinessResponse409Headers struct {
+	IdempotentReplayed *string
+	RetryAfter         *int
+	XRequestId         string
+}
+
+// GetReadinessResponse412Headers the declared response headers of an HTTP 412 response for GetReadiness
+type GetReadinessResponse412Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// GetReadinessResponse413Headers the declared response headers of an HTTP 413 response for GetReadiness
+type GetReadinessResponse413Headers struct {
+	XRequestId string
+}
+
+// GetReadinessResponse415Headers the declared response headers of an HTTP 415 response for GetReadiness
+type GetReadinessResponse415Headers struct {
+	XRequestId string
+}
+
+// GetReadinessResponse422Headers the declared response headers of an HTTP 422 response for GetReadiness
+type GetReadinessResponse422Headers struct {
+	XRequestId string
+}
+
+// GetReadinessResponse500Headers the declared response headers of an HTTP 500 response for GetReadiness
+type GetReadinessResponse500Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
 // GetReadinessResponse503Headers the declared response headers of an HTTP 503 response for GetReadiness
 type GetReadinessResponse503Headers struct {
 	RetryAfter int
@@ -5460,10 +7935,50 @@ type GetReadinessResponse struct {
 	JSON200 *struct {
 		Status GetReadiness200JSONResponseBodyStatus `json:"status"`
 	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
+	ApplicationproblemJSON412 *PreconditionFailed
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *WebhookUnprocessable
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetReadinessResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetReadinessResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetReadinessResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetReadinessResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetReadinessResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *GetReadinessResponse409Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *GetReadinessResponse412Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *GetReadinessResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *GetReadinessResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *GetReadinessResponse422Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetReadinessResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *GetReadinessResponse503Headers
 }
@@ -5473,6 +7988,56 @@ func (r GetReadinessResponse) GetJSON200() *struct {
 	Status GetReadiness200JSONResponseBodyStatus `json:"status"`
 } {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetReadinessResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetReadinessResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetReadinessResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetReadinessResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r GetReadinessResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON412 returns the response for an HTTP 412 `application/problem+json` response
+func (r GetReadinessResponse) GetApplicationproblemJSON412() *PreconditionFailed {
+	return r.ApplicationproblemJSON412
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r GetReadinessResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r GetReadinessResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetReadinessResponse) GetApplicationproblemJSON422() *WebhookUnprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetReadinessResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
@@ -8844,6 +11409,1649 @@ func (r SalesReportResponse) ContentType() string {
 	return ""
 }
 
+// ListWebhookEndpointsResponse200Headers the declared response headers of an HTTP 200 response for ListWebhookEndpoints
+type ListWebhookEndpointsResponse200Headers struct {
+	XRequestId string
+}
+
+// ListWebhookEndpointsResponse400Headers the declared response headers of an HTTP 400 response for ListWebhookEndpoints
+type ListWebhookEndpointsResponse400Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// ListWebhookEndpointsResponse401Headers the declared response headers of an HTTP 401 response for ListWebhookEndpoints
+type ListWebhookEndpointsResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// ListWebhookEndpointsResponse403Headers the declared response headers of an HTTP 403 response for ListWebhookEndpoints
+type ListWebhookEndpointsResponse403Headers struct {
+	XRequestId string
+}
+
+// ListWebhookEndpointsResponse404Headers the declared response headers of an HTTP 404 response for ListWebhookEndpoints
+type ListWebhookEndpointsResponse404Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// ListWebhookEndpointsResponse500Headers the declared response headers of an HTTP 500 response for ListWebhookEndpoints
+type ListWebhookEndpointsResponse500Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+// ListWebhookEndpointsResponse503Headers the declared response headers of an HTTP 503 response for ListWebhookEndpoints
+type ListWebhookEndpointsResponse503Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+type ListWebhookEndpointsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookEndpointPage
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListWebhookEndpointsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListWebhookEndpointsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListWebhookEndpointsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListWebhookEndpointsResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ListWebhookEndpointsResponse404Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListWebhookEndpointsResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListWebhookEndpointsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListWebhookEndpointsResponse) GetJSON200() *WebhookEndpointPage {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListWebhookEndpointsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListWebhookEndpointsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListWebhookEndpointsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListWebhookEndpointsResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListWebhookEndpointsResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListWebhookEndpointsResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListWebhookEndpointsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListWebhookEndpointsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListWebhookEndpointsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListWebhookEndpointsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RegisterWebhookEndpointResponse201Headers the declared response headers of an HTTP 201 response for RegisterWebhookEndpoint
+type RegisterWebhookEndpointResponse201Headers struct {
+	IdempotentReplayed *string
+	Location           string
+	XRequestId         string
+}
+
+// RegisterWebhookEndpointResponse400Headers the declared response headers of an HTTP 400 response for RegisterWebhookEndpoint
+type RegisterWebhookEndpointResponse400Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// RegisterWebhookEndpointResponse401Headers the declared response headers of an HTTP 401 response for RegisterWebhookEndpoint
+type RegisterWebhookEndpointResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// RegisterWebhookEndpointResponse403Headers the declared response headers of an HTTP 403 response for RegisterWebhookEndpoint
+type RegisterWebhookEndpointResponse403Headers struct {
+	XRequestId string
+}
+
+// RegisterWebhookEndpointResponse404Headers the declared response headers of an HTTP 404 response for RegisterWebhookEndpoint
+type RegisterWebhookEndpointResponse404Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// RegisterWebhookEndpointResponse409Headers the declared response headers of an HTTP 409 response for RegisterWebhookEndpoint
+type RegisterWebhookEndpointResponse409Headers struct {
+	IdempotentReplayed *string
+	RetryAfter         *int
+	XRequestId         string
+}
+
+// RegisterWebhookEndpointResponse412Headers the declared response headers of an HTTP 412 response for RegisterWebhookEndpoint
+type RegisterWebhookEndpointResponse412Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// RegisterWebhookEndpointResponse413Headers the declared response headers of an HTTP 413 response for RegisterWebhookEndpoint
+type RegisterWebhookEndpointResponse413Headers struct {
+	XRequestId string
+}
+
+// RegisterWebhookEndpointResponse415Headers the declared response headers of an HTTP 415 response for RegisterWebhookEndpoint
+type RegisterWebhookEndpointResponse415Headers struct {
+	XRequestId string
+}
+
+// RegisterWebhookEndpointResponse422Headers the declared response headers of an HTTP 422 response for RegisterWebhookEndpoint
+type RegisterWebhookEndpointResponse422Headers struct {
+	XRequestId string
+}
+
+// RegisterWebhookEndpointResponse500Headers the declared response headers of an HTTP 500 response for RegisterWebhookEndpoint
+type RegisterWebhookEndpointResponse500Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+// RegisterWebhookEndpointResponse503Headers the declared response headers of an HTTP 503 response for RegisterWebhookEndpoint
+type RegisterWebhookEndpointResponse503Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+type RegisterWebhookEndpointResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *WebhookEndpoint
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
+	ApplicationproblemJSON412 *PreconditionFailed
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *WebhookUnprocessable
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *RegisterWebhookEndpointResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RegisterWebhookEndpointResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RegisterWebhookEndpointResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RegisterWebhookEndpointResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RegisterWebhookEndpointResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *RegisterWebhookEndpointResponse409Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *RegisterWebhookEndpointResponse412Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *RegisterWebhookEndpointResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *RegisterWebhookEndpointResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *RegisterWebhookEndpointResponse422Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *RegisterWebhookEndpointResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RegisterWebhookEndpointResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r RegisterWebhookEndpointResponse) GetJSON201() *WebhookEndpoint {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RegisterWebhookEndpointResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RegisterWebhookEndpointResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RegisterWebhookEndpointResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RegisterWebhookEndpointResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RegisterWebhookEndpointResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON412 returns the response for an HTTP 412 `application/problem+json` response
+func (r RegisterWebhookEndpointResponse) GetApplicationproblemJSON412() *PreconditionFailed {
+	return r.ApplicationproblemJSON412
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r RegisterWebhookEndpointResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r RegisterWebhookEndpointResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RegisterWebhookEndpointResponse) GetApplicationproblemJSON422() *WebhookUnprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RegisterWebhookEndpointResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RegisterWebhookEndpointResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RegisterWebhookEndpointResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RegisterWebhookEndpointResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RegisterWebhookEndpointResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RegisterWebhookEndpointResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteWebhookEndpointResponse204Headers the declared response headers of an HTTP 204 response for DeleteWebhookEndpoint
+type DeleteWebhookEndpointResponse204Headers struct {
+	XRequestId string
+}
+
+// DeleteWebhookEndpointResponse400Headers the declared response headers of an HTTP 400 response for DeleteWebhookEndpoint
+type DeleteWebhookEndpointResponse400Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// DeleteWebhookEndpointResponse401Headers the declared response headers of an HTTP 401 response for DeleteWebhookEndpoint
+type DeleteWebhookEndpointResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// DeleteWebhookEndpointResponse403Headers the declared response headers of an HTTP 403 response for DeleteWebhookEndpoint
+type DeleteWebhookEndpointResponse403Headers struct {
+	XRequestId string
+}
+
+// DeleteWebhookEndpointResponse404Headers the declared response headers of an HTTP 404 response for DeleteWebhookEndpoint
+type DeleteWebhookEndpointResponse404Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// DeleteWebhookEndpointResponse409Headers the declared response headers of an HTTP 409 response for DeleteWebhookEndpoint
+type DeleteWebhookEndpointResponse409Headers struct {
+	IdempotentReplayed *string
+	RetryAfter         *int
+	XRequestId         string
+}
+
+// DeleteWebhookEndpointResponse412Headers the declared response headers of an HTTP 412 response for DeleteWebhookEndpoint
+type DeleteWebhookEndpointResponse412Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// DeleteWebhookEndpointResponse422Headers the declared response headers of an HTTP 422 response for DeleteWebhookEndpoint
+type DeleteWebhookEndpointResponse422Headers struct {
+	XRequestId string
+}
+
+// DeleteWebhookEndpointResponse500Headers the declared response headers of an HTTP 500 response for DeleteWebhookEndpoint
+type DeleteWebhookEndpointResponse500Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+// DeleteWebhookEndpointResponse503Headers the declared response headers of an HTTP 503 response for DeleteWebhookEndpoint
+type DeleteWebhookEndpointResponse503Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+type DeleteWebhookEndpointResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
+	ApplicationproblemJSON412 *PreconditionFailed
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *WebhookUnprocessable
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers204 the parsed response headers for an HTTP 204 response
+	Headers204 *DeleteWebhookEndpointResponse204Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *DeleteWebhookEndpointResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteWebhookEndpointResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DeleteWebhookEndpointResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DeleteWebhookEndpointResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *DeleteWebhookEndpointResponse409Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *DeleteWebhookEndpointResponse412Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *DeleteWebhookEndpointResponse422Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *DeleteWebhookEndpointResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteWebhookEndpointResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeleteWebhookEndpointResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteWebhookEndpointResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteWebhookEndpointResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteWebhookEndpointResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r DeleteWebhookEndpointResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON412 returns the response for an HTTP 412 `application/problem+json` response
+func (r DeleteWebhookEndpointResponse) GetApplicationproblemJSON412() *PreconditionFailed {
+	return r.ApplicationproblemJSON412
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r DeleteWebhookEndpointResponse) GetApplicationproblemJSON422() *WebhookUnprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DeleteWebhookEndpointResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DeleteWebhookEndpointResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteWebhookEndpointResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteWebhookEndpointResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteWebhookEndpointResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteWebhookEndpointResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetWebhookEndpointResponse200Headers the declared response headers of an HTTP 200 response for GetWebhookEndpoint
+type GetWebhookEndpointResponse200Headers struct {
+	XRequestId string
+}
+
+// GetWebhookEndpointResponse400Headers the declared response headers of an HTTP 400 response for GetWebhookEndpoint
+type GetWebhookEndpointResponse400Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// GetWebhookEndpointResponse401Headers the declared response headers of an HTTP 401 response for GetWebhookEndpoint
+type GetWebhookEndpointResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// GetWebhookEndpointResponse403Headers the declared response headers of an HTTP 403 response for GetWebhookEndpoint
+type GetWebhookEndpointResponse403Headers struct {
+	XRequestId string
+}
+
+// GetWebhookEndpointResponse404Headers the declared response headers of an HTTP 404 response for GetWebhookEndpoint
+type GetWebhookEndpointResponse404Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// GetWebhookEndpointResponse500Headers the declared response headers of an HTTP 500 response for GetWebhookEndpoint
+type GetWebhookEndpointResponse500Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+// GetWebhookEndpointResponse503Headers the declared response headers of an HTTP 503 response for GetWebhookEndpoint
+type GetWebhookEndpointResponse503Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+type GetWebhookEndpointResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookEndpointRead
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetWebhookEndpointResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetWebhookEndpointResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetWebhookEndpointResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetWebhookEndpointResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetWebhookEndpointResponse404Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetWebhookEndpointResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetWebhookEndpointResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetWebhookEndpointResponse) GetJSON200() *WebhookEndpointRead {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetWebhookEndpointResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetWebhookEndpointResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetWebhookEndpointResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetWebhookEndpointResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetWebhookEndpointResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetWebhookEndpointResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetWebhookEndpointResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetWebhookEndpointResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetWebhookEndpointResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetWebhookEndpointResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListWebhookDeliveriesResponse200Headers the declared response headers of an HTTP 200 response for ListWebhookDeliveries
+type ListWebhookDeliveriesResponse200Headers struct {
+	XRequestId string
+}
+
+// ListWebhookDeliveriesResponse400Headers the declared response headers of an HTTP 400 response for ListWebhookDeliveries
+type ListWebhookDeliveriesResponse400Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// ListWebhookDeliveriesResponse401Headers the declared response headers of an HTTP 401 response for ListWebhookDeliveries
+type ListWebhookDeliveriesResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// ListWebhookDeliveriesResponse403Headers the declared response headers of an HTTP 403 response for ListWebhookDeliveries
+type ListWebhookDeliveriesResponse403Headers struct {
+	XRequestId string
+}
+
+// ListWebhookDeliveriesResponse404Headers the declared response headers of an HTTP 404 response for ListWebhookDeliveries
+type ListWebhookDeliveriesResponse404Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// ListWebhookDeliveriesResponse500Headers the declared response headers of an HTTP 500 response for ListWebhookDeliveries
+type ListWebhookDeliveriesResponse500Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+// ListWebhookDeliveriesResponse503Headers the declared response headers of an HTTP 503 response for ListWebhookDeliveries
+type ListWebhookDeliveriesResponse503Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+type ListWebhookDeliveriesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookDeliveryPage
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListWebhookDeliveriesResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListWebhookDeliveriesResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListWebhookDeliveriesResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListWebhookDeliveriesResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ListWebhookDeliveriesResponse404Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListWebhookDeliveriesResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListWebhookDeliveriesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListWebhookDeliveriesResponse) GetJSON200() *WebhookDeliveryPage {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListWebhookDeliveriesResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListWebhookDeliveriesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListWebhookDeliveriesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListWebhookDeliveriesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListWebhookDeliveriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RetryWebhookDeliveryResponse202Headers the declared response headers of an HTTP 202 response for RetryWebhookDelivery
+type RetryWebhookDeliveryResponse202Headers struct {
+	XRequestId string
+}
+
+// RetryWebhookDeliveryResponse400Headers the declared response headers of an HTTP 400 response for RetryWebhookDelivery
+type RetryWebhookDeliveryResponse400Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// RetryWebhookDeliveryResponse401Headers the declared response headers of an HTTP 401 response for RetryWebhookDelivery
+type RetryWebhookDeliveryResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// RetryWebhookDeliveryResponse403Headers the declared response headers of an HTTP 403 response for RetryWebhookDelivery
+type RetryWebhookDeliveryResponse403Headers struct {
+	XRequestId string
+}
+
+// RetryWebhookDeliveryResponse404Headers the declared response headers of an HTTP 404 response for RetryWebhookDelivery
+type RetryWebhookDeliveryResponse404Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// RetryWebhookDeliveryResponse409Headers the declared response headers of an HTTP 409 response for RetryWebhookDelivery
+type RetryWebhookDeliveryResponse409Headers struct {
+	IdempotentReplayed *string
+	RetryAfter         *int
+	XRequestId         string
+}
+
+// RetryWebhookDeliveryResponse412Headers the declared response headers of an HTTP 412 response for RetryWebhookDelivery
+type RetryWebhookDeliveryResponse412Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// RetryWebhookDeliveryResponse413Headers the declared response headers of an HTTP 413 response for RetryWebhookDelivery
+type RetryWebhookDeliveryResponse413Headers struct {
+	XRequestId string
+}
+
+// RetryWebhookDeliveryResponse415Headers the declared response headers of an HTTP 415 response for RetryWebhookDelivery
+type RetryWebhookDeliveryResponse415Headers struct {
+	XRequestId string
+}
+
+// RetryWebhookDeliveryResponse422Headers the declared response headers of an HTTP 422 response for RetryWebhookDelivery
+type RetryWebhookDeliveryResponse422Headers struct {
+	XRequestId string
+}
+
+// RetryWebhookDeliveryResponse500Headers the declared response headers of an HTTP 500 response for RetryWebhookDelivery
+type RetryWebhookDeliveryResponse500Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+// RetryWebhookDeliveryResponse503Headers the declared response headers of an HTTP 503 response for RetryWebhookDelivery
+type RetryWebhookDeliveryResponse503Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+type RetryWebhookDeliveryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *struct {
+		Status RetryWebhookDelivery202JSONResponseBodyStatus `json:"status"`
+	}
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
+	ApplicationproblemJSON412 *PreconditionFailed
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *WebhookUnprocessable
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *RetryWebhookDeliveryResponse202Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RetryWebhookDeliveryResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RetryWebhookDeliveryResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RetryWebhookDeliveryResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RetryWebhookDeliveryResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *RetryWebhookDeliveryResponse409Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *RetryWebhookDeliveryResponse412Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *RetryWebhookDeliveryResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *RetryWebhookDeliveryResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *RetryWebhookDeliveryResponse422Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *RetryWebhookDeliveryResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RetryWebhookDeliveryResponse503Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r RetryWebhookDeliveryResponse) GetJSON202() *struct {
+	Status RetryWebhookDelivery202JSONResponseBodyStatus `json:"status"`
+} {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RetryWebhookDeliveryResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RetryWebhookDeliveryResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RetryWebhookDeliveryResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RetryWebhookDeliveryResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RetryWebhookDeliveryResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON412 returns the response for an HTTP 412 `application/problem+json` response
+func (r RetryWebhookDeliveryResponse) GetApplicationproblemJSON412() *PreconditionFailed {
+	return r.ApplicationproblemJSON412
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r RetryWebhookDeliveryResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r RetryWebhookDeliveryResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RetryWebhookDeliveryResponse) GetApplicationproblemJSON422() *WebhookUnprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RetryWebhookDeliveryResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RetryWebhookDeliveryResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RetryWebhookDeliveryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RetryWebhookDeliveryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RetryWebhookDeliveryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RetryWebhookDeliveryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DisableWebhookEndpointResponse200Headers the declared response headers of an HTTP 200 response for DisableWebhookEndpoint
+type DisableWebhookEndpointResponse200Headers struct {
+	XRequestId string
+}
+
+// DisableWebhookEndpointResponse400Headers the declared response headers of an HTTP 400 response for DisableWebhookEndpoint
+type DisableWebhookEndpointResponse400Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// DisableWebhookEndpointResponse401Headers the declared response headers of an HTTP 401 response for DisableWebhookEndpoint
+type DisableWebhookEndpointResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// DisableWebhookEndpointResponse403Headers the declared response headers of an HTTP 403 response for DisableWebhookEndpoint
+type DisableWebhookEndpointResponse403Headers struct {
+	XRequestId string
+}
+
+// DisableWebhookEndpointResponse404Headers the declared response headers of an HTTP 404 response for DisableWebhookEndpoint
+type DisableWebhookEndpointResponse404Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// DisableWebhookEndpointResponse409Headers the declared response headers of an HTTP 409 response for DisableWebhookEndpoint
+type DisableWebhookEndpointResponse409Headers struct {
+	IdempotentReplayed *string
+	RetryAfter         *int
+	XRequestId         string
+}
+
+// DisableWebhookEndpointResponse412Headers the declared response headers of an HTTP 412 response for DisableWebhookEndpoint
+type DisableWebhookEndpointResponse412Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// DisableWebhookEndpointResponse413Headers the declared response headers of an HTTP 413 response for DisableWebhookEndpoint
+type DisableWebhookEndpointResponse413Headers struct {
+	XRequestId string
+}
+
+// DisableWebhookEndpointResponse415Headers the declared response headers of an HTTP 415 response for DisableWebhookEndpoint
+type DisableWebhookEndpointResponse415Headers struct {
+	XRequestId string
+}
+
+// DisableWebhookEndpointResponse422Headers the declared response headers of an HTTP 422 response for DisableWebhookEndpoint
+type DisableWebhookEndpointResponse422Headers struct {
+	XRequestId string
+}
+
+// DisableWebhookEndpointResponse500Headers the declared response headers of an HTTP 500 response for DisableWebhookEndpoint
+type DisableWebhookEndpointResponse500Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+// DisableWebhookEndpointResponse503Headers the declared response headers of an HTTP 503 response for DisableWebhookEndpoint
+type DisableWebhookEndpointResponse503Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+type DisableWebhookEndpointResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookEndpointRead
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
+	ApplicationproblemJSON412 *PreconditionFailed
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *WebhookUnprocessable
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *DisableWebhookEndpointResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *DisableWebhookEndpointResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DisableWebhookEndpointResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DisableWebhookEndpointResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DisableWebhookEndpointResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *DisableWebhookEndpointResponse409Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *DisableWebhookEndpointResponse412Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *DisableWebhookEndpointResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *DisableWebhookEndpointResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *DisableWebhookEndpointResponse422Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *DisableWebhookEndpointResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DisableWebhookEndpointResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DisableWebhookEndpointResponse) GetJSON200() *WebhookEndpointRead {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DisableWebhookEndpointResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DisableWebhookEndpointResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DisableWebhookEndpointResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DisableWebhookEndpointResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r DisableWebhookEndpointResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON412 returns the response for an HTTP 412 `application/problem+json` response
+func (r DisableWebhookEndpointResponse) GetApplicationproblemJSON412() *PreconditionFailed {
+	return r.ApplicationproblemJSON412
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r DisableWebhookEndpointResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r DisableWebhookEndpointResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r DisableWebhookEndpointResponse) GetApplicationproblemJSON422() *WebhookUnprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DisableWebhookEndpointResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DisableWebhookEndpointResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DisableWebhookEndpointResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DisableWebhookEndpointResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DisableWebhookEndpointResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DisableWebhookEndpointResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// EnableWebhookEndpointResponse200Headers the declared response headers of an HTTP 200 response for EnableWebhookEndpoint
+type EnableWebhookEndpointResponse200Headers struct {
+	XRequestId string
+}
+
+// EnableWebhookEndpointResponse400Headers the declared response headers of an HTTP 400 response for EnableWebhookEndpoint
+type EnableWebhookEndpointResponse400Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// EnableWebhookEndpointResponse401Headers the declared response headers of an HTTP 401 response for EnableWebhookEndpoint
+type EnableWebhookEndpointResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// EnableWebhookEndpointResponse403Headers the declared response headers of an HTTP 403 response for EnableWebhookEndpoint
+type EnableWebhookEndpointResponse403Headers struct {
+	XRequestId string
+}
+
+// EnableWebhookEndpointResponse404Headers the declared response headers of an HTTP 404 response for EnableWebhookEndpoint
+type EnableWebhookEndpointResponse404Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// EnableWebhookEndpointResponse409Headers the declared response headers of an HTTP 409 response for EnableWebhookEndpoint
+type EnableWebhookEndpointResponse409Headers struct {
+	IdempotentReplayed *string
+	RetryAfter         *int
+	XRequestId         string
+}
+
+// EnableWebhookEndpointResponse412Headers the declared response headers of an HTTP 412 response for EnableWebhookEndpoint
+type EnableWebhookEndpointResponse412Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// EnableWebhookEndpointResponse413Headers the declared response headers of an HTTP 413 response for EnableWebhookEndpoint
+type EnableWebhookEndpointResponse413Headers struct {
+	XRequestId string
+}
+
+// EnableWebhookEndpointResponse415Headers the declared response headers of an HTTP 415 response for EnableWebhookEndpoint
+type EnableWebhookEndpointResponse415Headers struct {
+	XRequestId string
+}
+
+// EnableWebhookEndpointResponse422Headers the declared response headers of an HTTP 422 response for EnableWebhookEndpoint
+type EnableWebhookEndpointResponse422Headers struct {
+	XRequestId string
+}
+
+// EnableWebhookEndpointResponse500Headers the declared response headers of an HTTP 500 response for EnableWebhookEndpoint
+type EnableWebhookEndpointResponse500Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+// EnableWebhookEndpointResponse503Headers the declared response headers of an HTTP 503 response for EnableWebhookEndpoint
+type EnableWebhookEndpointResponse503Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+type EnableWebhookEndpointResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookEndpointRead
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
+	ApplicationproblemJSON412 *PreconditionFailed
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *WebhookUnprocessable
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *EnableWebhookEndpointResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *EnableWebhookEndpointResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *EnableWebhookEndpointResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *EnableWebhookEndpointResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *EnableWebhookEndpointResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *EnableWebhookEndpointResponse409Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *EnableWebhookEndpointResponse412Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *EnableWebhookEndpointResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *EnableWebhookEndpointResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *EnableWebhookEndpointResponse422Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *EnableWebhookEndpointResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *EnableWebhookEndpointResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EnableWebhookEndpointResponse) GetJSON200() *WebhookEndpointRead {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r EnableWebhookEndpointResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r EnableWebhookEndpointResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r EnableWebhookEndpointResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r EnableWebhookEndpointResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r EnableWebhookEndpointResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON412 returns the response for an HTTP 412 `application/problem+json` response
+func (r EnableWebhookEndpointResponse) GetApplicationproblemJSON412() *PreconditionFailed {
+	return r.ApplicationproblemJSON412
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r EnableWebhookEndpointResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r EnableWebhookEndpointResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r EnableWebhookEndpointResponse) GetApplicationproblemJSON422() *WebhookUnprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r EnableWebhookEndpointResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r EnableWebhookEndpointResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r EnableWebhookEndpointResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EnableWebhookEndpointResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EnableWebhookEndpointResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EnableWebhookEndpointResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RotateWebhookSecretResponse200Headers the declared response headers of an HTTP 200 response for RotateWebhookSecret
+type RotateWebhookSecretResponse200Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// RotateWebhookSecretResponse400Headers the declared response headers of an HTTP 400 response for RotateWebhookSecret
+type RotateWebhookSecretResponse400Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// RotateWebhookSecretResponse401Headers the declared response headers of an HTTP 401 response for RotateWebhookSecret
+type RotateWebhookSecretResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// RotateWebhookSecretResponse403Headers the declared response headers of an HTTP 403 response for RotateWebhookSecret
+type RotateWebhookSecretResponse403Headers struct {
+	XRequestId string
+}
+
+// RotateWebhookSecretResponse404Headers the declared response headers of an HTTP 404 response for RotateWebhookSecret
+type RotateWebhookSecretResponse404Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// RotateWebhookSecretResponse409Headers the declared response headers of an HTTP 409 response for RotateWebhookSecret
+type RotateWebhookSecretResponse409Headers struct {
+	IdempotentReplayed *string
+	RetryAfter         *int
+	XRequestId         string
+}
+
+// RotateWebhookSecretResponse412Headers the declared response headers of an HTTP 412 response for RotateWebhookSecret
+type RotateWebhookSecretResponse412Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// RotateWebhookSecretResponse413Headers the declared response headers of an HTTP 413 response for RotateWebhookSecret
+type RotateWebhookSecretResponse413Headers struct {
+	XRequestId string
+}
+
+// RotateWebhookSecretResponse415Headers the declared response headers of an HTTP 415 response for RotateWebhookSecret
+type RotateWebhookSecretResponse415Headers struct {
+	XRequestId string
+}
+
+// RotateWebhookSecretResponse422Headers the declared response headers of an HTTP 422 response for RotateWebhookSecret
+type RotateWebhookSecretResponse422Headers struct {
+	XRequestId string
+}
+
+// RotateWebhookSecretResponse500Headers the declared response headers of an HTTP 500 response for RotateWebhookSecret
+type RotateWebhookSecretResponse500Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+// RotateWebhookSecretResponse503Headers the declared response headers of an HTTP 503 response for RotateWebhookSecret
+type RotateWebhookSecretResponse503Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+type RotateWebhookSecretResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookEndpoint
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
+	ApplicationproblemJSON412 *PreconditionFailed
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *WebhookUnprocessable
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *RotateWebhookSecretResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RotateWebhookSecretResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RotateWebhookSecretResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RotateWebhookSecretResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RotateWebhookSecretResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *RotateWebhookSecretResponse409Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *RotateWebhookSecretResponse412Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *RotateWebhookSecretResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *RotateWebhookSecretResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *RotateWebhookSecretResponse422Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *RotateWebhookSecretResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RotateWebhookSecretResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON200() *WebhookEndpoint {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RotateWebhookSecretResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RotateWebhookSecretResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RotateWebhookSecretResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RotateWebhookSecretResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RotateWebhookSecretResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON412 returns the response for an HTTP 412 `application/problem+json` response
+func (r RotateWebhookSecretResponse) GetApplicationproblemJSON412() *PreconditionFailed {
+	return r.ApplicationproblemJSON412
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r RotateWebhookSecretResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r RotateWebhookSecretResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RotateWebhookSecretResponse) GetApplicationproblemJSON422() *WebhookUnprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RotateWebhookSecretResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RotateWebhookSecretResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RotateWebhookSecretResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RotateWebhookSecretResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RotateWebhookSecretResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RotateWebhookSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListProjectionsWithResponse Projection status
 //
 // Every projection (`orders`, `lookups`, `sales`): its state, the live generation of its tables, its
@@ -9496,6 +13704,196 @@ func (c *ClientWithResponses) SalesReportWithResponse(ctx context.Context, param
 	return ParseSalesReportResponse(rsp)
 }
 
+// ListWebhookEndpointsWithResponse List webhook endpoints
+//
+// A client's own endpoints; every client's for an auditor or admin. Oldest first; deleted ones are not listed.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/webhook-endpoints (the `ListWebhookEndpoints` operationId).
+func (c *ClientWithResponses) ListWebhookEndpointsWithResponse(ctx context.Context, params *ListWebhookEndpointsParams, reqEditors ...RequestEditorFn) (*ListWebhookEndpointsResponse, error) {
+	rsp, err := c.ListWebhookEndpoints(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListWebhookEndpointsResponse(rsp)
+}
+
+// RegisterWebhookEndpointWithBodyWithResponse Register a webhook endpoint
+//
+// Registers an endpoint that receives the events of the caller's own orders, from now on
+// (earlier events are not sent), of the types in `events` (`["*"]` for all). The answer
+// shows the endpoint's signing secret (`whsec_…`) once; the server keeps it sealed
+// under a key outside its data directory.
+//
+// The URL must be `https` and its host may not resolve to a loopback, private,
+// link-local or metadata address (→ 422 `webhook-url-refused`); the address is checked
+// again on every connection. A server started with `--webhooks-allow-private` allows
+// both. A client has at most 1,000 endpoints (`--webhooks-max-endpoints`; one more → 422
+// `webhook-endpoint-limit`).
+//
+// The endpoint's id is derived from the caller and the Idempotency-Key: a retry with the
+// same key and body gets the same endpoint and secret, with `Idempotent-Replayed: true`,
+// for as long as the endpoint exists; the key with another body → 422
+// `idempotency-key-reused`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/webhook-endpoints (the `RegisterWebhookEndpoint` operationId).
+func (c *ClientWithResponses) RegisterWebhookEndpointWithBodyWithResponse(ctx context.Context, params *RegisterWebhookEndpointParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RegisterWebhookEndpointResponse, error) {
+	rsp, err := c.RegisterWebhookEndpointWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRegisterWebhookEndpointResponse(rsp)
+}
+
+// RegisterWebhookEndpointWithResponse Register a webhook endpoint
+//
+// Registers an endpoint that receives the events of the caller's own orders, from now on
+// (earlier events are not sent), of the types in `events` (`["*"]` for all). The answer
+// shows the endpoint's signing secret (`whsec_…`) once; the server keeps it sealed
+// under a key outside its data directory.
+//
+// The URL must be `https` and its host may not resolve to a loopback, private,
+// link-local or metadata address (→ 422 `webhook-url-refused`); the address is checked
+// again on every connection. A server started with `--webhooks-allow-private` allows
+// both. A client has at most 1,000 endpoints (`--webhooks-max-endpoints`; one more → 422
+// `webhook-endpoint-limit`).
+//
+// The endpoint's id is derived from the caller and the Idempotency-Key: a retry with the
+// same key and body gets the same endpoint and secret, with `Idempotent-Replayed: true`,
+// for as long as the endpoint exists; the key with another body → 422
+// `idempotency-key-reused`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/webhook-endpoints (the `RegisterWebhookEndpoint` operationId).
+func (c *ClientWithResponses) RegisterWebhookEndpointWithResponse(ctx context.Context, params *RegisterWebhookEndpointParams, body RegisterWebhookEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterWebhookEndpointResponse, error) {
+	rsp, err := c.RegisterWebhookEndpoint(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRegisterWebhookEndpointResponse(rsp)
+}
+
+// DeleteWebhookEndpointWithResponse Delete a webhook endpoint
+//
+// Nothing is delivered to it again; its registration and deletion stay in the log.
+// Naturally idempotent: deleting it again answers 204.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/webhook-endpoints/{id} (the `DeleteWebhookEndpoint` operationId).
+func (c *ClientWithResponses) DeleteWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, params *DeleteWebhookEndpointParams, reqEditors ...RequestEditorFn) (*DeleteWebhookEndpointResponse, error) {
+	rsp, err := c.DeleteWebhookEndpoint(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteWebhookEndpointResponse(rsp)
+}
+
+// GetWebhookEndpointWithResponse Read a webhook endpoint
+//
+// Another client's endpoint is 404, as one that does not exist.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/webhook-endpoints/{id} (the `GetWebhookEndpoint` operationId).
+func (c *ClientWithResponses) GetWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, params *GetWebhookEndpointParams, reqEditors ...RequestEditorFn) (*GetWebhookEndpointResponse, error) {
+	rsp, err := c.GetWebhookEndpoint(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetWebhookEndpointResponse(rsp)
+}
+
+// ListWebhookDeliveriesWithResponse List an endpoint's failed or pending deliveries
+//
+// `status=failed` (the default): the dead letters, deliveries whose last retry failed (or
+// that got 410 Gone) and that were not re-sent since, the latest last, with their
+// attempts (the latest 20 of each). `status=pending`: the deliveries not yet done as of
+// the endpoint's last checkpoint (in flight, or waiting for a retry at `nextAttemptAt`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/webhook-endpoints/{id}/deliveries (the `ListWebhookDeliveries` operationId).
+func (c *ClientWithResponses) ListWebhookDeliveriesWithResponse(ctx context.Context, id WebhookEndpointId, params *ListWebhookDeliveriesParams, reqEditors ...RequestEditorFn) (*ListWebhookDeliveriesResponse, error) {
+	rsp, err := c.ListWebhookDeliveries(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListWebhookDeliveriesResponse(rsp)
+}
+
+// RetryWebhookDeliveryWithResponse Send a dead letter again
+//
+// Sends a dead-lettered delivery once more, with the same `webhook-id`, within about a
+// second; if that attempt fails it is a dead letter again. **No Idempotency-Key**:
+// naturally idempotent, asking again before that attempt ends does nothing more.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/webhook-endpoints/{id}/deliveries/{deliveryId}/retry (the `RetryWebhookDelivery` operationId).
+func (c *ClientWithResponses) RetryWebhookDeliveryWithResponse(ctx context.Context, id WebhookEndpointId, deliveryId string, params *RetryWebhookDeliveryParams, reqEditors ...RequestEditorFn) (*RetryWebhookDeliveryResponse, error) {
+	rsp, err := c.RetryWebhookDelivery(ctx, id, deliveryId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRetryWebhookDeliveryResponse(rsp)
+}
+
+// DisableWebhookEndpointWithResponse Disable a webhook endpoint
+//
+// Stops its deliveries where they are; enabling it resumes them from there. **No
+// Idempotency-Key**: naturally idempotent. The server also disables an endpoint that has
+// failed for 5 days without a success (`--webhooks-disable-after`), and says why in
+// `disabledReason`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/webhook-endpoints/{id}/disable (the `DisableWebhookEndpoint` operationId).
+func (c *ClientWithResponses) DisableWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, params *DisableWebhookEndpointParams, reqEditors ...RequestEditorFn) (*DisableWebhookEndpointResponse, error) {
+	rsp, err := c.DisableWebhookEndpoint(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDisableWebhookEndpointResponse(rsp)
+}
+
+// EnableWebhookEndpointWithResponse Enable a webhook endpoint
+//
+// Resumes deliveries from where they stopped. **No Idempotency-Key**: naturally idempotent.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/webhook-endpoints/{id}/enable (the `EnableWebhookEndpoint` operationId).
+func (c *ClientWithResponses) EnableWebhookEndpointWithResponse(ctx context.Context, id WebhookEndpointId, params *EnableWebhookEndpointParams, reqEditors ...RequestEditorFn) (*EnableWebhookEndpointResponse, error) {
+	rsp, err := c.EnableWebhookEndpoint(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEnableWebhookEndpointResponse(rsp)
+}
+
+// RotateWebhookSecretWithResponse Rotate an endpoint's signing secret
+//
+// Draws a new signing secret, shown in the answer. The previous one keeps signing beside
+// it for 24 h: deliveries carry both signatures in `webhook-signature`, so a receiver can
+// switch at its pace. A retry with the same Idempotency-Key gets the same secret, with
+// `Idempotent-Replayed: true`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/webhook-endpoints/{id}/rotate-secret (the `RotateWebhookSecret` operationId).
+func (c *ClientWithResponses) RotateWebhookSecretWithResponse(ctx context.Context, id WebhookEndpointId, params *RotateWebhookSecretParams, reqEditors ...RequestEditorFn) (*RotateWebhookSecretResponse, error) {
+	rsp, err := c.RotateWebhookSecret(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotateWebhookSecretResponse(rsp)
+}
+
 // ParseListProjectionsResponse parses an HTTP response from a ListProjectionsWithResponse call
 func ParseListProjectionsResponse(rsp *http.Response) (*ListProjectionsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -10001,6 +14399,76 @@ func ParseGetReadinessResponse(rsp *http.Response) (*GetReadinessResponse, error
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest WebhookUnprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -10021,6 +14489,155 @@ func ParseGetReadinessResponse(rsp *http.Response) (*GetReadinessResponse, error
 			headers.XRequestId = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetReadinessResponse400Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetReadinessResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetReadinessResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetReadinessResponse404Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers GetReadinessResponse409Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 412:
+		var headers GetReadinessResponse412Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers412 = &headers
+	case rsp.StatusCode == 413:
+		var headers GetReadinessResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers GetReadinessResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers GetReadinessResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetReadinessResponse500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers GetReadinessResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14756,4 +19373,2366 @@ func ParseSalesReportResponse(rsp *http.Response) (*SalesReportResponse, error) 
 	}
 
 	return response, nil
+}
+
+// ParseListWebhookEndpointsResponse parses an HTTP response from a ListWebhookEndpointsWithResponse call
+func ParseListWebhookEndpointsResponse(rsp *http.Response) (*ListWebhookEndpointsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListWebhookEndpointsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookEndpointPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListWebhookEndpointsResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListWebhookEndpointsResponse400Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListWebhookEndpointsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListWebhookEndpointsResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ListWebhookEndpointsResponse404Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListWebhookEndpointsResponse500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListWebhookEndpointsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRegisterWebhookEndpointResponse parses an HTTP response from a RegisterWebhookEndpointWithResponse call
+func ParseRegisterWebhookEndpointResponse(rsp *http.Response) (*RegisterWebhookEndpointResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RegisterWebhookEndpointResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest WebhookEndpoint
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest WebhookUnprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers RegisterWebhookEndpointResponse201Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers RegisterWebhookEndpointResponse400Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers RegisterWebhookEndpointResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RegisterWebhookEndpointResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers RegisterWebhookEndpointResponse404Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers RegisterWebhookEndpointResponse409Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 412:
+		var headers RegisterWebhookEndpointResponse412Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers412 = &headers
+	case rsp.StatusCode == 413:
+		var headers RegisterWebhookEndpointResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers RegisterWebhookEndpointResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers RegisterWebhookEndpointResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 500:
+		var headers RegisterWebhookEndpointResponse500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers RegisterWebhookEndpointResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteWebhookEndpointResponse parses an HTTP response from a DeleteWebhookEndpointWithResponse call
+func ParseDeleteWebhookEndpointResponse(rsp *http.Response) (*DeleteWebhookEndpointResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteWebhookEndpointResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest WebhookUnprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		var headers DeleteWebhookEndpointResponse204Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers204 = &headers
+	case rsp.StatusCode == 400:
+		var headers DeleteWebhookEndpointResponse400Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers DeleteWebhookEndpointResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DeleteWebhookEndpointResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DeleteWebhookEndpointResponse404Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers DeleteWebhookEndpointResponse409Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 412:
+		var headers DeleteWebhookEndpointResponse412Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers412 = &headers
+	case rsp.StatusCode == 422:
+		var headers DeleteWebhookEndpointResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 500:
+		var headers DeleteWebhookEndpointResponse500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeleteWebhookEndpointResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetWebhookEndpointResponse parses an HTTP response from a GetWebhookEndpointWithResponse call
+func ParseGetWebhookEndpointResponse(rsp *http.Response) (*GetWebhookEndpointResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetWebhookEndpointResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookEndpointRead
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetWebhookEndpointResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetWebhookEndpointResponse400Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetWebhookEndpointResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetWebhookEndpointResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetWebhookEndpointResponse404Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetWebhookEndpointResponse500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetWebhookEndpointResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListWebhookDeliveriesResponse parses an HTTP response from a ListWebhookDeliveriesWithResponse call
+func ParseListWebhookDeliveriesResponse(rsp *http.Response) (*ListWebhookDeliveriesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListWebhookDeliveriesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookDeliveryPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListWebhookDeliveriesResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListWebhookDeliveriesResponse400Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListWebhookDeliveriesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListWebhookDeliveriesResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ListWebhookDeliveriesResponse404Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListWebhookDeliveriesResponse500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListWebhookDeliveriesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRetryWebhookDeliveryResponse parses an HTTP response from a RetryWebhookDeliveryWithResponse call
+func ParseRetryWebhookDeliveryResponse(rsp *http.Response) (*RetryWebhookDeliveryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RetryWebhookDeliveryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest struct {
+			Status RetryWebhookDelivery202JSONResponseBodyStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest WebhookUnprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers RetryWebhookDeliveryResponse202Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers202 = &headers
+	case rsp.StatusCode == 400:
+		var headers RetryWebhookDeliveryResponse400Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers RetryWebhookDeliveryResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RetryWebhookDeliveryResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers RetryWebhookDeliveryResponse404Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers RetryWebhookDeliveryResponse409Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 412:
+		var headers RetryWebhookDeliveryResponse412Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers412 = &headers
+	case rsp.StatusCode == 413:
+		var headers RetryWebhookDeliveryResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers RetryWebhookDeliveryResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers RetryWebhookDeliveryResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 500:
+		var headers RetryWebhookDeliveryResponse500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers RetryWebhookDeliveryResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDisableWebhookEndpointResponse parses an HTTP response from a DisableWebhookEndpointWithResponse call
+func ParseDisableWebhookEndpointResponse(rsp *http.Response) (*DisableWebhookEndpointResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DisableWebhookEndpointResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookEndpointRead
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest WebhookUnprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers DisableWebhookEndpointResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers DisableWebhookEndpointResponse400Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers DisableWebhookEndpointResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DisableWebhookEndpointResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DisableWebhookEndpointResponse404Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers DisableWebhookEndpointResponse409Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 412:
+		var headers DisableWebhookEndpointResponse412Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers412 = &headers
+	case rsp.StatusCode == 413:
+		var headers DisableWebhookEndpointResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers DisableWebhookEndpointResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers DisableWebhookEndpointResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 500:
+		var headers DisableWebhookEndpointResponse500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers DisableWebhookEndpointResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseEnableWebhookEndpointResponse parses an HTTP response from a EnableWebhookEndpointWithResponse call
+func ParseEnableWebhookEndpointResponse(rsp *http.Response) (*EnableWebhookEndpointResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EnableWebhookEndpointResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookEndpointRead
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest WebhookUnprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers EnableWebhookEndpointResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers EnableWebhookEndpointResponse400Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers EnableWebhookEndpointResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers EnableWebhookEndpointResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers EnableWebhookEndpointResponse404Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers EnableWebhookEndpointResponse409Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 412:
+		var headers EnableWebhookEndpointResponse412Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers412 = &headers
+	case rsp.StatusCode == 413:
+		var headers EnableWebhookEndpointResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers EnableWebhookEndpointResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers EnableWebhookEndpointResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 500:
+		var headers EnableWebhookEndpointResponse500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers EnableWebhookEndpointResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRotateWebhookSecretResponse parses an HTTP response from a RotateWebhookSecretWithResponse call
+func ParseRotateWebhookSecretResponse(rsp *http.Response) (*RotateWebhookSecretResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RotateWebhookSecretResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookEndpoint
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest WebhookUnprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers RotateWebhookSecretResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers RotateWebhookSecretResponse400Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers RotateWebhookSecretResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RotateWebhookSecretResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers RotateWebhookSecretResponse404Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers RotateWebhookSecretResponse409Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 412:
+		var headers RotateWebhookSecretResponse412Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers412 = &headers
+	case rsp.StatusCode == 413:
+		var headers RotateWebhookSecretResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers RotateWebhookSecretResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers RotateWebhookSecretResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 500:
+		var headers RotateWebhookSecretResponse500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers RotateWebhookSecretResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// WebhookInitiator sends OpenAPI 3.1 webhook requests to target URLs.
+// Modeled on the generated Client, but with no stored Server -- the full
+// target URL is provided per-call by the caller (typically discovered
+// from a subscription registration).
+type WebhookInitiator struct {
+	// Doer for performing requests, typically a *http.Client with any
+	// customized settings, such as certificate chains.
+	Client HttpRequestDoer
+
+	// A list of callbacks for modifying requests which are generated before sending over
+	// the network.
+	RequestEditors []RequestEditorFn
+}
+
+// WebhookInitiatorOption allows setting custom parameters during construction.
+type WebhookInitiatorOption func(*WebhookInitiator) error
+
+// NewWebhookInitiator creates a new WebhookInitiator with reasonable defaults.
+func NewWebhookInitiator(opts ...WebhookInitiatorOption) (*WebhookInitiator, error) {
+	initiator := WebhookInitiator{}
+	for _, o := range opts {
+		if err := o(&initiator); err != nil {
+			return nil, err
+		}
+	}
+	if initiator.Client == nil {
+		initiator.Client = &http.Client{}
+	}
+	return &initiator, nil
+}
+
+// WithWebhookHTTPClient allows overriding the default Doer, which is
+// automatically created using http.Client. This is useful for tests.
+func WithWebhookHTTPClient(doer HttpRequestDoer) WebhookInitiatorOption {
+	return func(p *WebhookInitiator) error {
+		p.Client = doer
+		return nil
+	}
+}
+
+// WithWebhookRequestEditorFn allows setting up a callback function, which
+// will be called right before sending the webhook request. This can be
+// used to mutate the request, e.g. to add signature headers.
+func WithWebhookRequestEditorFn(fn RequestEditorFn) WebhookInitiatorOption {
+	return func(p *WebhookInitiator) error {
+		p.RequestEditors = append(p.RequestEditors, fn)
+		return nil
+	}
+}
+
+func (p *WebhookInitiator) applyWebhookEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
+	for _, r := range p.RequestEditors {
+		if err := r(ctx, req); err != nil {
+			return err
+		}
+	}
+	for _, r := range additionalEditors {
+		if err := r(ctx, req); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WebhookInitiatorInterface is the interface specification for the webhook initiator.
+type WebhookInitiatorInterface interface {
+	// ReceiveOrderEventWithBody fires the orderEvent webhook with any body
+	ReceiveOrderEventWithBody(ctx context.Context, targetURL string, params *ReceiveOrderEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	ReceiveOrderEvent(ctx context.Context, targetURL string, params *ReceiveOrderEventParams, body ReceiveOrderEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+func (p *WebhookInitiator) ReceiveOrderEventWithBody(ctx context.Context, targetURL string, params *ReceiveOrderEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReceiveOrderEventWebhookRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *WebhookInitiator) ReceiveOrderEvent(ctx context.Context, targetURL string, params *ReceiveOrderEventParams, body ReceiveOrderEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReceiveOrderEventWebhookRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyWebhookEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+// NewReceiveOrderEventWebhookRequest builds a application/json POST request for the orderEvent webhook
+func NewReceiveOrderEventWebhookRequest(targetURL string, params *ReceiveOrderEventParams, body ReceiveOrderEventJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReceiveOrderEventWebhookRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewReceiveOrderEventWebhookRequestWithBody builds a POST request for the orderEvent webhook with any body
+func NewReceiveOrderEventWebhookRequestWithBody(targetURL string, params *ReceiveOrderEventParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+	return req, nil
 }

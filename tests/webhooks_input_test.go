@@ -1,0 +1,87 @@
+package tests
+
+import (
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// Registrations that cannot be used are refused with a 4xx problem: URLs that are not https or
+// name loopback, private, link-local or metadata addresses, unknown event types, a missing key.
+func TestWebhookRegistrationsRefused(t *testing.T) {
+	t.Parallel()
+	// Without --webhooks-allow-private.
+	s := startServer(t, "", "--keys-file", accessKeysFile(t),
+		"--webhooks-secret-key-file", filepath.Join(t.TempDir(), "webhooks.key"), "--webhooks-generate-key")
+	for i, c := range []struct {
+		url    string
+		events []string
+		code   string
+	}{
+		{"http://shop.example/hooks", []string{"*"}, "webhook-url-refused"},
+		{"https://127.0.0.1/hooks", []string{"*"}, "webhook-url-refused"},
+		{"https://[::1]:8443/hooks", []string{"*"}, "webhook-url-refused"},
+		{"https://10.1.2.3/hooks", []string{"*"}, "webhook-url-refused"},
+		{"https://192.168.0.10/hooks", []string{"*"}, "webhook-url-refused"},
+		{"https://169.254.169.254/latest/meta-data", []string{"*"}, "webhook-url-refused"},
+		{"https://user:pw@203.0.113.9/hooks", []string{"*"}, "webhook-url-refused"},
+		{"/relative", []string{"*"}, "webhook-url-refused"},
+		{"https://203.0.113.9/hooks", []string{"order.teleported"}, "webhook-endpoint-invalid"},
+		{"https://203.0.113.9/hooks", []string{}, "webhook-endpoint-invalid"},
+	} {
+		// Unknown event types are outside the document's enum: sent as invalid requests.
+		r := s.doInvalid(t, "POST", "/v1/webhook-endpoints", fmt.Sprintf("bad-%d", i), map[string]any{"url": c.url, "events": c.events}, alice...)
+		checkProblem(t, r, 422, c.code)
+	}
+	r := s.doInvalid(t, "POST", "/v1/webhook-endpoints", "", map[string]any{"url": "https://203.0.113.9/hooks", "events": []string{"*"}}, alice...)
+	checkProblem(t, r, 400, "idempotency-key-missing")
+	r = s.doInvalid(t, "POST", "/v1/webhook-endpoints", "k", map[string]any{"url": "https://203.0.113.9/hooks", "events": []string{"*"}, "colour": "red"}, alice...)
+	checkProblem(t, r, 400, "malformed-request")
+	r = s.as(t, audrey, "POST", "/v1/webhook-endpoints", "k", map[string]any{"url": "https://203.0.113.9/hooks", "events": []string{"*"}})
+	checkProblem(t, r, 403, "forbidden")
+}
+
+// A registration is replayed for its key, refused for the key with another body; a client
+// sees only its endpoints, an admin all; a client has at most 1,000 (one more is 422).
+func TestWebhookEndpointsPerClient(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "", webhookArgs(t, "--keys-file", accessKeysFile(t))...)
+	rec := newReceiver(t)
+	first := s.ok(t, alice, 201, "POST", "/v1/webhook-endpoints", "ep-0", map[string]any{"url": rec.url, "events": []string{"order.paid"}})
+	again := s.ok(t, alice, 201, "POST", "/v1/webhook-endpoints", "ep-0", map[string]any{"url": rec.url, "events": []string{"order.paid"}})
+	if again.replayed() != "true" || again.str("id") != first.str("id") || again.str("secret") != first.str("secret") {
+		t.Errorf("replay %s, first %s", again.body, first.body)
+	}
+	checkProblem(t, s.as(t, alice, "POST", "/v1/webhook-endpoints", "ep-0", map[string]any{"url": rec.url, "events": []string{"*"}}), 422, "idempotency-key-reused")
+	id := first.str("id")
+	checkProblem(t, s.as(t, bob, "GET", "/v1/webhook-endpoints/"+id, "", nil), 404, "not-found")
+	checkProblem(t, s.as(t, bob, "POST", "/v1/webhook-endpoints/"+id+"/rotate-secret", "rot-1", nil), 404, "not-found")
+	rotated := s.ok(t, alice, 200, "POST", "/v1/webhook-endpoints/"+id+"/rotate-secret", "rot-1", nil)
+	if rotated.str("secret") == first.str("secret") {
+		t.Error("the rotation kept the secret")
+	}
+
+	// Up to 1,000 endpoints, concurrently: then 422.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := 1; i < 1000; i++ {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			s.ok(t, alice, 201, "POST", "/v1/webhook-endpoints", fmt.Sprintf("ep-%d", i), map[string]any{"url": rec.url, "events": []string{"*"}})
+		})
+	}
+	wg.Wait()
+	checkProblem(t, s.as(t, alice, "POST", "/v1/webhook-endpoints", "ep-1000", map[string]any{"url": rec.url, "events": []string{"*"}}), 422, "webhook-endpoint-limit")
+	s.ok(t, bob, 201, "POST", "/v1/webhook-endpoints", "ep-1000", map[string]any{"url": rec.url, "events": []string{"*"}})
+	if n := len(s.ok(t, alice, 200, "GET", "/v1/webhook-endpoints", "", nil).json["endpoints"].([]any)); n != 1000 {
+		t.Errorf("alice lists %d endpoints", n)
+	}
+	if n := len(s.ok(t, adam, 200, "GET", "/v1/webhook-endpoints", "", nil).json["endpoints"].([]any)); n != 1001 {
+		t.Errorf("an admin lists %d endpoints", n)
+	}
+	s.ok(t, alice, 204, "DELETE", "/v1/webhook-endpoints/"+id, "", nil)
+	s.ok(t, alice, 204, "DELETE", "/v1/webhook-endpoints/"+id, "", nil)
+	s.ok(t, alice, 201, "POST", "/v1/webhook-endpoints", "ep-1001", map[string]any{"url": rec.url, "events": []string{"*"}})
+}

@@ -1,0 +1,42 @@
+// Package webhooks pushes order events to the endpoints clients register, signed as Standard
+// Webhooks, at least once and in log order per order, with the event's id as the webhook-id on
+// every attempt so that a receiver stays exactly-once by storing one id.
+//
+// # Endpoints
+//
+// An endpoint lives in its own stream (webhook-endpoint-<id>): its registration, secret
+// rotations, disable, enable and delete are events, audited like every other. The index stream
+// (webhook-index) names every endpoint changed, so a node reads the endpoints without reading
+// the log; a node also follows the log for endpoint events, so a change made on another node
+// is seen at once. Signing secrets are stored sealed with AES-256-GCM under a key kept outside
+// the data directory (Sealer): a copy of the data directory does not reveal them.
+//
+// # Deliveries
+//
+// A runner per endpoint reads the log after the endpoint's registration (earlier events are
+// never sent), keeps the events of its principal's orders of the types it subscribes to as
+// pending deliveries (at most Config.MaxPending), and sends the first pending delivery of each
+// order (so one order's events arrive in log order), several orders at once (at most
+// Config.MaxInFlight). Its state is a checkpoint in the endpoint's delivery stream
+// (webhook-delivery-<id>): the log position read up to, and every delivery not yet done, with
+// its attempts. A checkpoint is appended whenever the state changed, one append at a time, at
+// the exact revision of the previous one. After a crash the next runner starts from the last
+// checkpoint: it re-sends only what was pending then (in flight, or done since but not yet
+// checkpointed), with the same webhook-id.
+//
+// # Lease
+//
+// Each checkpoint names its node and a lease expiry. A runner takes an endpoint over by
+// appending its own checkpoint at the next exact revision once the lease is over, so of two
+// nodes exactly one succeeds; a node whose append is refused has lost the lease and stops. A
+// node starts an attempt only while its lease outlasts the attempt's timeout, so no delivery
+// is in flight from two nodes at once. On the embedded store, which one process holds, a lease
+// left by a dead process is taken over at once (Config.SingleNode).
+//
+// # Retries and dead letters
+//
+// A failed attempt is retried on Config.Schedule (with up to 20% jitter); a delivery whose last
+// attempt failed, or that got 410 Gone, is dead-lettered in webhook-dead-<id>, where a retry by
+// hand is asked for too. An endpoint failing for Config.DisableAfter without a success is
+// disabled; enabling it resumes from its checkpoint.
+package webhooks

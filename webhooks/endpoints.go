@@ -1,0 +1,425 @@
+package webhooks
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/acme/orders/eventstore"
+)
+
+var (
+	// ErrNotFound: no such endpoint, or one of another principal.
+	ErrNotFound = errors.New("webhook endpoint not found")
+	// ErrInvalid: the URL or the event types cannot be used.
+	ErrInvalid = errors.New("invalid webhook endpoint")
+	// ErrURLRefused: the URL is not https, or names a loopback, private, link-local or
+	// metadata address (without Config.AllowPrivate).
+	ErrURLRefused = errors.New("webhook URL refused")
+	// ErrLimit: the principal has Config.MaxEndpoints endpoints already.
+	ErrLimit = errors.New("too many webhook endpoints")
+)
+
+// Endpoint statuses.
+const (
+	StatusEnabled  = "enabled"
+	StatusDisabled = "disabled"
+	StatusDeleted  = "deleted"
+)
+
+// Endpoint is an endpoint's stream folded.
+type Endpoint struct {
+	ID, Principal, URL, Description string
+	Events                          []string
+	Status                          string
+	DisabledReason                  string
+	CreatedAt                       time.Time
+	// Start is the position of the registration: deliveries follow the log after it.
+	Start    eventstore.Position
+	Secrets  []Secret // the current one last
+	Revision uint64   // of the endpoint's stream
+
+	first     Secret            // the secret of the registration, for its replay
+	rotations map[string]Secret // the latest rotations' secrets by Idempotency-Key, for their replays
+}
+
+// maxRotationsKept bounds the rotations an endpoint remembers for replays.
+const maxRotationsKept = 16
+
+// wants reports whether the endpoint subscribes to webhook event type t.
+func (e *Endpoint) wants(t string) bool {
+	return slices.Contains(e.Events, AllEvents) || slices.Contains(e.Events, t)
+}
+
+// Endpoints holds every endpoint in memory, read from their streams: the index stream names
+// them, so a node reads no more than the endpoints' own streams.
+type Endpoints struct {
+	Store  eventstore.Store
+	Sealer *Sealer
+	Config *Config
+	Now    func() time.Time
+
+	registering sync.Mutex
+	mu          sync.Mutex
+	byID        map[string]*Endpoint
+	indexNext   uint64 // the next revision of the index stream to read
+}
+
+// Refresh reads the endpoints changed since the last call, on any node.
+func (es *Endpoints) Refresh(ctx context.Context) error {
+	es.mu.Lock()
+	from := es.indexNext
+	es.mu.Unlock()
+	changed := map[string]bool{}
+	for e, err := range es.Store.ReadStream(ctx, indexStream, eventstore.ReadStreamOptions{From: from}) {
+		if errors.Is(err, eventstore.ErrStreamNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read webhook index: %w", err)
+		}
+		var ix Indexed
+		if err := json.Unmarshal(e.Data, &ix); err != nil {
+			return fmt.Errorf("webhook index at %d: %w", e.Revision, err)
+		}
+		changed[ix.ID] = true
+		from = e.Revision + 1
+	}
+	for id := range changed {
+		if err := es.Reload(ctx, id); err != nil {
+			return err
+		}
+	}
+	es.mu.Lock()
+	es.indexNext = max(es.indexNext, from)
+	es.mu.Unlock()
+	return nil
+}
+
+// Reload reads endpoint id's stream again.
+func (es *Endpoints) Reload(ctx context.Context, id string) error {
+	ep, err := es.read(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	if es.byID == nil {
+		es.byID = map[string]*Endpoint{}
+	}
+	if old, ok := es.byID[id]; !ok || old.Revision <= ep.Revision {
+		es.byID[id] = ep
+	}
+	return nil
+}
+
+func (es *Endpoints) read(ctx context.Context, id string) (*Endpoint, error) {
+	var ep *Endpoint
+	for e, err := range es.Store.ReadStream(ctx, endpointPrefix+id, eventstore.ReadStreamOptions{}) {
+		if errors.Is(err, eventstore.ErrStreamNotFound) {
+			return nil, ErrNotFound
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read webhook endpoint %s: %w", id, err)
+		}
+		if ep == nil {
+			ep = &Endpoint{Start: e.Position}
+		}
+		if err := ep.apply(e); err != nil {
+			return nil, fmt.Errorf("webhook endpoint %s at %d: %w", id, e.Revision, err)
+		}
+	}
+	if ep == nil {
+		return nil, ErrNotFound
+	}
+	return ep, nil
+}
+
+func (ep *Endpoint) apply(e eventstore.RecordedEvent) error {
+	ep.Revision = e.Revision
+	switch e.Type {
+	case TypeRegistered:
+		var r Registered
+		if err := json.Unmarshal(e.Data, &r); err != nil {
+			return err
+		}
+		ep.ID, ep.Principal, ep.URL, ep.Description, ep.Events = r.ID, r.Principal, r.URL, r.Description, r.Events
+		ep.Secrets, ep.Status, ep.CreatedAt, ep.first = []Secret{r.Secret}, StatusEnabled, r.At, r.Secret
+	case TypeSecretRotated:
+		var r SecretRotated
+		if err := json.Unmarshal(e.Data, &r); err != nil {
+			return err
+		}
+		until := r.At.Add(rotationOverlap)
+		prev := ep.Secrets[len(ep.Secrets)-1]
+		prev.ExpiresAt = &until
+		ep.Secrets = []Secret{prev, r.Secret}
+		if ep.rotations == nil || len(ep.rotations) >= maxRotationsKept {
+			ep.rotations = map[string]Secret{}
+		}
+		if r.Key != "" {
+			ep.rotations[r.Key] = r.Secret
+		}
+	case TypeDisabled:
+		var d Disabled
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			return err
+		}
+		ep.Status, ep.DisabledReason = StatusDisabled, d.Reason
+	case TypeEnabled:
+		ep.Status, ep.DisabledReason = StatusEnabled, ""
+	case TypeDeleted:
+		ep.Status = StatusDeleted
+	}
+	return nil
+}
+
+// rotationOverlap is how long a replaced secret keeps signing beside the new one.
+const rotationOverlap = 24 * time.Hour
+
+// Get returns endpoint id if principal may see it: its own, or any with all set.
+func (es *Endpoints) Get(id, principal string, all bool) (Endpoint, error) {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	ep, ok := es.byID[id]
+	if !ok || ep.Status == StatusDeleted || (!all && ep.Principal != principal) {
+		return Endpoint{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	return *ep, nil
+}
+
+// List returns principal's endpoints (every principal's with all), oldest first.
+func (es *Endpoints) List(principal string, all bool) []Endpoint {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	var out []Endpoint
+	for _, ep := range es.byID {
+		if ep.Status != StatusDeleted && (all || ep.Principal == principal) {
+			out = append(out, *ep)
+		}
+	}
+	slices.SortFunc(out, func(a, b Endpoint) int { return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID)) })
+	return out
+}
+
+// active returns the endpoints that deliveries go to.
+func (es *Endpoints) active() []Endpoint {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	var out []Endpoint
+	for _, ep := range es.byID {
+		if ep.Status == StatusEnabled {
+			out = append(out, *ep)
+		}
+	}
+	return out
+}
+
+// Register checks and records a new endpoint of principal; it returns the endpoint and its
+// signing secret. The endpoint's id is derived from the principal and the request's
+// Idempotency-Key, so a retry finds the endpoint its first request made: it gets the same
+// endpoint and secret (replayed), or ErrKeyReused if it asked for another endpoint.
+func (es *Endpoints) Register(ctx context.Context, principal, key, rawURL string, events []string, description string) (ep Endpoint, secret string, replayed bool, err error) {
+	id := EndpointID(principal, key)
+	if err := es.Reload(ctx, id); err != nil {
+		return Endpoint{}, "", false, err
+	}
+	if ep, ok := es.lookup(id); ok {
+		return es.replay(ep, principal, rawURL, events, description)
+	}
+	if err := es.checkEvents(events); err != nil {
+		return Endpoint{}, "", false, err
+	}
+	if err := CheckURL(ctx, rawURL, es.Config.AllowPrivate); err != nil {
+		return Endpoint{}, "", false, err
+	}
+	es.registering.Lock() // one count and append at a time, so that the bound holds on this node
+	defer es.registering.Unlock()
+	if err := es.Refresh(ctx); err != nil {
+		return Endpoint{}, "", false, err
+	}
+	if n := len(es.List(principal, false)); n >= es.Config.MaxEndpoints {
+		return Endpoint{}, "", false, fmt.Errorf("%w: %s has %d endpoints, the most a client may have", ErrLimit, principal, n)
+	}
+	text, raw := NewSecret()
+	now := es.Now().UTC()
+	r := Registered{ID: id, Principal: principal, URL: rawURL, Events: events, Description: description,
+		Secret: Secret{Sealed: es.Sealer.Seal(id, raw), CreatedAt: now}, At: now}
+	err = es.record(ctx, id, eventstore.NoStream, TypeRegistered, r)
+	if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
+		// A retry of the same key ran meanwhile (on this node or another).
+		if err := es.Reload(ctx, id); err != nil {
+			return Endpoint{}, "", false, err
+		}
+		if ep, ok := es.lookup(id); ok {
+			return es.replay(ep, principal, rawURL, events, description)
+		}
+	}
+	if err != nil {
+		return Endpoint{}, "", false, err
+	}
+	ep, _ = es.lookup(id)
+	return ep, text, false, nil
+}
+
+// ErrKeyReused: the Idempotency-Key made another endpoint, or a rotation of another endpoint.
+var ErrKeyReused = errors.New("idempotency key already used for another webhook request")
+
+// EndpointID is the id of the endpoint that principal's request with Idempotency-Key key
+// registers.
+func EndpointID(principal, key string) string {
+	sum := sha256.Sum256([]byte(principal + "\x00" + key))
+	return "we_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:16]))
+}
+
+// replay answers a registration whose endpoint exists: the first answer, with the secret it
+// showed (opened again), if the request is the same.
+func (es *Endpoints) replay(ep Endpoint, principal, rawURL string, events []string, description string) (Endpoint, string, bool, error) {
+	if ep.Principal != principal || ep.URL != rawURL || !slices.Equal(ep.Events, events) || ep.Description != description {
+		return Endpoint{}, "", false, fmt.Errorf("%w: the key registered endpoint %s with other values", ErrKeyReused, ep.ID)
+	}
+	key, err := es.Sealer.Open(ep.ID, ep.first.Sealed)
+	if err != nil {
+		return Endpoint{}, "", false, err
+	}
+	return ep, SecretPrefix + base64.StdEncoding.EncodeToString(key), true, nil
+}
+
+// lookup returns endpoint id, deleted or not.
+func (es *Endpoints) lookup(id string) (Endpoint, bool) {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	ep, ok := es.byID[id]
+	if !ok {
+		return Endpoint{}, false
+	}
+	return *ep, true
+}
+
+func (es *Endpoints) checkEvents(events []string) error {
+	if len(events) == 0 {
+		return fmt.Errorf("%w: events: name at least one event type, or %q", ErrInvalid, AllEvents)
+	}
+	if len(events) > len(eventTypes)+1 {
+		return fmt.Errorf("%w: events: %d names, more than there are event types", ErrInvalid, len(events))
+	}
+	for _, t := range events {
+		if !knownType(t) {
+			return fmt.Errorf("%w: events: unknown event type %q (known: %q and %v)", ErrInvalid, t, AllEvents, EventTypes())
+		}
+	}
+	return nil
+}
+
+// Rotate draws a new signing secret for endpoint id; the old one signs beside it for 24 h. A
+// retry with the same Idempotency-Key gets the secret the first request drew (replayed).
+func (es *Endpoints) Rotate(ctx context.Context, id, principal string, all bool, key string) (Endpoint, string, bool, error) {
+	ep, err := es.Get(id, principal, all)
+	if err != nil {
+		return Endpoint{}, "", false, err
+	}
+	if s, ok := ep.rotations[key]; ok {
+		raw, err := es.Sealer.Open(id, s.Sealed)
+		if err != nil {
+			return Endpoint{}, "", false, err
+		}
+		return ep, SecretPrefix + base64.StdEncoding.EncodeToString(raw), true, nil
+	}
+	text, raw := NewSecret()
+	now := es.Now().UTC()
+	r := SecretRotated{Secret: Secret{Sealed: es.Sealer.Seal(id, raw), CreatedAt: now}, Key: key, By: principal, At: now}
+	if err := es.record(ctx, id, eventstore.Exact(ep.Revision), TypeSecretRotated, r); err != nil {
+		return Endpoint{}, "", false, err
+	}
+	ep, _ = es.lookup(id)
+	return ep, text, false, nil
+}
+
+// SetStatus disables (with reason), enables or deletes endpoint id.
+func (es *Endpoints) SetStatus(ctx context.Context, id, principal string, all bool, status, reason string) (Endpoint, error) {
+	ep, err := es.Get(id, principal, all)
+	if old, ok := es.lookup(id); err != nil && ok && status == StatusDeleted && old.Status == StatusDeleted && (all || old.Principal == principal) {
+		return old, nil // deleting is naturally idempotent
+	}
+	if err != nil {
+		return Endpoint{}, err
+	}
+	if ep.Status == status {
+		return ep, nil
+	}
+	now := es.Now().UTC()
+	var typ string
+	var data any
+	switch status {
+	case StatusDisabled:
+		typ, data = TypeDisabled, Disabled{Reason: reason, By: principal, At: now}
+	case StatusEnabled:
+		typ, data = TypeEnabled, Enabled{By: principal, At: now}
+	default:
+		typ, data = TypeDeleted, Deleted{By: principal, At: now}
+	}
+	if err := es.record(ctx, id, eventstore.Exact(ep.Revision), typ, data); err != nil {
+		return Endpoint{}, err
+	}
+	ep, _ = es.Get(id, principal, true)
+	return ep, nil
+}
+
+// record appends a change of endpoint id and names it in the index, in one atomic append where
+// the store can; then reads the endpoint back.
+func (es *Endpoints) record(ctx context.Context, id string, expected eventstore.ExpectedRevision, typ string, v any) error {
+	ev, err := newEvent(typ, v)
+	if err != nil {
+		return err
+	}
+	ix, err := newEvent(TypeIndexed, Indexed{ID: id})
+	if err != nil {
+		return err
+	}
+	appends := []eventstore.StreamAppend{
+		{Stream: endpointPrefix + id, Expected: expected, Events: []eventstore.EventData{ev}},
+		{Stream: indexStream, Expected: eventstore.Any, Events: []eventstore.EventData{ix}},
+	}
+	if m, ok := es.Store.(eventstore.MultiStreamAppender); ok {
+		_, err = m.MultiStreamAppend(ctx, appends...)
+	} else {
+		for _, a := range appends {
+			if _, err = es.Store.Append(ctx, a.Stream, a.Expected, a.Events...); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("record %s of webhook endpoint %s: %w", typ, id, err)
+	}
+	return es.Reload(ctx, id)
+}
+
+// keys returns the endpoint's signing keys in clear: the current one, and a replaced one
+// while it still signs.
+func (es *Endpoints) keys(ep Endpoint, now time.Time) ([][]byte, error) {
+	var keys [][]byte
+	for _, s := range ep.Secrets {
+		if s.ExpiresAt != nil && now.After(*s.ExpiresAt) {
+			continue
+		}
+		k, err := es.Sealer.Open(ep.ID, s.Sealed)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}

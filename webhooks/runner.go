@@ -1,0 +1,452 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/acme/orders/command"
+	"github.com/acme/orders/domain/order"
+	"github.com/acme/orders/eventstore"
+	"github.com/google/uuid"
+)
+
+// runner delivers for one endpoint while its node holds the endpoint's lease. Its state is the
+// checkpoint it last appended, changed in memory since (dirty); it appends it again at the exact
+// revision it knows, so an append refused means another node took the lease over.
+type runner struct {
+	s        *Service
+	id       string
+	expected eventstore.ExpectedRevision
+	cp       Checkpoint
+	dirty    bool
+	lost     bool // another node holds the lease
+	behind   bool // the log may hold events after the cursor
+	sending  map[string]bool
+	results  chan result
+	deadPoll time.Time
+	saves    int // checkpoints since the last compaction
+
+	mu     sync.Mutex
+	states map[string]order.State // the state of an order after its latest event built
+}
+
+type result struct {
+	id string
+	a  Attempt
+}
+
+// maxScan bounds the log events one fill reads, so that a runner whose client has no events
+// among many others still answers its results and renews its lease.
+const maxScan = 4096
+
+// saveEvery is the least time between two checkpoints of a runner: under load a checkpoint
+// then records many deliveries at once. A crash re-sends what was pending at the last one.
+const saveEvery = 20 * time.Millisecond
+
+// idlePoll is how often an idle runner on a single node reads the log anyway; new events of
+// its principal's orders wake it at once.
+const idlePoll = 5 * time.Second
+
+// maxStates bounds the orders whose state a runner keeps, to build the next delivery's body
+// without folding the order again.
+const maxStates = 256
+
+func (s *Service) newRunner(id string) *runner {
+	return &runner{s: s, id: id, behind: true, sending: map[string]bool{},
+		results: make(chan result, s.Config.MaxInFlight), states: map[string]order.State{}}
+}
+
+// run delivers until ctx ends, the endpoint is no longer enabled, or the lease is lost.
+func (r *runner) run(ctx context.Context) {
+	if !r.acquire(ctx) {
+		return
+	}
+	r.s.logEndpoint(r.id, "lease acquired", slog.String("cursor", r.cp.Cursor.String()), slog.Int("pending", len(r.cp.Pending)))
+	defer r.stop(ctx)
+	for {
+		ep, err := r.s.Endpoints.Get(r.id, "", true)
+		if err != nil || ep.Status != StatusEnabled || r.lost || ctx.Err() != nil {
+			return
+		}
+		// Taken before the step reads the log: an event committed after the read closes it.
+		wake := r.s.wakeFor(ep.Principal).wait()
+		now := r.s.now()
+		if err := r.step(ctx, ep, now); err != nil {
+			r.s.Log.Warn("webhook deliveries", "endpoint", r.id, "error", err)
+		}
+		if r.lost {
+			return
+		}
+		timer := time.NewTimer(r.nextDue(now))
+		select {
+		case <-ctx.Done():
+		case res := <-r.results:
+			r.finish(ctx, ep, res)
+		case <-wake:
+			r.behind = true
+		case <-timer.C:
+			r.behind = true // the log is read at least every idlePoll, whatever woke the runner
+		}
+		timer.Stop()
+	}
+}
+
+// step reads new events, starts the attempts that are due, and saves the checkpoint if it
+// changed or its lease needs renewing.
+func (r *runner) step(ctx context.Context, ep Endpoint, now time.Time) error {
+	for len(r.results) > 0 {
+		r.finish(ctx, ep, <-r.results)
+	}
+	if err := r.fill(ctx, ep, now); err != nil {
+		return err
+	}
+	if err := r.pollRetries(ctx, now); err != nil {
+		return err
+	}
+	renew := !r.s.Config.SingleNode && r.cp.LeaseUntil.Sub(now) < r.s.Config.Lease*2/3
+	if (r.dirty && now.Sub(r.cp.At) >= saveEvery) || renew {
+		if err := r.save(ctx); err != nil {
+			return err
+		}
+	}
+	r.start(ctx, ep, r.s.now())
+	r.s.setPending(r.id, len(r.cp.Pending))
+	return nil
+}
+
+// nextDue is how long to wait before the next step when nothing wakes the runner.
+func (r *runner) nextDue(now time.Time) time.Duration {
+	wait := time.Second // the lease's renewal
+	if r.s.Config.SingleNode {
+		wait = idlePoll
+	}
+	if r.dirty {
+		wait = saveEvery
+	}
+	for _, d := range r.cp.Pending {
+		if !r.sending[d.ID] {
+			wait = min(wait, d.Next.Sub(now))
+		}
+	}
+	return max(wait, time.Millisecond)
+}
+
+// acquire takes the endpoint's lease: it reads the last checkpoint and appends its own at the
+// next revision once the last one's lease is over (at once on a single node).
+func (r *runner) acquire(ctx context.Context) bool {
+	for ctx.Err() == nil {
+		ep, err := r.s.Endpoints.Get(r.id, "", true)
+		if err != nil || ep.Status != StatusEnabled {
+			return false
+		}
+		cp, expected, found, err := r.s.checkpoint(ctx, r.id)
+		wait := time.Second
+		switch {
+		case err != nil:
+			r.s.Log.Warn("webhook lease", "endpoint", r.id, "error", err)
+		case found && cp.Node != r.s.Node && !r.s.Config.SingleNode && r.s.now().Before(cp.LeaseUntil):
+			wait = min(time.Until(cp.LeaseUntil)+10*time.Millisecond, r.s.Config.Lease)
+		default:
+			r.expected, r.cp, r.lost = expected, Checkpoint{Cursor: ep.Start}, false
+			if found {
+				r.cp = cp
+			}
+			r.cp.Node = r.s.Node
+			if r.save(ctx) == nil {
+				return true
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	return false
+}
+
+// save appends the checkpoint, with a renewed lease.
+func (r *runner) save(ctx context.Context) error {
+	now := r.s.now()
+	cp := r.cp
+	cp.At, cp.LeaseUntil = now.UTC(), now.Add(r.s.Config.Lease).UTC()
+	ev, err := newEvent(TypeCheckpoint, cp)
+	if err != nil {
+		return err
+	}
+	res, err := r.s.Store.Append(ctx, deliveryPrefix+r.id, r.expected, ev)
+	if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
+		r.lost = true
+		r.s.logEndpoint(r.id, "lease lost")
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("save checkpoint of %s: %w", r.id, err)
+	}
+	r.cp, r.expected, r.dirty = cp, eventstore.Exact(res.Revision), false
+	if r.saves++; r.saves >= compactAfter {
+		r.saves = 0
+		return r.compact(ctx)
+	}
+	return nil
+}
+
+// compactAfter bounds a delivery stream: after this many checkpoints of one runner it is
+// replaced by its last (the revisions go on from there on KurrentDB, so they are counted here).
+const compactAfter = 1000
+
+// compact deletes the delivery stream and starts it again with the last checkpoint. The
+// checkpoint is first copied into a backup stream, which a runner reads if it finds the
+// delivery stream deleted (a crash in between), and which is deleted at the end. The delete
+// expects the exact revision, so a node that lost the lease compacts nothing.
+func (r *runner) compact(ctx context.Context) error {
+	stream, backup := deliveryPrefix+r.id, backupPrefix+r.id
+	ev, err := newEvent(TypeCheckpoint, r.cp)
+	if err != nil {
+		return err
+	}
+	if _, err := r.s.Store.Append(ctx, backup, eventstore.Any, ev); err != nil {
+		return fmt.Errorf("back up the checkpoint of %s: %w", r.id, err)
+	}
+	if err := r.s.Store.DeleteStream(ctx, stream, r.expected); err != nil {
+		r.lost = errors.Is(err, eventstore.ErrWrongExpectedRevision)
+		return fmt.Errorf("compact the checkpoints of %s: %w", r.id, err)
+	}
+	r.expected = eventstore.NoStream
+	if ev, err = newEvent(TypeCheckpoint, r.cp); err != nil {
+		return err
+	}
+	res, err := r.s.Store.Append(ctx, stream, eventstore.NoStream, ev)
+	if err != nil {
+		r.lost = errors.Is(err, eventstore.ErrWrongExpectedRevision)
+		return fmt.Errorf("compact the checkpoints of %s: %w", r.id, err)
+	}
+	r.expected = eventstore.Exact(res.Revision)
+	return r.s.Store.DeleteStream(ctx, backup, eventstore.Any)
+}
+
+// stop waits for the attempts in flight and saves what they did, if the lease is still this
+// node's: a graceful stop then re-sends nothing.
+func (r *runner) stop(ctx context.Context) {
+	ep, _ := r.s.Endpoints.Get(r.id, "", true)
+	for len(r.sending) > 0 {
+		res := <-r.results
+		if ctx.Err() != nil && res.a.Error != "" {
+			delete(r.sending, res.id) // cut short by the stop: it stays pending
+			continue
+		}
+		r.finish(ctx, ep, res)
+	}
+	if r.dirty && !r.lost {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = r.save(sctx)
+	}
+	r.s.setPending(r.id, 0)
+}
+
+// fill reads the log after the cursor into Pending, up to Config.MaxPending.
+func (r *runner) fill(ctx context.Context, ep Endpoint, now time.Time) error {
+	room := r.s.Config.MaxPending - len(r.cp.Pending)
+	// Read when a quarter of the room is free (or nothing is pending): a read takes a page of the
+	// log, which is wasted on a delivery or two.
+	if !r.behind || room <= 0 || (room < r.s.Config.MaxPending/4 && len(r.cp.Pending) > 0) {
+		return nil
+	}
+	scanned := 0
+	r.behind = false
+	opts := eventstore.ReadAllOptions{From: r.cp.Cursor, Filter: eventstore.Filter{StreamPrefixes: []string{command.StreamName("")}}}
+	for e, err := range r.s.Feed.ReadAll(ctx, opts) {
+		if err != nil {
+			r.behind = true
+			return fmt.Errorf("read the log after %v: %w", r.cp.Cursor, err)
+		}
+		if e.Position.Compare(r.cp.Cursor) <= 0 {
+			continue
+		}
+		if d, ok := match(ep, e); ok {
+			d.Next = now
+			r.cp.Pending = append(r.cp.Pending, d)
+			room--
+		}
+		r.cp.Cursor, r.dirty = e.Position, true
+		if scanned++; room == 0 || scanned == maxScan {
+			r.behind = true
+			break
+		}
+	}
+	return nil
+}
+
+// match makes the delivery of order event e to ep, if ep wants it: an event of one of its
+// principal's orders (the principal that commanded it: only an order's owner commands it), of
+// a type it subscribes to.
+func match(ep Endpoint, e eventstore.RecordedEvent) (Delivery, bool) {
+	t, ok := eventTypes[unversioned(e.Type)]
+	if !ok || !ep.wants(t) {
+		return Delivery{}, false
+	}
+	var md struct {
+		Principal string `json:"principal"`
+	}
+	if json.Unmarshal(e.Metadata, &md) != nil || md.Principal != ep.Principal {
+		return Delivery{}, false
+	}
+	return Delivery{ID: e.ID.String(), Stream: e.Stream, Revision: e.Revision, Position: e.Position,
+		OrderID: strings.TrimPrefix(e.Stream, command.StreamName("")), Type: t, Recorded: e.Recorded}, true
+}
+
+// start begins the attempts that are due: the first pending delivery of each order (events of
+// one order go in log order), up to Config.MaxInFlight, while the lease outlasts them.
+func (r *runner) start(ctx context.Context, ep Endpoint, now time.Time) {
+	if !r.s.Config.SingleNode && now.Add(r.s.Config.Timeout).After(r.cp.LeaseUntil) {
+		return
+	}
+	keys, err := r.s.Endpoints.keys(ep, now)
+	if err != nil {
+		r.s.Log.Error("webhook secret", "endpoint", r.id, "error", err)
+		return
+	}
+	first := map[string]bool{}
+	for _, d := range r.cp.Pending {
+		key := d.OrderID
+		if d.Manual {
+			key = "manual " + d.ID
+		}
+		if first[key] {
+			continue
+		}
+		first[key] = true
+		if r.sending[d.ID] || d.Next.After(now) {
+			continue
+		}
+		if len(r.sending) >= r.s.Config.MaxInFlight {
+			return
+		}
+		r.sending[d.ID] = true
+		go func() { r.results <- result{d.ID, r.attempt(ctx, ep.URL, d, keys)} }()
+	}
+}
+
+func (r *runner) attempt(ctx context.Context, url string, d Delivery, keys [][]byte) Attempt {
+	body, err := r.body(ctx, d)
+	if err != nil {
+		return Attempt{At: r.s.now().UTC(), Error: "build the delivery: " + err.Error()}
+	}
+	return post(ctx, r.s.client, url, d.ID, body, keys, r.s.Config.Timeout, r.s.Config.MaxResponseBytes)
+}
+
+// finish applies an attempt's result: a success leaves Pending; a failure is retried on the
+// schedule, or dead-lettered after the last attempt, on a 410 Gone, or for a delivery re-sent by
+// hand.
+func (r *runner) finish(ctx context.Context, ep Endpoint, res result) {
+	delete(r.sending, res.id)
+	i := slices.IndexFunc(r.cp.Pending, func(d Delivery) bool { return d.ID == res.id })
+	if i < 0 {
+		return
+	}
+	now := r.s.now()
+	d := &r.cp.Pending[i]
+	r.s.observeAttempt(res.a, d.Recorded)
+	r.dirty = true
+	if res.a.Error == "" {
+		r.cp.Pending = slices.Delete(r.cp.Pending, i, i+1)
+		r.cp.FailingSince = time.Time{}
+		return
+	}
+	d.Tries++
+	d.Attempts = append(d.Attempts, res.a)
+	if n := len(d.Attempts) - r.s.Config.MaxAttemptRecords; n > 0 {
+		d.Attempts = slices.Delete(d.Attempts, 0, n)
+	}
+	if r.cp.FailingSince.IsZero() {
+		r.cp.FailingSince = now.UTC()
+	}
+	if res.a.Status == 410 || d.Tries >= len(r.s.Config.Schedule) || d.Manual {
+		if err := r.s.deadLetter(ctx, r.id, *d); err != nil {
+			r.s.Log.Warn("webhook dead letter", "endpoint", r.id, "error", err)
+			d.Next = now.Add(time.Second)
+			return
+		}
+		r.cp.Pending = slices.Delete(r.cp.Pending, i, i+1)
+	} else {
+		delay := r.s.Config.Schedule[d.Tries]
+		d.Next = now.Add(delay + time.Duration(rand.Float64()*0.2*float64(delay)))
+	}
+	r.disableIfFailing(ctx, ep, now)
+}
+
+func (r *runner) disableIfFailing(ctx context.Context, ep Endpoint, now time.Time) {
+	if r.s.Config.DisableAfter <= 0 || now.Sub(r.cp.FailingSince) < r.s.Config.DisableAfter {
+		return
+	}
+	reason := fmt.Sprintf("failing since %s", r.cp.FailingSince.Format(time.RFC3339))
+	if _, err := r.s.Endpoints.SetStatus(ctx, ep.ID, ep.Principal, true, StatusDisabled, reason); err != nil {
+		r.s.Log.Warn("webhook disable", "endpoint", r.id, "error", err)
+		return
+	}
+	r.cp.FailingSince = time.Time{}
+	r.s.disabledInc()
+	r.s.logEndpoint(r.id, "disabled", slog.String("reason", reason))
+}
+
+// pollRetries takes the retries asked by hand from the dead-letter stream, about once a second.
+func (r *runner) pollRetries(ctx context.Context, now time.Time) error {
+	if now.Sub(r.deadPoll) < time.Second {
+		return nil
+	}
+	r.deadPoll = now
+	for e, err := range r.s.Store.ReadStream(ctx, deadPrefix+r.id, eventstore.ReadStreamOptions{From: r.cp.DeadRead}) {
+		if errors.Is(err, eventstore.ErrStreamNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read dead letters of %s: %w", r.id, err)
+		}
+		r.cp.DeadRead, r.dirty = e.Revision+1, true
+		if e.Type != TypeRetryRequested {
+			continue
+		}
+		var rr struct {
+			Delivery Delivery `json:"delivery"`
+		}
+		if err := json.Unmarshal(e.Data, &rr); err != nil {
+			return fmt.Errorf("dead letters of %s at %d: %w", r.id, e.Revision, err)
+		}
+		d := rr.Delivery
+		d.Manual, d.Tries, d.Attempts, d.Next = true, 0, nil, now
+		r.cp.Pending = append(r.cp.Pending, d)
+	}
+	return nil
+}
+
+// deadLetterSpace is the UUIDv5 namespace of dead-letter event ids: a dead letter appended
+// again after a crash has the same id, so the store takes it for a repeat.
+var deadLetterSpace = uuid.MustParse("0b6f3c0e-9a43-4c59-8f6a-2f1e4c7d9b10")
+
+func (s *Service) deadLetter(ctx context.Context, endpoint string, d Delivery) error {
+	id := uuid.NewSHA1(deadLetterSpace, fmt.Appendf(nil, "%s\x00%s\x00%d\x00%d", endpoint, d.ID, d.Tries, len(d.Attempts)))
+	if d.Manual {
+		id = uuid.Must(uuid.NewV7())
+	}
+	ev, err := eventWithID(id, TypeDeadLettered, DeadLettered{Delivery: d, At: s.now().UTC()})
+	if err != nil {
+		return err
+	}
+	_, err = s.Store.Append(ctx, deadPrefix+endpoint, eventstore.Any, ev)
+	if errors.Is(err, eventstore.ErrDuplicateEventID) {
+		err = nil
+	}
+	if err == nil {
+		s.deadInc()
+		s.logEndpoint(endpoint, "dead-lettered", slog.String("delivery", d.ID), slog.Int("tries", d.Tries))
+	}
+	return err
+}

@@ -1,0 +1,175 @@
+package webhooks
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// errAddressRefused: the URL's host resolved to an address deliveries may not go to.
+var errAddressRefused = errors.New("address refused")
+
+// metadataAddrs are cloud metadata services outside the ranges refused anyway.
+var metadataAddrs = []netip.Addr{
+	netip.MustParseAddr("169.254.169.254"), // AWS, GCP, Azure (link-local too)
+	netip.MustParseAddr("fd00:ec2::254"),   // AWS over IPv6
+	netip.MustParseAddr("100.100.100.200"), // Alibaba Cloud
+}
+
+// cgnat is the shared address space of RFC 6598, private in practice.
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+
+// refused reports whether a delivery may not go to a.
+func refused(a netip.Addr) bool {
+	a = a.Unmap()
+	return !a.IsValid() || a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() ||
+		a.IsLinkLocalMulticast() || a.IsMulticast() || a.IsUnspecified() || a.IsInterfaceLocalMulticast() ||
+		cgnat.Contains(a) || containsAddr(metadataAddrs, a)
+}
+
+func containsAddr(as []netip.Addr, a netip.Addr) bool {
+	for _, b := range as {
+		if a == b {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckURL checks an endpoint's URL at registration: absolute, https (http too with
+// allowPrivate), no user info, and a host that does not resolve to a refused address. The
+// address is checked again on every connection (see newClient), since DNS may change.
+func CheckURL(ctx context.Context, raw string, allowPrivate bool) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || !u.IsAbs() || u.Host == "" || u.Opaque != "":
+		return fmt.Errorf("%w: %q is not an absolute URL", ErrURLRefused, raw)
+	case len(raw) > 2048:
+		return fmt.Errorf("%w: longer than 2048 characters", ErrURLRefused)
+	case u.User != nil:
+		return fmt.Errorf("%w: %q carries user information", ErrURLRefused, raw)
+	case u.Scheme != "https" && !(allowPrivate && u.Scheme == "http"):
+		return fmt.Errorf("%w: %q is not https", ErrURLRefused, raw)
+	case allowPrivate:
+		return nil
+	}
+	host := u.Hostname()
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return fmt.Errorf("%w: resolve %s: %v", ErrURLRefused, host, err)
+	}
+	for _, a := range addrs {
+		if refused(a) {
+			return fmt.Errorf("%w: %s resolves to %s, a loopback, private, link-local or metadata address", ErrURLRefused, host, a)
+		}
+	}
+	return nil
+}
+
+// newClient is the HTTP client of deliveries: it never follows redirects, and (unless
+// allowPrivate) checks every address it connects to, after DNS resolution, so that a name
+// that resolved to a public address at registration cannot reach a private one later.
+func newClient(allowPrivate bool, timeout time.Duration, conns int) *http.Client {
+	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+	if !allowPrivate {
+		d.Control = func(network, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil || refused(ap.Addr()) {
+				return fmt.Errorf("%w: %s", errAddressRefused, address)
+			}
+			return nil
+		}
+	}
+	return &http.Client{
+		Transport: &http.Transport{
+			DialContext:         d.DialContext,
+			TLSHandshakeTimeout: timeout,
+			MaxIdleConnsPerHost: conns,
+			IdleConnTimeout:     90 * time.Second,
+			ForceAttemptHTTP2:   true,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// Sign returns the webhook-signature header of a delivery: "v1,<base64 HMAC-SHA256>" for each
+// key, over "id.timestamp.body", separated by spaces (Standard Webhooks).
+func Sign(keys [][]byte, id string, timestamp int64, body []byte) string {
+	sigs := make([]string, len(keys))
+	for i, k := range keys {
+		mac := hmac.New(sha256.New, k)
+		mac.Write([]byte(id))
+		mac.Write([]byte{'.'})
+		mac.Write(strconv.AppendInt(nil, timestamp, 10))
+		mac.Write([]byte{'.'})
+		mac.Write(body)
+		sigs[i] = "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	}
+	return strings.Join(sigs, " ")
+}
+
+// post makes one attempt: success is a 2xx within the timeout; at most maxBody bytes of the
+// answer are read.
+func post(ctx context.Context, client *http.Client, rawURL, id string, body []byte, keys [][]byte, timeout time.Duration, maxBody int64) Attempt {
+	start := time.Now()
+	a := Attempt{At: start.UTC()}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, bytes.NewReader(body))
+	if err != nil {
+		a.Error = err.Error()
+		return a
+	}
+	ts := start.Unix()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "orders-webhooks/1")
+	req.Header.Set("webhook-id", id)
+	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
+	req.Header.Set("webhook-signature", Sign(keys, id, ts, body))
+	res, err := client.Do(req)
+	if err == nil {
+		_, err = io.Copy(io.Discard, io.LimitReader(res.Body, maxBody))
+		res.Body.Close()
+		a.Status = res.StatusCode
+		if err == nil && (res.StatusCode < 200 || res.StatusCode > 299) {
+			err = fmt.Errorf("answered %d", res.StatusCode)
+		}
+	}
+	a.LatencyMS = float64(time.Since(start).Microseconds()) / 1000
+	if err != nil {
+		a.Error = err.Error()
+		if len(a.Error) > 512 {
+			a.Error = a.Error[:512]
+		}
+	}
+	return a
+}
+
+// outcome names an attempt's result for metrics: ok, status (a non-2xx answer), timeout,
+// refused (the address) or error.
+func outcome(a Attempt) string {
+	switch {
+	case a.Error == "":
+		return "ok"
+	case a.Status != 0:
+		return "status"
+	case strings.Contains(a.Error, errAddressRefused.Error()):
+		return "refused"
+	case strings.Contains(a.Error, "deadline exceeded") || strings.Contains(a.Error, "timeout"):
+		return "timeout"
+	}
+	return "error"
+}

@@ -1,0 +1,298 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/acme/orders/command"
+	"github.com/acme/orders/eventstore"
+)
+
+// Service runs the deliveries of every enabled endpoint whose lease this node holds, and
+// answers the API's questions about them.
+type Service struct {
+	Store     eventstore.Store
+	Feed      eventstore.Feed
+	Endpoints *Endpoints
+	Config    *Config
+	// Node names this process in leases; it must differ between processes.
+	Node    string
+	Log     *slog.Logger
+	Metrics *Metrics // nil counts nothing
+	Now     func() time.Time
+
+	client *http.Client
+	mu     sync.Mutex
+	wakes  map[string]*signal // by principal: new events of its orders in the log
+	pend   map[string]int     // pending deliveries per endpoint delivered here
+}
+
+// wakeFor is the signal of new events of principal's orders.
+func (s *Service) wakeFor(principal string) *signal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.wakes == nil {
+		s.wakes = map[string]*signal{}
+	}
+	g, ok := s.wakes[principal]
+	if !ok {
+		g = &signal{}
+		s.wakes[principal] = g
+	}
+	return g
+}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// Run delivers until ctx ends: it starts a runner for every enabled endpoint (which waits for
+// its lease), and watches the log for new order events and for endpoint changes made on other
+// nodes. It returns once every runner has stopped.
+func (s *Service) Run(ctx context.Context) error {
+	s.client = newClient(s.Config.AllowPrivate, s.Config.Timeout, s.Config.MaxInFlight)
+	head, err := s.Feed.Head(ctx)
+	if err != nil {
+		return fmt.Errorf("webhooks: %w", err)
+	}
+	changed := &signal{}
+	var wg sync.WaitGroup
+	wg.Go(func() { s.watch(ctx, head, changed) })
+	running := map[string]bool{}
+	done := make(chan string)
+	for {
+		if err := s.Endpoints.Refresh(ctx); err != nil && ctx.Err() == nil {
+			s.Log.Warn("webhook endpoints", "error", err)
+		}
+		for _, ep := range s.Endpoints.active() {
+			if !running[ep.ID] {
+				running[ep.ID] = true
+				wg.Go(func() { s.newRunner(ep.ID).run(ctx); done <- ep.ID })
+			}
+		}
+		select {
+		case <-ctx.Done():
+			go func() {
+				for range done {
+				}
+			}()
+			wg.Wait()
+			close(done)
+			return nil
+		case id := <-done:
+			delete(running, id)
+		case <-changed.wait():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// watch follows the log from after: an order event wakes the runners, an endpoint event
+// (from any node) reloads the endpoint and wakes the supervisor.
+func (s *Service) watch(ctx context.Context, after eventstore.Position, changed *signal) {
+	filter := eventstore.Filter{StreamPrefixes: []string{command.StreamName(""), endpointPrefix}}
+	for ctx.Err() == nil {
+		for e, err := range s.Feed.SubscribeAll(ctx, eventstore.SubscribeOptions{After: after, Filter: filter}) {
+			if err != nil {
+				if ctx.Err() == nil {
+					s.Log.Warn("webhooks: follow the log", "error", err)
+				}
+				break
+			}
+			after = e.Position
+			if id, ok := strings.CutPrefix(e.Stream, endpointPrefix); ok {
+				if err := s.Endpoints.Reload(ctx, id); err != nil {
+					s.Log.Warn("webhook endpoint", "endpoint", id, "error", err)
+				}
+				changed.notify()
+				continue
+			}
+			var md struct {
+				Principal string `json:"principal"`
+			}
+			if json.Unmarshal(e.Metadata, &md) == nil {
+				s.wakeFor(md.Principal).notify()
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// signal wakes every goroutine waiting on it.
+type signal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (g *signal) wait() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ch == nil {
+		g.ch = make(chan struct{})
+	}
+	return g.ch
+}
+
+func (g *signal) notify() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ch != nil {
+		close(g.ch)
+		g.ch = nil
+	}
+}
+
+// checkpoint reads the endpoint's last checkpoint, and the expected revision of the next: from
+// its delivery stream, or from the backup a compaction left if it died with the stream deleted.
+func (s *Service) checkpoint(ctx context.Context, id string) (Checkpoint, eventstore.ExpectedRevision, bool, error) {
+	cp, rev, found, err := s.lastCheckpoint(ctx, deliveryPrefix+id)
+	if err != nil || found {
+		return cp, eventstore.Exact(rev), found, err
+	}
+	cp, _, found, err = s.lastCheckpoint(ctx, backupPrefix+id)
+	return cp, eventstore.NoStream, found, err
+}
+
+func (s *Service) lastCheckpoint(ctx context.Context, stream string) (Checkpoint, uint64, bool, error) {
+	opts := eventstore.ReadStreamOptions{Direction: eventstore.Backwards, From: eventstore.End, Limit: 1}
+	for e, err := range s.Store.ReadStream(ctx, stream, opts) {
+		if errors.Is(err, eventstore.ErrStreamNotFound) {
+			return Checkpoint{}, 0, false, nil
+		}
+		if err != nil {
+			return Checkpoint{}, 0, false, fmt.Errorf("read the checkpoint of %s: %w", stream, err)
+		}
+		var cp Checkpoint
+		if err := json.Unmarshal(e.Data, &cp); err != nil {
+			return Checkpoint{}, 0, false, fmt.Errorf("checkpoint of %s at %d: %w", stream, e.Revision, err)
+		}
+		return cp, e.Revision, true, nil
+	}
+	return Checkpoint{}, 0, false, nil
+}
+
+// Pending returns the deliveries endpoint id's last checkpoint holds.
+func (s *Service) Pending(ctx context.Context, id string) ([]Delivery, error) {
+	cp, _, _, err := s.checkpoint(ctx, id)
+	return cp.Pending, err
+}
+
+// DeadLetters returns the endpoint's dead letters not re-sent since, the latest last, at most
+// limit of them.
+func (s *Service) DeadLetters(ctx context.Context, id string, limit int) ([]DeadLettered, error) {
+	dead, _, err := s.deadLetters(ctx, id)
+	if len(dead) > limit {
+		dead = dead[len(dead)-limit:]
+	}
+	return dead, err
+}
+
+// deadLetters folds the endpoint's dead-letter stream: the dead letters not re-sent since, and
+// the deliveries whose retry was asked for since their last dead letter.
+func (s *Service) deadLetters(ctx context.Context, id string) ([]DeadLettered, map[string]bool, error) {
+	var dead []DeadLettered
+	retrying := map[string]bool{}
+	for e, err := range s.Store.ReadStream(ctx, deadPrefix+id, eventstore.ReadStreamOptions{}) {
+		if errors.Is(err, eventstore.ErrStreamNotFound) {
+			return nil, retrying, nil
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("read dead letters of %s: %w", id, err)
+		}
+		var d struct {
+			DeadLettered
+			DeliveryID string `json:"deliveryId"`
+		}
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			return nil, nil, fmt.Errorf("dead letters of %s at %d: %w", id, e.Revision, err)
+		}
+		switch e.Type {
+		case TypeDeadLettered:
+			dead = append(removeDelivery(dead, d.ID), d.DeadLettered)
+			delete(retrying, d.ID)
+		case TypeRetryRequested:
+			dead = removeDelivery(dead, d.DeliveryID)
+			retrying[d.DeliveryID] = true
+		}
+	}
+	return dead, retrying, nil
+}
+
+func removeDelivery(dead []DeadLettered, id string) []DeadLettered {
+	out := dead[:0]
+	for _, d := range dead {
+		if d.ID != id {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Retry asks for dead letter delivery of endpoint id to be sent again, once; the node that
+// delivers for the endpoint takes it within a second or so. Asking again before that attempt
+// ends does nothing more. ErrNotFound if there is no such dead letter.
+func (s *Service) Retry(ctx context.Context, id, delivery, by string) error {
+	dead, retrying, err := s.deadLetters(ctx, id)
+	if err != nil || retrying[delivery] {
+		return err
+	}
+	i := slices.IndexFunc(dead, func(d DeadLettered) bool { return d.ID == delivery })
+	if i < 0 {
+		return fmt.Errorf("%w: no dead letter %s", ErrNotFound, delivery)
+	}
+	ev, err := newEvent(TypeRetryRequested, struct {
+		RetryRequested
+		Delivery Delivery `json:"delivery"`
+	}{RetryRequested{DeliveryID: delivery, By: by, At: s.now().UTC()}, dead[i].Delivery})
+	if err != nil {
+		return err
+	}
+	if _, err := s.Store.Append(ctx, deadPrefix+id, eventstore.Any, ev); err != nil {
+		return fmt.Errorf("ask for a retry of %s: %w", delivery, err)
+	}
+	s.logEndpoint(id, "retry requested", slog.String("delivery", delivery), slog.String("by", by))
+	return nil
+}
+
+func (s *Service) logEndpoint(id, event string, attrs ...slog.Attr) {
+	attrs = append([]slog.Attr{slog.String("event", event), slog.String("endpoint", id), slog.String("node", s.Node)}, attrs...)
+	s.Log.LogAttrs(context.Background(), slog.LevelInfo, "webhook endpoint", attrs...)
+}
+
+func (s *Service) setPending(id string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pend == nil {
+		s.pend = map[string]int{}
+	}
+	if n == 0 {
+		delete(s.pend, id)
+	} else {
+		s.pend[id] = n
+	}
+}
+
+// PendingTotal is the deliveries waiting, in flight or waiting for a retry on this node.
+func (s *Service) PendingTotal() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, p := range s.pend {
+		n += p
+	}
+	return n
+}

@@ -1,0 +1,186 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/eventstore/sqlite"
+)
+
+// The signature of the Standard Webhooks specification's example: the same secret, id,
+// timestamp and body give the spec's signature.
+func TestSignMatchesTheSpecification(t *testing.T) {
+	key, _ := base64.StdEncoding.DecodeString("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw") // the published test vector
+	body := []byte(`{"test": 2432232314}`)
+	got := Sign([][]byte{key}, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body)
+	if want := "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="; got != want {
+		t.Errorf("signature %s, want %s", got, want)
+	}
+	two := Sign([][]byte{key, key}, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body)
+	if two != got+" "+got {
+		t.Errorf("two keys: %s", two)
+	}
+}
+
+func TestSealerKeepsSecretsOfTheirEndpoint(t *testing.T) {
+	key := make([]byte, 32)
+	s, err := NewSealer(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, raw := NewSecret()
+	sealed := s.Seal("we_a", raw)
+	if strings.Contains(sealed, base64.StdEncoding.EncodeToString(raw)) {
+		t.Fatal("sealed secret holds the secret in clear")
+	}
+	if got, err := s.Open("we_a", sealed); err != nil || string(got) != string(raw) {
+		t.Errorf("open: %v", err)
+	}
+	if _, err := s.Open("we_b", sealed); err == nil {
+		t.Error("a sealed secret opened for another endpoint")
+	}
+	other, _ := NewSealer(append(make([]byte, 31), 1))
+	if _, err := other.Open("we_a", sealed); err == nil {
+		t.Error("a sealed secret opened with another key")
+	}
+}
+
+func TestKeyFileOutsideTheDataDirectory(t *testing.T) {
+	data := t.TempDir()
+	if _, err := LoadKeyFile(filepath.Join(data, "k"), data, true); err == nil {
+		t.Error("a key file inside the data directory was accepted")
+	}
+	path := filepath.Join(t.TempDir(), "k")
+	if _, err := LoadKeyFile(path, data, false); err == nil {
+		t.Error("a missing key file was accepted without --webhooks-generate-key")
+	}
+	k1, err := LoadKeyFile(path, data, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2, err := LoadKeyFile(path, data, true)
+	if err != nil || string(k1) != string(k2) {
+		t.Errorf("the generated key did not read back: %v", err)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("key file mode %v", fi.Mode())
+	}
+}
+
+func TestRefusedAddresses(t *testing.T) {
+	for a, want := range map[string]bool{
+		"127.0.0.1": true, "::1": true, "10.0.0.1": true, "172.16.5.4": true, "192.168.1.1": true,
+		"169.254.169.254": true, "fe80::1": true, "fd00:ec2::254": true, "100.64.0.1": true, "0.0.0.0": true,
+		"::ffff:127.0.0.1": true, "203.0.113.9": false, "8.8.8.8": false, "2001:4860:4860::8888": false,
+	} {
+		if got := refused(netip.MustParseAddr(a)); got != want {
+			t.Errorf("refused(%s) = %v", a, got)
+		}
+	}
+}
+
+// The address is checked when connecting, after resolution: a delivery to a loopback
+// receiver fails without --webhooks-allow-private even though the URL passed no check.
+func TestConnectionsToRefusedAddressesFail(t *testing.T) {
+	hits := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits++ }))
+	defer srv.Close()
+	a := post(context.Background(), newClient(false, time.Second, 1), srv.URL, "id", []byte("{}"), [][]byte{{1}}, time.Second, 1<<10)
+	if a.Error == "" || outcome(a) != "refused" || hits != 0 {
+		t.Errorf("attempt %+v (outcome %s), %d requests received", a, outcome(a), hits)
+	}
+	a = post(context.Background(), newClient(true, time.Second, 1), srv.URL, "id", []byte("{}"), [][]byte{{1}}, time.Second, 1<<10)
+	if a.Error != "" || hits != 1 {
+		t.Errorf("with private addresses allowed: %+v", a)
+	}
+}
+
+func TestRedirectsAreNotFollowed(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/elsewhere", http.StatusFound)
+	}))
+	defer srv.Close()
+	a := post(context.Background(), newClient(true, time.Second, 1), srv.URL, "id", []byte("{}"), [][]byte{{1}}, time.Second, 1<<10)
+	if a.Status != http.StatusFound || a.Error == "" {
+		t.Errorf("attempt %+v", a)
+	}
+}
+
+func TestCheckURL(t *testing.T) {
+	for raw, ok := range map[string]bool{
+		"https://203.0.113.9/hook": true, "http://203.0.113.9/hook": false, "https://127.0.0.1/": false,
+		"ftp://203.0.113.9/": false, "https://u:p@203.0.113.9/": false, "not a url": false,
+	} {
+		err := CheckURL(context.Background(), raw, false)
+		if (err == nil) != ok || (err != nil && !errors.Is(err, ErrURLRefused)) {
+			t.Errorf("CheckURL(%q) = %v", raw, err)
+		}
+	}
+	if err := CheckURL(context.Background(), "http://127.0.0.1:9/", true); err != nil {
+		t.Errorf("with private addresses allowed: %v", err)
+	}
+}
+
+func TestParseSchedule(t *testing.T) {
+	got, err := ParseSchedule("0s, 5s,5m")
+	if err != nil || len(got) != 3 || got[2] != 5*time.Minute {
+		t.Errorf("%v, %v", got, err)
+	}
+	for _, bad := range []string{"", "5s,-1s", "soon"} {
+		if _, err := ParseSchedule(bad); err == nil {
+			t.Errorf("ParseSchedule(%q) accepted", bad)
+		}
+	}
+}
+
+// A delivery stream is compacted after compactAfter checkpoints: it is deleted and starts again
+// with the last checkpoint, which the next runner reads (and reads from the backup when the
+// compaction died with the stream deleted).
+func TestCheckpointsAreCompacted(t *testing.T) {
+	store, err := sqlite.Open(t.TempDir(), sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	cfg := DefaultConfig()
+	cfg.SingleNode = true
+	s := &Service{Store: store, Feed: store, Config: &cfg, Node: "n"}
+	r := s.newRunner("we_x")
+	r.expected = eventstore.NoStream
+	for i := range compactAfter + 5 {
+		r.cp.DeadRead = uint64(i)
+		if err := r.save(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	for _, err := range store.ReadStream(ctx, deliveryPrefix+"we_x", eventstore.ReadStreamOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	cp, _, found, err := s.checkpoint(ctx, "we_x")
+	if n != 6 || !found || err != nil || cp.DeadRead != compactAfter+4 {
+		t.Errorf("%d checkpoints in the stream; last %+v, %v", n, cp, err)
+	}
+	// A compaction that died after the delete: the backup stands in.
+	ev, _ := newEvent(TypeCheckpoint, Checkpoint{DeadRead: 7})
+	store.Append(ctx, backupPrefix+"we_x", eventstore.Any, ev)
+	store.DeleteStream(ctx, deliveryPrefix+"we_x", eventstore.Any)
+	cp, expected, found, err := s.checkpoint(ctx, "we_x")
+	if !found || err != nil || cp.DeadRead != 7 || !expected.IsNoStream() {
+		t.Errorf("after a compaction died: %+v %v %v %v", cp, expected, found, err)
+	}
+}
