@@ -545,13 +545,13 @@ func (e GetHealth200JSONResponseBodyStatus) Valid() bool {
 
 // Defines values for GetReadiness200JSONResponseBodyStatus.
 const (
-	GetReadiness200JSONResponseBodyStatusRetrying GetReadiness200JSONResponseBodyStatus = "retrying"
+	Ready GetReadiness200JSONResponseBodyStatus = "ready"
 )
 
 // Valid indicates whether the value is a known member of the GetReadiness200JSONResponseBodyStatus enum.
 func (e GetReadiness200JSONResponseBodyStatus) Valid() bool {
 	switch e {
-	case GetReadiness200JSONResponseBodyStatusRetrying:
+	case Ready:
 		return true
 	default:
 		return false
@@ -629,13 +629,13 @@ func (e ListWebhookDeliveriesParamsStatus) Valid() bool {
 
 // Defines values for RetryWebhookDelivery202JSONResponseBodyStatus.
 const (
-	RetryWebhookDelivery202JSONResponseBodyStatusRetrying RetryWebhookDelivery202JSONResponseBodyStatus = "retrying"
+	Retrying RetryWebhookDelivery202JSONResponseBodyStatus = "retrying"
 )
 
 // Valid indicates whether the value is a known member of the RetryWebhookDelivery202JSONResponseBodyStatus enum.
 func (e RetryWebhookDelivery202JSONResponseBodyStatus) Valid() bool {
 	switch e {
-	case RetryWebhookDelivery202JSONResponseBodyStatusRetrying:
+	case Retrying:
 		return true
 	default:
 		return false
@@ -7865,63 +7865,6 @@ type GetReadinessResponse200Headers struct {
 	XRequestId string
 }
 
-// GetReadinessResponse400Headers the declared response headers of an HTTP 400 response for GetReadiness
-type GetReadinessResponse400Headers struct {
-	IdempotentReplayed *string
-	XRequestId         string
-}
-
-// GetReadinessResponse401Headers the declared response headers of an HTTP 401 response for GetReadiness
-type GetReadinessResponse401Headers struct {
-	WWWAuthenticate string
-	XRequestId      string
-}
-
-// GetReadinessResponse403Headers the declared response headers of an HTTP 403 response for GetReadiness
-type GetReadinessResponse403Headers struct {
-	XRequestId string
-}
-
-// GetReadinessResponse404Headers the declared response headers of an HTTP 404 response for GetReadiness
-type GetReadinessResponse404Headers struct {
-	IdempotentReplayed *string
-	XRequestId         string
-}
-
-// GetReadinessResponse409Headers the declared response headers of an HTTP 409 response for GetReadiness
-type GetReadinessResponse409Headers struct {
-	IdempotentReplayed *string
-	RetryAfter         *int
-	XRequestId         string
-}
-
-// GetReadinessResponse412Headers the declared response headers of an HTTP 412 response for GetReadiness
-type GetReadinessResponse412Headers struct {
-	IdempotentReplayed *string
-	XRequestId         string
-}
-
-// GetReadinessResponse413Headers the declared response headers of an HTTP 413 response for GetReadiness
-type GetReadinessResponse413Headers struct {
-	XRequestId string
-}
-
-// GetReadinessResponse415Headers the declared response headers of an HTTP 415 response for GetReadiness
-type GetReadinessResponse415Headers struct {
-	XRequestId string
-}
-
-// GetReadinessResponse422Headers the declared response headers of an HTTP 422 response for GetReadiness
-type GetReadinessResponse422Headers struct {
-	XRequestId string
-}
-
-// GetReadinessResponse500Headers the declared response headers of an HTTP 500 response for GetReadiness
-type GetReadinessResponse500Headers struct {
-	RetryAfter int
-	XRequestId string
-}
-
 // GetReadinessResponse503Headers the declared response headers of an HTTP 503 response for GetReadiness
 type GetReadinessResponse503Headers struct {
 	RetryAfter int
@@ -7935,50 +7878,10 @@ type GetReadinessResponse struct {
 	JSON200 *struct {
 		Status GetReadiness200JSONResponseBodyStatus `json:"status"`
 	}
-	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
-	ApplicationproblemJSON400 *BadRequest
-	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
-	ApplicationproblemJSON401 *Unauthorized
-	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
-	ApplicationproblemJSON403 *Forbidden
-	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
-	ApplicationproblemJSON404 *NotFound
-	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
-	ApplicationproblemJSON409 *Conflict
-	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
-	ApplicationproblemJSON412 *PreconditionFailed
-	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
-	ApplicationproblemJSON413 *PayloadTooLarge
-	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
-	ApplicationproblemJSON415 *UnsupportedMediaType
-	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
-	ApplicationproblemJSON422 *WebhookUnprocessable
-	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
-	ApplicationproblemJSON500 *InternalError
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetReadinessResponse200Headers
-	// Headers400 the parsed response headers for an HTTP 400 response
-	Headers400 *GetReadinessResponse400Headers
-	// Headers401 the parsed response headers for an HTTP 401 response
-	Headers401 *GetReadinessResponse401Headers
-	// Headers403 the parsed response headers for an HTTP 403 response
-	Headers403 *GetReadinessResponse403Headers
-	// Headers404 the parsed response headers for an HTTP 404 response
-	Headers404 *GetReadinessResponse404Headers
-	// Headers409 the parsed response headers for an HTTP 409 response
-	Headers409 *GetReadinessResponse409Headers
-	// Headers412 the parsed response headers for an HTTP 412 response
-	Headers412 *GetReadinessResponse412Headers
-	// Headers413 the parsed response headers for an HTTP 413 response
-	Headers413 *GetReadinessResponse413Headers
-	// Headers415 the parsed response headers for an HTTP 415 response
-	Headers415 *GetReadinessResponse415Headers
-	// Headers422 the parsed response headers for an HTTP 422 response
-	Headers422 *GetReadinessResponse422Headers
-	// Headers500 the parsed response headers for an HTTP 500 response
-	Headers500 *GetReadinessResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *GetReadinessResponse503Headers
 }
@@ -7988,56 +7891,6 @@ func (r GetReadinessResponse) GetJSON200() *struct {
 	Status GetReadiness200JSONResponseBodyStatus `json:"status"`
 } {
 	return r.JSON200
-}
-
-// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
-func (r GetReadinessResponse) GetApplicationproblemJSON400() *BadRequest {
-	return r.ApplicationproblemJSON400
-}
-
-// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
-func (r GetReadinessResponse) GetApplicationproblemJSON401() *Unauthorized {
-	return r.ApplicationproblemJSON401
-}
-
-// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
-func (r GetReadinessResponse) GetApplicationproblemJSON403() *Forbidden {
-	return r.ApplicationproblemJSON403
-}
-
-// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
-func (r GetReadinessResponse) GetApplicationproblemJSON404() *NotFound {
-	return r.ApplicationproblemJSON404
-}
-
-// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
-func (r GetReadinessResponse) GetApplicationproblemJSON409() *Conflict {
-	return r.ApplicationproblemJSON409
-}
-
-// GetApplicationproblemJSON412 returns the response for an HTTP 412 `application/problem+json` response
-func (r GetReadinessResponse) GetApplicationproblemJSON412() *PreconditionFailed {
-	return r.ApplicationproblemJSON412
-}
-
-// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
-func (r GetReadinessResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
-	return r.ApplicationproblemJSON413
-}
-
-// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
-func (r GetReadinessResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
-	return r.ApplicationproblemJSON415
-}
-
-// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
-func (r GetReadinessResponse) GetApplicationproblemJSON422() *WebhookUnprocessable {
-	return r.ApplicationproblemJSON422
-}
-
-// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
-func (r GetReadinessResponse) GetApplicationproblemJSON500() *InternalError {
-	return r.ApplicationproblemJSON500
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
@@ -14399,76 +14252,6 @@ func ParseGetReadinessResponse(rsp *http.Response) (*GetReadinessResponse, error
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
-		var dest BadRequest
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON400 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Unauthorized
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
-		var dest Forbidden
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON403 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest NotFound
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Conflict
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON409 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
-		var dest PreconditionFailed
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON412 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
-		var dest PayloadTooLarge
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON413 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
-		var dest UnsupportedMediaType
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON415 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
-		var dest WebhookUnprocessable
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON422 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
-		var dest InternalError
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.ApplicationproblemJSON500 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -14489,155 +14272,6 @@ func ParseGetReadinessResponse(rsp *http.Response) (*GetReadinessResponse, error
 			headers.XRequestId = value
 		}
 		response.Headers200 = &headers
-	case rsp.StatusCode == 400:
-		var headers GetReadinessResponse400Headers
-		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.IdempotentReplayed = &value
-		}
-		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRequestId = value
-		}
-		response.Headers400 = &headers
-	case rsp.StatusCode == 401:
-		var headers GetReadinessResponse401Headers
-		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.WWWAuthenticate = value
-		}
-		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRequestId = value
-		}
-		response.Headers401 = &headers
-	case rsp.StatusCode == 403:
-		var headers GetReadinessResponse403Headers
-		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRequestId = value
-		}
-		response.Headers403 = &headers
-	case rsp.StatusCode == 404:
-		var headers GetReadinessResponse404Headers
-		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.IdempotentReplayed = &value
-		}
-		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRequestId = value
-		}
-		response.Headers404 = &headers
-	case rsp.StatusCode == 409:
-		var headers GetReadinessResponse409Headers
-		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.IdempotentReplayed = &value
-		}
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = &value
-		}
-		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRequestId = value
-		}
-		response.Headers409 = &headers
-	case rsp.StatusCode == 412:
-		var headers GetReadinessResponse412Headers
-		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.IdempotentReplayed = &value
-		}
-		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRequestId = value
-		}
-		response.Headers412 = &headers
-	case rsp.StatusCode == 413:
-		var headers GetReadinessResponse413Headers
-		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRequestId = value
-		}
-		response.Headers413 = &headers
-	case rsp.StatusCode == 415:
-		var headers GetReadinessResponse415Headers
-		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRequestId = value
-		}
-		response.Headers415 = &headers
-	case rsp.StatusCode == 422:
-		var headers GetReadinessResponse422Headers
-		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRequestId = value
-		}
-		response.Headers422 = &headers
-	case rsp.StatusCode == 500:
-		var headers GetReadinessResponse500Headers
-		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.RetryAfter = value
-		}
-		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRequestId = value
-		}
-		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers GetReadinessResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
