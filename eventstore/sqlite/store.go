@@ -64,6 +64,11 @@ type Store struct {
 	streams map[string]streamRow
 	// undo is the writer's map of the stream rows a transaction changed (see writeTx).
 	undo map[string]cachedRow
+	// gathered is the writer's set of the streams of the batch it gathers (see gather).
+	gathered map[string]struct{}
+	// calm counts down the batches since one appended twice to one stream; the writer yields
+	// for more requests only when it is 0 (see gather).
+	calm int
 	// kept is the writer's array for the events of a transaction, for the tail (see writeTx).
 	kept []eventstore.RecordedEvent
 

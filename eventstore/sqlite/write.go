@@ -7,6 +7,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"time"
 
@@ -156,26 +157,76 @@ func (s *Store) serve(conn *writeConn) {
 	}
 }
 
-// gather adds to batch the requests waiting now, up to Config.MaxBatch.
+// gatherYields is how many times the writer yields the processor for more requests before it
+// commits what it has.
+const gatherYields = 8
+
+// calmBatches is how many batches after one that appended twice to one stream the writer
+// commits without yielding for more requests.
+const calmBatches = 64
+
+// gather adds to batch the requests waiting now, up to Config.MaxBatch. It also yields the
+// processor a few times for more: on a small machine the appenders just answered need it to
+// send their next append, and a larger batch makes each append's share of the fsync smaller.
+// But not while appenders race on one stream (a recent batch appended twice to one): at most
+// one of them can win a batch, so the wait only delays the commit that answers them all.
 func (s *Store) gather(batch []*request) []*request {
-	for len(batch) < s.cfg.MaxBatch {
+	if s.gathered == nil {
+		s.gathered = make(map[string]struct{})
+	}
+	clear(s.gathered)
+	contended := false
+	defer func() {
+		if contended {
+			s.calm = calmBatches
+		} else if s.calm > 0 {
+			s.calm--
+		}
+	}()
+	for _, r := range batch {
+		contended = s.gatherStreams(r) || contended
+	}
+	for idle := 0; len(batch) < s.cfg.MaxBatch; {
 		select {
 		case r := <-s.requests:
 			batch = append(batch, r)
+			contended = s.gatherStreams(r) || contended
 			continue
 		default:
 		}
-		if !s.cfg.hooks.gatherMore(len(batch)) {
+		if s.cfg.hooks.gatherMore(len(batch)) {
+			select {
+			case r := <-s.requests:
+				batch = append(batch, r)
+			case <-s.closing:
+				return batch
+			}
+			continue
+		}
+		if idle++; contended || s.calm > 0 || idle > gatherYields {
 			return batch
 		}
-		select {
-		case r := <-s.requests:
-			batch = append(batch, r)
-		case <-s.closing:
-			return batch
-		}
+		runtime.Gosched()
 	}
 	return batch
+}
+
+// gatherStreams adds r's streams (a delete's, or its appends') to the batch's, and reports
+// whether one was there already.
+func (s *Store) gatherStreams(r *request) (repeated bool) {
+	add := func(stream string) {
+		if _, ok := s.gathered[stream]; ok {
+			repeated = true
+		}
+		s.gathered[stream] = struct{}{}
+	}
+	if len(r.appends) == 0 {
+		add(r.stream)
+	}
+	for _, a := range r.appends {
+		add(a.Stream)
+	}
+	return repeated
 }
 
 // restartTries bounds how many commits in a row the writer copies the WAL again after it
