@@ -13,8 +13,8 @@
 //
 // All writes go through one goroutine that owns the only write connection. Appends that arrive
 // while it is committing wait in line and are written together in the next transaction, which
-// costs one fsync for all of them; the writer takes what waits when it is free, and never waits
-// for more. Each append keeps its own expected-revision check and its own result: an append that
+// costs one fsync for all of them; the writer takes what waits when it is free and yields the
+// processor a few times for more, unless appenders race on one stream. Each append keeps its own expected-revision check and its own result: an append that
 // fails is left out of the transaction and never fails or reorders the others. Config.OnBatch
 // reports each batch size, for metrics.
 //

@@ -122,8 +122,8 @@ func (s *Store) writer(conn *sql.Conn, ready chan<- error) {
 }
 
 // serve takes every request waiting at the time, commits them in one transaction (one
-// fsync), and answers each, until the store closes. It never waits for more requests than
-// those already waiting: the appenders that arrive while a batch syncs make the next batch.
+// fsync), and answers each, until the store closes: the appenders that arrive while a batch
+// syncs make the next batch (see gather).
 func (s *Store) serve(conn *writeConn) {
 	batch := make([]*request, 0, s.cfg.MaxBatch)
 	var restart walRestart
