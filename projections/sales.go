@@ -65,7 +65,11 @@ type salesDelta struct {
 
 // salesTypes are the event types the sales read model folds, by name without their version:
 // every version of them carries the amount and the time.
-var salesTypes = []string{"order.payment-confirmed.", "order.refund-completed.", "order.duplicate-charge-recorded."}
+var salesTypes = map[string]bool{
+	order.Unversioned(order.PaymentConfirmed{}.EventType()):        true,
+	order.Unversioned(order.RefundCompleted{}.EventType()):         true,
+	order.Unversioned(order.DuplicateChargeRecorded{}.EventType()): true,
+}
 
 // Apply sums the batch per day and currency, then adds each sum to its row: one write per row
 // the batch touches, however many events it holds.
@@ -119,14 +123,8 @@ func (Sales) Apply(ctx context.Context, tx *sql.Tx, t Tables, events []eventstor
 	return nil
 }
 
-func salesType(typ string) bool {
-	for _, prefix := range salesTypes {
-		if strings.HasPrefix(typ, prefix) {
-			return true
-		}
-	}
-	return false
-}
+// salesType reports whether the sales read model folds events of type typ, of any version.
+func salesType(typ string) bool { return salesTypes[order.Unversioned(typ)] }
 
 // SalesDay is the layout of the sales read model's days.
 const SalesDay = time.DateOnly

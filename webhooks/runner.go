@@ -289,7 +289,7 @@ func (r *runner) fill(ctx context.Context, ep Endpoint, now time.Time) error {
 // principal's orders (the principal that commanded it: only an order's owner commands it), of
 // a type it subscribes to.
 func match(ep Endpoint, e eventstore.RecordedEvent) (Delivery, bool) {
-	t, ok := eventTypes[unversioned(e.Type)]
+	t, ok := eventTypes[order.Unversioned(e.Type)]
 	if !ok || !ep.wants(t) {
 		return Delivery{}, false
 	}

@@ -2,7 +2,6 @@ package webhooks
 
 import (
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/acme/orders/domain/order"
@@ -12,26 +11,18 @@ import (
 // client subscribes to: an event stored at an earlier version is delivered upcast, under the
 // same name as the current one.
 var eventTypes = map[string]string{
-	unversioned(order.Created{}.EventType()):                 "order.created",
-	unversioned(order.LineAdded{}.EventType()):               "order.line-added",
-	unversioned(order.LineQuantityChanged{}.EventType()):     "order.line-quantity-changed",
-	unversioned(order.LineRemoved{}.EventType()):             "order.line-removed",
-	unversioned(order.PaymentStarted{}.EventType()):          "order.payment-started",
-	unversioned(order.PaymentConfirmed{}.EventType()):        "order.paid",
-	unversioned(order.PaymentFailed{}.EventType()):           "order.payment-failed",
-	unversioned(order.Cancelled{}.EventType()):               "order.cancelled",
-	unversioned(order.Shipped{}.EventType()):                 "order.shipped",
-	unversioned(order.RefundRequested{}.EventType()):         "order.refund-requested",
-	unversioned(order.RefundCompleted{}.EventType()):         "order.refunded",
-	unversioned(order.DuplicateChargeRecorded{}.EventType()): "order.duplicate-charge-recorded",
-}
-
-// unversioned is an event type's name without its version suffix (".v2").
-func unversioned(typ string) string {
-	if i := strings.LastIndex(typ, ".v"); i > 0 {
-		return typ[:i]
-	}
-	return typ
+	order.Unversioned(order.Created{}.EventType()):                 "order.created",
+	order.Unversioned(order.LineAdded{}.EventType()):               "order.line-added",
+	order.Unversioned(order.LineQuantityChanged{}.EventType()):     "order.line-quantity-changed",
+	order.Unversioned(order.LineRemoved{}.EventType()):             "order.line-removed",
+	order.Unversioned(order.PaymentStarted{}.EventType()):          "order.payment-started",
+	order.Unversioned(order.PaymentConfirmed{}.EventType()):        "order.paid",
+	order.Unversioned(order.PaymentFailed{}.EventType()):           "order.payment-failed",
+	order.Unversioned(order.Cancelled{}.EventType()):               "order.cancelled",
+	order.Unversioned(order.Shipped{}.EventType()):                 "order.shipped",
+	order.Unversioned(order.RefundRequested{}.EventType()):         "order.refund-requested",
+	order.Unversioned(order.RefundCompleted{}.EventType()):         "order.refunded",
+	order.Unversioned(order.DuplicateChargeRecorded{}.EventType()): "order.duplicate-charge-recorded",
 }
 
 // AllEvents subscribes an endpoint to every event type.

@@ -107,6 +107,15 @@ func splitVersion(name string) (base string, version int, ok bool) {
 	return name[:i], v, true
 }
 
+// Unversioned is an event type's name without its version: "order.created" for every version of
+// "order.created.v2". A name without a version is returned as it is.
+func Unversioned(typ string) string {
+	if base, _, ok := splitVersion(typ); ok {
+		return base
+	}
+	return typ
+}
+
 // Marshal returns e's type name and JSON encoding. It accepts the event values Decide returns;
 // a pointer to an event is refused, so that decoding always gives back what was encoded.
 func (c Codec) Marshal(e Event) (typ string, data []byte, err error) {
