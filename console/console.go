@@ -34,6 +34,9 @@ type Config struct {
 	MaxSessions int
 	// SessionTTL is how long a session lasts from its sign-in.
 	SessionTTL time.Duration
+	// SecureCookies marks every cookie Secure, whatever the request came over: for a console
+	// served behind a proxy that ends TLS. Without it, only requests over TLS get Secure cookies.
+	SecureCookies bool
 }
 
 // Console serves the console's pages. Construct it with New; it is an http.Handler for
@@ -44,6 +47,8 @@ type Console struct {
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
 	verify   *verifyJob
+	// secureCookies: Config.SecureCookies.
+	secureCookies bool
 }
 
 // New returns the console of srv, whose reads, keys and access table it uses. ctx bounds the
@@ -60,7 +65,7 @@ func New(ctx context.Context, srv *api.Server, cfg Config) (*Console, error) {
 		return nil, err
 	}
 	c := &Console{api: srv, sessions: newSessions(cfg.MaxSessions, cfg.SessionTTL), pages: pages, mux: http.NewServeMux(),
-		verify: &verifyJob{ctx: ctx}}
+		verify: &verifyJob{ctx: ctx}, secureCookies: cfg.SecureCookies}
 	c.routes()
 	return c, nil
 }
@@ -126,14 +131,14 @@ func (c *Console) signedIn(h func(http.ResponseWriter, *http.Request, *visit)) h
 		}
 		s, expired := c.sessions.lookup(cookie.Value)
 		if s == nil {
-			clearCookie(w, r, sessionCookie)
+			c.clearCookie(w, r, sessionCookie)
 			http.Redirect(w, r, "/console/sign-in?m="+map[bool]string{true: "expired", false: "required"}[expired], http.StatusSeeOther)
 			return
 		}
 		caller, ok := c.api.AuthenticateHash(s.keyHash)
 		if !ok {
 			c.sessions.end(s.id)
-			clearCookie(w, r, sessionCookie)
+			c.clearCookie(w, r, sessionCookie)
 			http.Redirect(w, r, "/console/sign-in?m=key-gone", http.StatusSeeOther)
 			return
 		}

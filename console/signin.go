@@ -15,14 +15,15 @@ const (
 )
 
 // setCookie sets a console cookie: HttpOnly, SameSite=Strict, under /console/ only, and
-// Secure when the request came over TLS.
-func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
+// Secure when the request came over TLS or the console is told that its users reach it over
+// TLS (Config.SecureCookies: behind a proxy that ends TLS, the request itself is plain HTTP).
+func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/console/", MaxAge: maxAge,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.secureCookies || r.TLS != nil})
 }
 
-func clearCookie(w http.ResponseWriter, r *http.Request, name string) {
-	setCookie(w, r, name, "", -1)
+func (c *Console) clearCookie(w http.ResponseWriter, r *http.Request, name string) {
+	c.setCookie(w, r, name, "", -1)
 }
 
 type signInData struct {
@@ -37,7 +38,7 @@ func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) showSignIn(w http.ResponseWriter, r *http.Request, status int, message string, problem bool) {
 	token := rand.Text()
-	setCookie(w, r, signInCookie, token, 3600)
+	c.setCookie(w, r, signInCookie, token, 3600)
 	c.render(w, r, status, "sign-in", "Sign in", nil, signInData{Token: token, Message: message, Problem: problem && message != ""})
 }
 
@@ -55,13 +56,13 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s := c.sessions.start(hash)
-	clearCookie(w, r, signInCookie)
-	setCookie(w, r, sessionCookie, s.id, int(c.sessions.ttl.Seconds()))
+	c.clearCookie(w, r, signInCookie)
+	c.setCookie(w, r, sessionCookie, s.id, int(c.sessions.ttl.Seconds()))
 	http.Redirect(w, r, "/console/orders", http.StatusSeeOther)
 }
 
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request, v *visit) {
 	c.sessions.end(v.session.id)
-	clearCookie(w, r, sessionCookie)
+	c.clearCookie(w, r, sessionCookie)
 	http.Redirect(w, r, "/console/sign-in?m=signed-out", http.StatusSeeOther)
 }

@@ -35,8 +35,9 @@ type serveCmd struct {
 
 	PprofAddr string `env:"API_PPROF_ADDR" help:"Loopback address to serve runtime profiles (net/http/pprof) on; none if empty."`
 
-	ConsoleSessions   int           `default:"10000" env:"API_CONSOLE_SESSIONS" help:"Sessions of the console (/console/) held in memory; signing in past it ends the oldest. Sessions end with the process."`
-	ConsoleSessionTTL time.Duration `default:"8h" env:"API_CONSOLE_SESSION_TTL" help:"How long a console session lasts from its sign-in."`
+	ConsoleSessions      int           `default:"10000" env:"API_CONSOLE_SESSIONS" help:"Sessions of the console (/console/) held in memory; signing in past it ends the oldest. Sessions end with the process."`
+	ConsoleSessionTTL    time.Duration `default:"8h" env:"API_CONSOLE_SESSION_TTL" help:"How long a console session lasts from its sign-in."`
+	ConsoleSecureCookies bool          `env:"API_CONSOLE_SECURE_COOKIES" help:"Mark the console's cookies Secure on plain HTTP too: set it when a proxy in front ends TLS (without it, only requests over TLS get Secure cookies)."`
 
 	Limits limitFlags `embed:""`
 
@@ -109,7 +110,7 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		BodyMemory:     cmd.Limits.BodyMemory << 20,
 	}
 	idem.Observe = srv.ObserveKey
-	if srv.Console, err = console.New(ctx, srv, console.Config{MaxSessions: cmd.ConsoleSessions, SessionTTL: cmd.ConsoleSessionTTL}); err != nil {
+	if srv.Console, err = console.New(ctx, srv, console.Config{MaxSessions: cmd.ConsoleSessions, SessionTTL: cmd.ConsoleSessionTTL, SecureCookies: cmd.ConsoleSecureCookies}); err != nil {
 		return err
 	}
 	var stopWebhooks func()
