@@ -57,22 +57,14 @@ func clientRefStream(name string) string {
 // Orders created before claims were per principal hold theirs in the legacy stream, named by
 // customer and reference alone. Such a claim still refuses the reference to another order of
 // the principal that created its order; an order of another principal is no collision, and
-// neither is an order that was never created (its create failed or was abandoned).
+// neither is an order that was never created (its create failed or was abandoned). The legacy
+// stream is read until ScanLegacyClientRefs has found that the store holds no legacy claim.
 func (h *Handler) clientRefClaim(ctx context.Context, c order.CreateOrder, md Metadata) (eventstore.StreamAppend, error) {
-	held, ok, err := h.readClientRefClaim(ctx, legacyClientRefStream(c.CustomerID, c.ClientRef))
-	if err != nil {
-		return eventstore.StreamAppend{}, err
-	}
-	if ok && held.OrderID != c.OrderID {
-		o, err := h.Load(ctx, held.OrderID, "", "")
-		if err != nil {
+	if !h.noLegacyRefs.Load() {
+		if err := h.legacyRefHeld(ctx, c, md); err != nil {
 			return eventstore.StreamAppend{}, err
 		}
-		if o.State.Version > 0 && o.Owner == md.Principal {
-			return eventstore.StreamAppend{}, refTaken(c)
-		}
 	}
-
 	stream := ClientRefStream(md.Principal, c.CustomerID, c.ClientRef)
 	data, err := json.Marshal(ClientRefClaimed{Principal: md.Principal, CustomerID: c.CustomerID, ClientReference: c.ClientRef, OrderID: c.OrderID})
 	if err != nil {
@@ -80,6 +72,23 @@ func (h *Handler) clientRefClaim(ctx context.Context, c order.CreateOrder, md Me
 	}
 	return eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream,
 		Events: []eventstore.EventData{{ID: eventID(md, c.OrderID, stream, 0), Type: TypeClientRefClaimed, Data: data}}}, nil
+}
+
+// legacyRefHeld returns ErrClientRefTaken if the legacy claim of the create's customer and
+// reference is another order's of the principal md names, and nil if there is no such claim.
+func (h *Handler) legacyRefHeld(ctx context.Context, c order.CreateOrder, md Metadata) error {
+	held, ok, err := h.readClientRefClaim(ctx, legacyClientRefStream(c.CustomerID, c.ClientRef))
+	if err != nil || !ok || held.OrderID == c.OrderID {
+		return err
+	}
+	o, err := h.Load(ctx, held.OrderID, "", "")
+	if err != nil {
+		return err
+	}
+	if o.State.Version > 0 && o.Owner == md.Principal {
+		return refTaken(c)
+	}
+	return nil
 }
 
 // refHeld returns nil if the client reference claim in stream, whose append was refused, is the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/acme/orders/domain/order"
@@ -48,6 +49,10 @@ type Handler struct {
 	rememberMu sync.Mutex
 
 	queues queues
+
+	// noLegacyRefs is set once the store is known to hold no legacy client-reference claim
+	// (ScanLegacyClientRefs).
+	noLegacyRefs atomic.Bool
 }
 
 // Result is the outcome of a command.

@@ -89,12 +89,15 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	}
 	defer stopProjections()
 	metrics.WatchProjections(runner)
+	orders := &command.Handler{Store: timed}
+	stopScan := startLegacyScan(ctx, orders, store, log)
+	defer stopScan()
 	srv := &api.Server{
 		Store:       store,
 		Feed:        store,
 		Projections: runner,
 		Reads:       projections.Queries{DB: runner.DB},
-		Orders:      &command.Handler{Store: timed},
+		Orders:      orders,
 		Keys:        idem,
 		// The fingerprints of the latest requests, which their retries send again.
 		Fingerprints: idempotency.NewFingerprints(fingerprintMemo),
@@ -197,6 +200,39 @@ func startSweeper(ctx context.Context, idem *idempotency.Keys, feed eventstore.F
 		}
 	}()
 	return func() { cancel(); <-swept }
+}
+
+// startLegacyScan runs orders.ScanLegacyClientRefs until it succeeds, or until stop, which
+// waits for it to end. A failed scan is logged and tried again later (up to a minute between
+// tries); until one succeeds, creates keep reading legacy client-reference claims, as they must
+// while the store may hold one.
+func startLegacyScan(ctx context.Context, orders *command.Handler, feed eventstore.Feed, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for wait := time.Second; ; wait = min(2*wait, time.Minute) {
+			scan, err := orders.ScanLegacyClientRefs(ctx, feed)
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil:
+				log.Warn("scan for legacy client-reference claims failed; retrying", "error", err, "retry_in", wait.String())
+			case scan.None:
+				log.Info("no legacy client-reference claims: creates read none", "marker_written", scan.Written, "claims_scanned", scan.Claims)
+				return
+			default:
+				log.Info("legacy client-reference claims found: creates keep reading them", "stream", scan.Legacy.Stream, "position", scan.Legacy.Position.Commit)
+				return
+			}
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // withSweeper adds the key sweeper to the readiness check ready: not ready while it keeps
