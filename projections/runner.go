@@ -129,6 +129,13 @@ type Runner struct {
 	runs    map[string]*run
 	started chan struct{}
 	once    sync.Once
+
+	// writer is the one connection every write of the runner goes through, one transaction
+	// at a time (writeMu). SQLite has one writer anyway; with a connection each, the
+	// projections took turns by the busy handler's retries, and each found its page cache
+	// emptied by the others' commits. Queries and comparisons read on the pool.
+	writeMu sync.Mutex
+	writer  *sql.Conn
 }
 
 // ErrUnknownProjection: no projection has that name.
@@ -175,6 +182,12 @@ func (r *Runner) log() *slog.Logger {
 // fails stops alone; Run returns when ctx ends or the database cannot be prepared.
 func (r *Runner) Run(ctx context.Context) error {
 	r.init()
+	writer, err := r.DB.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("prepare projections: %w", err)
+	}
+	defer writer.Close()
+	r.writer = writer
 	if err := r.prepare(ctx); err != nil {
 		return err
 	}
@@ -395,8 +408,22 @@ func pointViews(ctx context.Context, tx *sql.Tx, p Projection, gen int) error {
 	return nil
 }
 
+// statementContext is ctx without its cancellation, for the statements of a batch. The driver
+// runs each statement under a context that can end on a goroutine of its own, to interrupt it:
+// per statement, that cost more than the statement. A batch takes milliseconds; the loop
+// checks ctx between batches.
+func statementContext(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
 func (rn *run) tx(ctx context.Context, f func(*sql.Tx) error) error {
-	tx, err := rn.r.DB.BeginTx(ctx, nil)
+	return rn.r.tx(ctx, f)
+}
+
+// tx runs f in a transaction on the writer connection and commits it, or rolls it back if f
+// fails.
+func (r *Runner) tx(ctx context.Context, f func(*sql.Tx) error) error {
+	r.writeMu.Lock()
+	defer r.writeMu.Unlock()
+	tx, err := r.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -573,6 +600,7 @@ func (rn *run) applyLive(ctx context.Context, batch []eventstore.RecordedEvent, 
 		return nil
 	}
 	defer clear(fresh) // let the events' bytes go with the batch
+	ctx = statementContext(ctx)
 	err := rn.tx(ctx, func(tx *sql.Tx) error {
 		if err := rn.p.Apply(ctx, tx, tablesOf(rn.p, gen), fresh); err != nil {
 			return err
@@ -745,6 +773,7 @@ func (rn *run) rebuildStep(ctx context.Context) (bool, error) {
 		}
 	}
 	if last.Position.Compare(rb.Checkpoint) > 0 {
+		ctx := statementContext(ctx)
 		err := rn.tx(ctx, func(tx *sql.Tx) error {
 			if err := rn.p.Apply(ctx, tx, tablesOf(rn.p, rb.Generation), batch); err != nil {
 				return err
