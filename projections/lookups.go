@@ -26,7 +26,7 @@ type Lookups struct {
 	Log *slog.Logger // nil: slog.Default()
 }
 
-var _ Projection = Lookups{}
+var _ Selective = Lookups{}
 
 func (Lookups) Name() string { return "lookups" }
 
@@ -107,9 +107,7 @@ func (l Lookups) Apply(ctx context.Context, tx *sql.Tx, t Tables, events []event
 			// Given up without an outcome (a 5xx): the key holds nothing to show.
 			_, err = tx.ExecContext(ctx, `DELETE FROM `+t["idempotency_keys"]+` WHERE stream = ? AND status IS NULL`, e.Stream)
 		default:
-			// Every version of the two types, so that one this build cannot read stops the
-			// lookups instead of being skipped.
-			if strings.HasPrefix(e.Type, "order.created.") || strings.HasPrefix(e.Type, "order.payment-started.") {
+			if lookupsOrderType(e.Type) {
 				err = l.lookupOrder(ctx, tx, t, e)
 			}
 		}
@@ -118,6 +116,22 @@ func (l Lookups) Apply(ctx context.Context, tx *sql.Tx, t Tables, events []event
 		}
 	}
 	return nil
+}
+
+// Applies reports whether Apply folds events of type typ: key events and the order events
+// that name a client reference or a payment id.
+func (Lookups) Applies(typ string) bool {
+	switch typ {
+	case idempotency.TypeClaimed, idempotency.TypeCompleted, idempotency.TypeReleased:
+		return true
+	}
+	return lookupsOrderType(typ)
+}
+
+// lookupsOrderType reports whether typ is an order event the lookups fold: every version of
+// the two types, so that one this build cannot read stops the lookups instead of being skipped.
+func lookupsOrderType(typ string) bool {
+	return strings.HasPrefix(typ, "order.created.") || strings.HasPrefix(typ, "order.payment-started.")
 }
 
 func (l Lookups) lookupOrder(ctx context.Context, tx *sql.Tx, t Tables, e eventstore.RecordedEvent) error {

@@ -33,6 +33,27 @@ type Projection interface {
 	Apply(ctx context.Context, tx *sql.Tx, t Tables, events []eventstore.RecordedEvent) error
 }
 
+// Selective is a Projection that folds only some event types of the streams its Filter
+// selects. The runner hands Apply only those, and a live batch without any commits nothing:
+// the checkpoint moves in memory, and reaches the file with the next batch that writes, or
+// once ten BatchSizes of events have passed so (see run.skip). A restart applies from the stored checkpoint, so
+// it meets the events skipped since then again, and skips them again.
+type Selective interface {
+	Projection
+	// Applies reports whether Apply folds events of type typ. It must hold for every version
+	// of a type Apply folds, so that one this build cannot read reaches Apply and stops the
+	// projection instead of being skipped.
+	Applies(typ string) bool
+}
+
+// applies returns p's Applies, or one that takes every type.
+func applies(p Projection) func(string) bool {
+	if s, ok := p.(Selective); ok {
+		return s.Applies
+	}
+	return func(string) bool { return true }
+}
+
 // Tables maps a projection's table base names to the tables of one generation.
 type Tables map[string]string
 
@@ -147,7 +168,7 @@ func (r *Runner) init() {
 		r.started = make(chan struct{})
 		for _, p := range r.Projections {
 			r.runs[p.Name()] = &run{r: r, p: p, state: StateCatchingUp, rebuildReq: make(chan struct{}, 1),
-				advanced: make(chan struct{}), hurry: make(chan struct{})}
+				advanced: make(chan struct{}), hurry: make(chan struct{}), applies: applies(p)}
 		}
 	})
 }
@@ -324,7 +345,9 @@ type run struct {
 	waiters    int            // WaitFor calls waiting for the checkpoint to move
 	hurry      chan struct{}  // closed and replaced when waiters becomes 1: a linger stops
 
-	fresh []eventstore.RecordedEvent // applyLive's array, reused from batch to batch
+	fresh   []eventstore.RecordedEvent // applyLive's array, reused from batch to batch
+	applies func(typ string) bool      // see Selective
+	unsaved int                        // events passed since the checkpoint was stored: see skip
 }
 
 // load reads the projection's checkpoint, or creates its first generation. A live generation
@@ -584,23 +607,19 @@ func (rn *run) applyLive(ctx context.Context, batch []eventstore.RecordedEvent, 
 	if last.Position.Compare(cp) <= 0 {
 		return nil
 	}
-	filter := rn.p.Filter()
+	filter, applies := rn.p.Filter(), rn.applies
 	fresh := rn.fresh[:0]
 	for _, e := range batch {
-		if e.Position.Compare(cp) > 0 && filter.Match(e.Stream) {
+		if e.Position.Compare(cp) > 0 && filter.Match(e.Stream) && applies(e.Type) {
 			fresh = append(fresh, e)
 		}
 	}
 	rn.fresh = fresh
+	ctx = statementContext(ctx)
 	if len(fresh) == 0 || outdated {
-		// Nothing of ours, or nothing Apply can write to an outdated generation (its rebuild
-		// reads these events from the log): move on without a write; a restart reads these
-		// again and skips them again.
-		rn.advance(last, caughtUp)
-		return nil
+		return rn.skip(ctx, last, len(batch), caughtUp, outdated)
 	}
 	defer clear(fresh) // let the events' bytes go with the batch
-	ctx = statementContext(ctx)
 	err := rn.tx(ctx, func(tx *sql.Tx) error {
 		if err := rn.p.Apply(ctx, tx, tablesOf(rn.p, gen), fresh); err != nil {
 			return err
@@ -611,6 +630,32 @@ func (rn *run) applyLive(ctx context.Context, batch []eventstore.RecordedEvent, 
 	})
 	if err != nil {
 		return fmt.Errorf("apply events %v..%v: %w", fresh[0].Position, fresh[len(fresh)-1].Position, err)
+	}
+	rn.unsaved = 0
+	rn.advance(last, caughtUp)
+	return nil
+}
+
+// unsavedEvents bounds the events a projection passes without storing its checkpoint, when
+// none of them is its to apply: ten BatchSizes (10,000 by default), the most a batch holds
+// while catching up. A restart reads at most that many again.
+func (r *Runner) unsavedEvents() int { return 10 * r.batchSize() }
+
+// skip moves the checkpoint past a batch of n events with nothing to apply, without a write,
+// except that once unsavedEvents have passed so it stores the checkpoint alone. Nothing is
+// written for an outdated generation, which Apply cannot write (its rebuild reads these events
+// from the log).
+func (rn *run) skip(ctx context.Context, last eventstore.RecordedEvent, n int, caughtUp, outdated bool) error {
+	if rn.unsaved += n; rn.unsaved >= rn.r.unsavedEvents() && !outdated {
+		err := rn.tx(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `UPDATE projection_checkpoints SET commit_position = ?, prepare_position = ? WHERE name = ?`,
+				last.Position.Commit, last.Position.Prepare, rn.p.Name())
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("store checkpoint %v: %w", last.Position, err)
+		}
+		rn.unsaved = 0
 	}
 	rn.advance(last, caughtUp)
 	return nil
@@ -767,7 +812,7 @@ func (rn *run) rebuildStep(ctx context.Context) (bool, error) {
 		read++
 		if e.Position.Compare(rb.Checkpoint) > 0 {
 			last = e
-			if filter.Match(e.Stream) {
+			if filter.Match(e.Stream) && rn.applies(e.Type) {
 				batch = append(batch, e)
 			}
 		}
