@@ -533,8 +533,8 @@ func (rn *run) loop(ctx context.Context, f *feed) {
 // BatchSize events or the Runner's Linger has passed, so that one transaction applies them all.
 // It does not wait when a full batch is already waiting (catching up), and never keeps a reader
 // waiting: it does not start while a WaitFor waits on the projection and stops when one starts
-// to. When ctx ends it returns what it has, which then fails to apply like any batch in hand at
-// shutdown: a restart reads those events again from the checkpoint.
+// to. When ctx ends it returns what it has, which is applied like any batch (a batch's
+// statements do not watch ctx: see statementContext); the loop stops after it.
 func (rn *run) linger(ctx context.Context, events <-chan eventstore.RecordedEvent, batch []eventstore.RecordedEvent) []eventstore.RecordedEvent {
 	d, full := rn.r.lingerTime(), rn.r.batchSize()
 	rn.mu.Lock()
