@@ -36,8 +36,8 @@ type Projection interface {
 // Selective is a Projection that folds only some event types of the streams its Filter
 // selects. The runner hands Apply only those, and a live batch without any commits nothing:
 // the checkpoint moves in memory, and reaches the file with the next batch that writes, or
-// once ten BatchSizes of events have passed so (see run.skip). A restart applies from the stored checkpoint, so
-// it meets the events skipped since then again, and skips them again.
+// once ten BatchSizes of events have passed so (see run.skip). A restart applies from the
+// stored checkpoint, so it meets the events skipped since then again, and skips them again.
 type Selective interface {
 	Projection
 	// Applies reports whether Apply folds events of type typ. It must hold for every version
