@@ -9,6 +9,12 @@
 // for fewer commits, but not while a reader waits on it (Runner.WaitFor). A projection whose
 // handler fails stops with the error visible in its Status; it never skips the event.
 //
+// A Selective projection is handed only the event types it folds; a batch with none of them
+// writes nothing, and its checkpoint moves in memory (WaitFor answers from it), reaching the
+// file with the next batch that writes or after ten BatchSizes of events: a restart meets those
+// again and skips them again. All of the runner's writes go through one connection, one
+// transaction at a time, which keeps that connection's page cache warm.
+//
 // Tables live in generations: a projection's table "orders" is stored as "orders_g3" and read
 // through a view named "orders". A rebuild creates the next generation's tables, fills them from
 // position 0 while the live generation keeps serving and updating, catches up with it, and then,

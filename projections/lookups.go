@@ -26,7 +26,7 @@ type Lookups struct {
 	Log *slog.Logger // nil: slog.Default()
 }
 
-var _ Projection = Lookups{}
+var _ Selective = Lookups{}
 
 func (Lookups) Name() string { return "lookups" }
 
@@ -75,30 +75,30 @@ func (Lookups) Create(ctx context.Context, tx *sql.Tx, t Tables) error {
 	return err
 }
 
+// Apply applies the batch in order. A key's claim followed at once, in its stream, by its
+// outcome (a create and its answer, which a live batch usually holds together) is written as one
+// row with that outcome: one statement instead of an insert and an update.
 func (l Lookups) Apply(ctx context.Context, tx *sql.Tx, t Tables, events []eventstore.RecordedEvent) error {
-	for _, e := range events {
-		var err error
+	outcomes, err := claimOutcomes(events)
+	if err != nil {
+		return err
+	}
+	outcome := func(i int) keyOutcome {
+		if outcomes == nil {
+			return keyOutcome{}
+		}
+		return outcomes[i]
+	}
+	for i, e := range events {
 		switch e.Type {
 		case idempotency.TypeClaimed:
-			var c idempotency.Claimed
-			if err = json.Unmarshal(e.Data, &c); err == nil {
-				// A takeover carries the first claim's expiry; a new life after expiry starts
-				// afresh: either way the row becomes this claim's, without an outcome.
-				_, err = tx.ExecContext(ctx, `INSERT INTO `+t["idempotency_keys"]+` (stream, principal, key, method, path, order_id, claimed_at, expires_at)
-					VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (principal, key) DO UPDATE SET
-					method = excluded.method, path = excluded.path, order_id = excluded.order_id, claimed_at = excluded.claimed_at,
-					expires_at = excluded.expires_at,
-					status = CASE WHEN expires_at = excluded.expires_at THEN status END,
-					completed_at = CASE WHEN expires_at = excluded.expires_at THEN completed_at END`,
-					e.Stream, c.Principal, c.Key, c.Method, c.Path, c.OrderID, stamp(c.ClaimedAt), stamp(c.ExpiresAt))
-			}
+			err = l.claim(ctx, tx, t, e, outcome(i))
 		case idempotency.TypeCompleted:
-			// Only what the row keeps: the outcome's body and headers are skipped, not decoded.
-			var c struct {
-				Status      int       `json:"status"`
-				CompletedAt time.Time `json:"completedAt"`
+			if outcome(i).merged {
+				continue // written with its claim
 			}
-			if err = json.Unmarshal(e.Data, &c); err == nil {
+			var c keyOutcome
+			if c, err = decodeOutcome(e); err == nil {
 				// The first outcome stands, as in the key's stream.
 				_, err = tx.ExecContext(ctx, `UPDATE `+t["idempotency_keys"]+` SET status = ?, completed_at = ?
 					WHERE stream = ? AND status IS NULL`, c.Status, stamp(c.CompletedAt), e.Stream)
@@ -107,9 +107,7 @@ func (l Lookups) Apply(ctx context.Context, tx *sql.Tx, t Tables, events []event
 			// Given up without an outcome (a 5xx): the key holds nothing to show.
 			_, err = tx.ExecContext(ctx, `DELETE FROM `+t["idempotency_keys"]+` WHERE stream = ? AND status IS NULL`, e.Stream)
 		default:
-			// Every version of the two types, so that one this build cannot read stops the
-			// lookups instead of being skipped.
-			if strings.HasPrefix(e.Type, "order.created.") || strings.HasPrefix(e.Type, "order.payment-started.") {
+			if lookupsOrderType(e.Type) {
 				err = l.lookupOrder(ctx, tx, t, e)
 			}
 		}
@@ -118,6 +116,96 @@ func (l Lookups) Apply(ctx context.Context, tx *sql.Tx, t Tables, events []event
 		}
 	}
 	return nil
+}
+
+// keyOutcome is what the lookups keep of a key's outcome: the body and headers are skipped,
+// not decoded.
+type keyOutcome struct {
+	Status      int       `json:"status"`
+	CompletedAt time.Time `json:"completedAt"`
+	merged      bool      // of a claim: the outcome that follows it; of an outcome: written with its claim
+}
+
+func decodeOutcome(e eventstore.RecordedEvent) (keyOutcome, error) {
+	var c keyOutcome
+	err := json.Unmarshal(e.Data, &c)
+	return c, err
+}
+
+// claimOutcomes finds the claims of the batch that the next event of their key stream, in the
+// batch, completes. It returns nil if there are none, else, by index in events, each such
+// claim's outcome, and merged for the outcome itself.
+func claimOutcomes(events []eventstore.RecordedEvent) ([]keyOutcome, error) {
+	var out []keyOutcome
+	var claims map[string]int // key stream → its claim, while it is the stream's last event
+	for i, e := range events {
+		switch e.Type {
+		case idempotency.TypeClaimed:
+			if claims == nil {
+				claims = map[string]int{}
+			}
+			claims[e.Stream] = i
+			continue
+		case idempotency.TypeCompleted:
+			c, ok := claims[e.Stream]
+			if !ok {
+				break
+			}
+			o, err := decodeOutcome(e)
+			if err != nil {
+				return nil, fmt.Errorf("%s@%d (%s): %w", e.Stream, e.Revision, e.Type, err)
+			}
+			if out == nil {
+				out = make([]keyOutcome, len(events))
+			}
+			o.merged = true
+			out[c], out[i] = o, keyOutcome{merged: true}
+		}
+		if claims != nil {
+			delete(claims, e.Stream)
+		}
+	}
+	return out, nil
+}
+
+// claim makes the key's row the claim's, with outcome o if it is merged. A takeover carries
+// the first claim's expiry: it keeps the row's outcome, and o is written only if the row has
+// none (the first outcome stands). A new life after expiry starts afresh: its outcome is o's,
+// or none. These are what the claim and then the outcome's update would leave.
+func (l Lookups) claim(ctx context.Context, tx *sql.Tx, t Tables, e eventstore.RecordedEvent, o keyOutcome) error {
+	var c idempotency.Claimed
+	if err := json.Unmarshal(e.Data, &c); err != nil {
+		return err
+	}
+	var status, completedAt any // NULL without an outcome
+	if o.merged {
+		status, completedAt = o.Status, stamp(o.CompletedAt)
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO `+t["idempotency_keys"]+` (stream, principal, key, method, path, order_id, claimed_at, expires_at,
+		status, completed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (principal, key) DO UPDATE SET
+		method = excluded.method, path = excluded.path, order_id = excluded.order_id, claimed_at = excluded.claimed_at,
+		expires_at = excluded.expires_at,
+		status = CASE WHEN expires_at = excluded.expires_at THEN coalesce(status, excluded.status) ELSE excluded.status END,
+		completed_at = CASE WHEN expires_at = excluded.expires_at AND (status IS NOT NULL OR excluded.status IS NULL) THEN completed_at
+			ELSE excluded.completed_at END`,
+		e.Stream, c.Principal, c.Key, c.Method, c.Path, c.OrderID, stamp(c.ClaimedAt), stamp(c.ExpiresAt), status, completedAt)
+	return err
+}
+
+// Applies reports whether Apply folds events of type typ: key events and the order events
+// that name a client reference or a payment id.
+func (Lookups) Applies(typ string) bool {
+	switch typ {
+	case idempotency.TypeClaimed, idempotency.TypeCompleted, idempotency.TypeReleased:
+		return true
+	}
+	return lookupsOrderType(typ)
+}
+
+// lookupsOrderType reports whether typ is an order event the lookups fold: every version of
+// the two types, so that one this build cannot read stops the lookups instead of being skipped.
+func lookupsOrderType(typ string) bool {
+	return strings.HasPrefix(typ, "order.created.") || strings.HasPrefix(typ, "order.payment-started.")
 }
 
 func (l Lookups) lookupOrder(ctx context.Context, tx *sql.Tx, t Tables, e eventstore.RecordedEvent) error {

@@ -3,7 +3,10 @@ package projections_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -12,8 +15,12 @@ import (
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/eventstore/sqlite"
+	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/projections"
+	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
+	"pgregory.net/rapid"
 )
 
 // lockedBuffer is a log destination the runner writes while the test reads.
@@ -91,4 +98,89 @@ func TestPaymentLookupKeepsTheFirstOrder(t *testing.T) {
 	if got := strings.Count(logged.String(), "second_order=o2"); got != 1 {
 		t.Errorf("the second order's start logged %d times, want once:\n%s", got, logged.String())
 	}
+}
+
+// Applying key events as one batch, where a claim and the outcome that follows it are written
+// as one row, leaves the rows that applying them one at a time leaves: takeovers with the first
+// claim's expiry, new lives after expiry, releases, second outcomes, in any order of keys.
+func TestLookupsBatchEqualsOneByOne(t *testing.T) {
+	db, err := sqlite.OpenDB(filepath.Join(t.TempDir(), "readmodels.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := context.Background()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	n := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		n++
+		batch, single := projections.Tables{}, projections.Tables{}
+		for _, name := range (projections.Lookups{}).Tables() {
+			batch[name], single[name] = fmt.Sprintf("%s_b%d", name, n), fmt.Sprintf("%s_s%d", name, n)
+		}
+		var events []eventstore.RecordedEvent
+		revisions := map[string]uint64{}
+		for i := range rapid.IntRange(1, 12).Draw(rt, "events") {
+			key := rapid.SampledFrom([]string{"k1", "k2", "k3"}).Draw(rt, "key")
+			stream := idempotency.StreamName("p", key)
+			var typ string
+			var v any
+			switch rapid.IntRange(0, 2).Draw(rt, "kind") {
+			case 0:
+				typ = idempotency.TypeClaimed
+				v = idempotency.Claimed{Principal: "p", Key: key, Method: "POST", Path: "/v1/orders", OrderID: fmt.Sprint("o", i),
+					ClaimedAt: base.Add(time.Duration(i) * time.Second), ExpiresAt: base.Add(time.Duration(rapid.IntRange(1, 2).Draw(rt, "expiry")) * time.Hour)}
+			case 1:
+				typ = idempotency.TypeCompleted
+				v = idempotency.Completed{Outcome: idempotency.Outcome{Status: rapid.SampledFrom([]int{201, 409, 422}).Draw(rt, "status")},
+					CompletedAt: base.Add(time.Duration(i) * time.Second)}
+			default:
+				typ, v = idempotency.TypeReleased, idempotency.Released{Reason: "5xx", ReleasedAt: base}
+			}
+			data, _ := json.Marshal(v)
+			events = append(events, eventstore.RecordedEvent{Stream: stream, Revision: revisions[stream], Type: typ, Data: data,
+				Position: eventstore.Position{Commit: uint64(i + 1), Prepare: uint64(i + 1)}})
+			revisions[stream]++
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		defer tx.Rollback()
+		l := projections.Lookups{}
+		for _, tables := range []projections.Tables{batch, single} {
+			if err := l.Create(ctx, tx, tables); err != nil {
+				rt.Fatal(err)
+			}
+		}
+		if err := l.Apply(ctx, tx, batch, events); err != nil {
+			rt.Fatal(err)
+		}
+		for i := range events {
+			if err := l.Apply(ctx, tx, single, events[i:i+1]); err != nil {
+				rt.Fatal(err)
+			}
+		}
+		rows := func(table string) []string {
+			r, err := tx.QueryContext(ctx, `SELECT stream, order_id, claimed_at, expires_at, coalesce(status, -1), coalesce(completed_at, 'none')
+				FROM `+table+` ORDER BY stream`)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			defer r.Close()
+			var out []string
+			for r.Next() {
+				var stream, orderID, claimed, expires, completed string
+				var status int
+				if err := r.Scan(&stream, &orderID, &claimed, &expires, &status, &completed); err != nil {
+					rt.Fatal(err)
+				}
+				out = append(out, fmt.Sprint(stream[len(stream)-6:], orderID, claimed, expires, status, completed))
+			}
+			return out
+		}
+		if diff := cmp.Diff(rows(single["idempotency_keys"]), rows(batch["idempotency_keys"])); diff != "" {
+			rt.Fatalf("keys applied as one batch differ from one at a time (-one at a time +batch):\n%s", diff)
+		}
+	})
 }

@@ -33,6 +33,27 @@ type Projection interface {
 	Apply(ctx context.Context, tx *sql.Tx, t Tables, events []eventstore.RecordedEvent) error
 }
 
+// Selective is a Projection that folds only some event types of the streams its Filter
+// selects. The runner hands Apply only those, and a live batch without any commits nothing:
+// the checkpoint moves in memory, and reaches the file with the next batch that writes, or
+// once ten BatchSizes of events have passed so (see run.skip). A restart applies from the
+// stored checkpoint, so it meets the events skipped since then again, and skips them again.
+type Selective interface {
+	Projection
+	// Applies reports whether Apply folds events of type typ. It must hold for every version
+	// of a type Apply folds, so that one this build cannot read reaches Apply and stops the
+	// projection instead of being skipped.
+	Applies(typ string) bool
+}
+
+// applies returns p's Applies, or one that takes every type.
+func applies(p Projection) func(string) bool {
+	if s, ok := p.(Selective); ok {
+		return s.Applies
+	}
+	return func(string) bool { return true }
+}
+
 // Tables maps a projection's table base names to the tables of one generation.
 type Tables map[string]string
 
@@ -129,6 +150,13 @@ type Runner struct {
 	runs    map[string]*run
 	started chan struct{}
 	once    sync.Once
+
+	// writer is the one connection every write of the runner goes through, one transaction
+	// at a time (writeMu). SQLite has one writer anyway; with a connection each, the
+	// projections took turns by the busy handler's retries, and each found its page cache
+	// emptied by the others' commits. Queries and comparisons read on the pool.
+	writeMu sync.Mutex
+	writer  *sql.Conn
 }
 
 // ErrUnknownProjection: no projection has that name.
@@ -140,7 +168,7 @@ func (r *Runner) init() {
 		r.started = make(chan struct{})
 		for _, p := range r.Projections {
 			r.runs[p.Name()] = &run{r: r, p: p, state: StateCatchingUp, rebuildReq: make(chan struct{}, 1),
-				advanced: make(chan struct{}), hurry: make(chan struct{})}
+				advanced: make(chan struct{}), hurry: make(chan struct{}), applies: applies(p)}
 		}
 	})
 }
@@ -175,6 +203,12 @@ func (r *Runner) log() *slog.Logger {
 // fails stops alone; Run returns when ctx ends or the database cannot be prepared.
 func (r *Runner) Run(ctx context.Context) error {
 	r.init()
+	writer, err := r.DB.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("prepare projections: %w", err)
+	}
+	defer writer.Close()
+	r.writer = writer
 	if err := r.prepare(ctx); err != nil {
 		return err
 	}
@@ -311,7 +345,9 @@ type run struct {
 	waiters    int            // WaitFor calls waiting for the checkpoint to move
 	hurry      chan struct{}  // closed and replaced when waiters becomes 1: a linger stops
 
-	fresh []eventstore.RecordedEvent // applyLive's array, reused from batch to batch
+	fresh   []eventstore.RecordedEvent // applyLive's array, reused from batch to batch
+	applies func(typ string) bool      // see Selective
+	unsaved int                        // events passed since the checkpoint was stored: see skip
 }
 
 // load reads the projection's checkpoint, or creates its first generation. A live generation
@@ -395,8 +431,22 @@ func pointViews(ctx context.Context, tx *sql.Tx, p Projection, gen int) error {
 	return nil
 }
 
+// statementContext is ctx without its cancellation, for the statements of a batch. The driver
+// runs each statement under a context that can end on a goroutine of its own, to interrupt it:
+// per statement, that cost more than the statement. A batch takes milliseconds; the loop
+// checks ctx between batches.
+func statementContext(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
 func (rn *run) tx(ctx context.Context, f func(*sql.Tx) error) error {
-	tx, err := rn.r.DB.BeginTx(ctx, nil)
+	return rn.r.tx(ctx, f)
+}
+
+// tx runs f in a transaction on the writer connection and commits it, or rolls it back if f
+// fails.
+func (r *Runner) tx(ctx context.Context, f func(*sql.Tx) error) error {
+	r.writeMu.Lock()
+	defer r.writeMu.Unlock()
+	tx, err := r.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -483,8 +533,8 @@ func (rn *run) loop(ctx context.Context, f *feed) {
 // BatchSize events or the Runner's Linger has passed, so that one transaction applies them all.
 // It does not wait when a full batch is already waiting (catching up), and never keeps a reader
 // waiting: it does not start while a WaitFor waits on the projection and stops when one starts
-// to. When ctx ends it returns what it has, which then fails to apply like any batch in hand at
-// shutdown: a restart reads those events again from the checkpoint.
+// to. When ctx ends it returns what it has, which is applied like any batch (a batch's
+// statements do not watch ctx: see statementContext); the loop stops after it.
 func (rn *run) linger(ctx context.Context, events <-chan eventstore.RecordedEvent, batch []eventstore.RecordedEvent) []eventstore.RecordedEvent {
 	d, full := rn.r.lingerTime(), rn.r.batchSize()
 	rn.mu.Lock()
@@ -557,20 +607,17 @@ func (rn *run) applyLive(ctx context.Context, batch []eventstore.RecordedEvent, 
 	if last.Position.Compare(cp) <= 0 {
 		return nil
 	}
-	filter := rn.p.Filter()
+	filter, applies := rn.p.Filter(), rn.applies
 	fresh := rn.fresh[:0]
 	for _, e := range batch {
-		if e.Position.Compare(cp) > 0 && filter.Match(e.Stream) {
+		if e.Position.Compare(cp) > 0 && filter.Match(e.Stream) && applies(e.Type) {
 			fresh = append(fresh, e)
 		}
 	}
 	rn.fresh = fresh
+	ctx = statementContext(ctx)
 	if len(fresh) == 0 || outdated {
-		// Nothing of ours, or nothing Apply can write to an outdated generation (its rebuild
-		// reads these events from the log): move on without a write; a restart reads these
-		// again and skips them again.
-		rn.advance(last, caughtUp)
-		return nil
+		return rn.skip(ctx, last, len(batch), caughtUp, outdated)
 	}
 	defer clear(fresh) // let the events' bytes go with the batch
 	err := rn.tx(ctx, func(tx *sql.Tx) error {
@@ -583,6 +630,32 @@ func (rn *run) applyLive(ctx context.Context, batch []eventstore.RecordedEvent, 
 	})
 	if err != nil {
 		return fmt.Errorf("apply events %v..%v: %w", fresh[0].Position, fresh[len(fresh)-1].Position, err)
+	}
+	rn.unsaved = 0
+	rn.advance(last, caughtUp)
+	return nil
+}
+
+// unsavedEvents bounds the events a projection passes without storing its checkpoint, when
+// none of them is its to apply: ten BatchSizes (10,000 by default), the most a batch holds
+// while catching up. A restart reads at most that many again.
+func (r *Runner) unsavedEvents() int { return 10 * r.batchSize() }
+
+// skip moves the checkpoint past a batch of n events with nothing to apply, without a write,
+// except that once unsavedEvents have passed so it stores the checkpoint alone. Nothing is
+// written for an outdated generation, which Apply cannot write (its rebuild reads these events
+// from the log).
+func (rn *run) skip(ctx context.Context, last eventstore.RecordedEvent, n int, caughtUp, outdated bool) error {
+	if rn.unsaved += n; rn.unsaved >= rn.r.unsavedEvents() && !outdated {
+		err := rn.tx(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `UPDATE projection_checkpoints SET commit_position = ?, prepare_position = ? WHERE name = ?`,
+				last.Position.Commit, last.Position.Prepare, rn.p.Name())
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("store checkpoint %v: %w", last.Position, err)
+		}
+		rn.unsaved = 0
 	}
 	rn.advance(last, caughtUp)
 	return nil
@@ -739,12 +812,13 @@ func (rn *run) rebuildStep(ctx context.Context) (bool, error) {
 		read++
 		if e.Position.Compare(rb.Checkpoint) > 0 {
 			last = e
-			if filter.Match(e.Stream) {
+			if filter.Match(e.Stream) && rn.applies(e.Type) {
 				batch = append(batch, e)
 			}
 		}
 	}
 	if last.Position.Compare(rb.Checkpoint) > 0 {
+		ctx := statementContext(ctx)
 		err := rn.tx(ctx, func(tx *sql.Tx) error {
 			if err := rn.p.Apply(ctx, tx, tablesOf(rn.p, rb.Generation), batch); err != nil {
 				return err

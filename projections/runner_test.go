@@ -375,7 +375,7 @@ func (c *counted) sizes() []int {
 }
 
 // runCounted runs r, with a counted projection, over a new store; it returns the store.
-func runCounted(t *testing.T, r *projections.Runner, p *counted) *sqlite.Store {
+func runCounted(t *testing.T, r *projections.Runner, p projections.Projection) *sqlite.Store {
 	t.Helper()
 	s, db := open(t, t.TempDir())
 	r.DB, r.Feed, r.Projections = db, s, []projections.Projection{p}
@@ -469,5 +469,77 @@ func TestWaitForDoesNotWaitForALinger(t *testing.T) {
 	appendEvent(t, s)
 	if err := <-waited; err != nil {
 		t.Fatalf("a reader waiting before the event arrived: %v", err)
+	}
+}
+
+// selective is a counted projection that applies only events of type "kept".
+type selective struct{ counted }
+
+func (*selective) Name() string            { return "counted" }
+func (*selective) Applies(typ string) bool { return typ == "kept" }
+
+var _ projections.Selective = (*selective)(nil)
+
+// storedCheckpoint is the commit position stored with the projection's checkpoint.
+func storedCheckpoint(t *testing.T, db *sql.DB, name string) uint64 {
+	t.Helper()
+	var c uint64
+	if err := db.QueryRow(`SELECT commit_position FROM projection_checkpoints WHERE name = ?`, name).Scan(&c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// A selective projection is handed only the events it applies. Batches without any commit
+// nothing: the checkpoint moves in memory, so that a read waiting for their positions is
+// answered, and reaches the file with the next batch that writes or after ten BatchSizes of
+// events.
+func TestSelectiveProjectionSkipsWithoutWriting(t *testing.T) {
+	p := &selective{}
+	r := &projections.Runner{BatchSize: 5, Linger: -1}
+	s := runCounted(t, r, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	appendTyped := func(typ string) eventstore.Position {
+		res, err := s.Append(ctx, "s-"+uuid.NewString(), eventstore.Any, eventstore.EventData{ID: uuid.New(), Type: typ, Data: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Position
+	}
+
+	kept := appendTyped("kept")
+	var skipped eventstore.Position
+	for range 20 {
+		skipped = appendTyped("other")
+	}
+	if err := r.WaitFor(ctx, "counted", skipped); err != nil {
+		t.Fatalf("a read waiting for a skipped event's position: %v", err)
+	}
+	if diff := cmp.Diff([]int{1}, p.sizes()); diff != "" {
+		t.Fatalf("events per Apply (-want +got):\n%s", diff)
+	}
+	if got := storedCheckpoint(t, r.DB, "counted"); got != kept.Commit {
+		t.Fatalf("stored checkpoint at %d; want %d, the last event applied", got, kept.Commit)
+	}
+
+	for range 30 {
+		skipped = appendTyped("other")
+	}
+	if err := r.WaitFor(ctx, "counted", skipped); err != nil {
+		t.Fatal(err)
+	}
+	if got := storedCheckpoint(t, r.DB, "counted"); got <= kept.Commit {
+		t.Fatalf("stored checkpoint at %d after 50 skipped events; want it past %d", got, kept.Commit)
+	}
+	last := appendTyped("kept")
+	if err := r.WaitFor(ctx, "counted", last); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]int{1, 1}, p.sizes()); diff != "" {
+		t.Fatalf("events per Apply (-want +got):\n%s", diff)
+	}
+	if got := storedCheckpoint(t, r.DB, "counted"); got != last.Commit {
+		t.Fatalf("stored checkpoint at %d; want %d", got, last.Commit)
 	}
 }

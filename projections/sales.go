@@ -28,7 +28,7 @@ import (
 //   - net is the amount paid less the amount refunded.
 type Sales struct{}
 
-var _ Projection = Sales{}
+var _ Selective = Sales{}
 
 func (Sales) Name() string { return "sales" }
 
@@ -125,6 +125,9 @@ func (Sales) Apply(ctx context.Context, tx *sql.Tx, t Tables, events []eventstor
 
 // salesType reports whether the sales read model folds events of type typ, of any version.
 func salesType(typ string) bool { return salesTypes[order.Unversioned(typ)] }
+
+// Applies reports whether Apply folds events of type typ: most order events it does not.
+func (Sales) Applies(typ string) bool { return salesType(typ) }
 
 // SalesDay is the layout of the sales read model's days.
 const SalesDay = time.DateOnly
