@@ -13,8 +13,8 @@ import (
 // request is what the API keeps of a request in flight: its id, its caller once
 // authenticated, what its command leaves for the metrics, the cause of a 5xx answer. It is
 // also the request's context, with the request's deadline: one value and one copy of the
-// http.Request per request, where a context for each of them cost an allocation and a copy
-// each, and a keyed retry answered from memory is a few microseconds of work in all.
+// http.Request per request, not a context (an allocation and a copy) for each thing kept, which
+// counts where a keyed retry answered from memory is a few microseconds of work in all.
 //
 // The deadline is that of context.WithDeadline(parent, deadline), made the first time
 // anything asks for Done, Err or a value of another package: a request that never waits
