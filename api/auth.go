@@ -180,21 +180,10 @@ func (ks APIKeys) lookupHash(sum [sha256.Size]byte) (APIKey, bool) {
 	return ks[found], true
 }
 
-// Where authenticate leaves the caller.
-const (
-	principalKey = "principal"
-	rolesKey     = "roles"
-)
+// principal and roles are the caller of the request, as authenticate found it.
+func principal(c echo.Context) string { return stateOf(c).principal }
 
-func principal(c echo.Context) string {
-	p, _ := c.Get(principalKey).(string)
-	return p
-}
-
-func roles(c echo.Context) Roles {
-	r, _ := c.Get(rolesKey).(Roles)
-	return r
-}
+func roles(c echo.Context) Roles { return stateOf(c).roles }
 
 // ReplaceAPIKeys makes ks the keys accepted from the next request on, to rotate keys without a
 // restart. It refuses an empty ks, and any ks on a server in development mode: neither
@@ -232,9 +221,8 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		if !ok {
 			return errUnauthorized
 		}
-		c.Set(principalKey, caller.Principal)
-		c.Set(rolesKey, caller.Roles)
-		withRequestInfo(c)
+		r := stateOf(c)
+		r.principal, r.roles = caller.Principal, caller.Roles
 		if err := s.authorize(c); err != nil {
 			return err
 		}

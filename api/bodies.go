@@ -127,7 +127,6 @@ func (s *Server) readBody(c echo.Context) (body []byte, release func(), err erro
 	req := c.Request()
 	budget := s.bodyBudget()
 	var held int64
-	release = func() { budget.sem.Release(held) }
 	want := req.ContentLength // -1 when unknown (chunked)
 	size := int64(freeBody)
 	if want >= 0 && want < size {
@@ -137,7 +136,7 @@ func (s *Server) readBody(c echo.Context) (body []byte, release func(), err erro
 	for {
 		if len(body) == cap(body) {
 			if want >= 0 && int64(len(body)) >= want {
-				return body, release, nil // net/http never reads past Content-Length
+				return body, budget.releaser(held), nil // net/http never reads past Content-Length
 			}
 			next := min(2*cap(body), maxBody+1)
 			if want >= 0 {
@@ -148,7 +147,7 @@ func (s *Server) readBody(c echo.Context) (body []byte, release func(), err erro
 				err := budget.sem.Acquire(ctx, charge)
 				cancel()
 				if err != nil {
-					release()
+					budget.sem.Release(held)
 					return nil, nil, fmt.Errorf("%w (waited %v)", errBodiesBusy, bodyWait)
 				}
 				held += charge
@@ -159,12 +158,21 @@ func (s *Server) readBody(c echo.Context) (body []byte, release func(), err erro
 		body = body[:len(body)+n]
 		switch {
 		case errors.Is(err, io.EOF):
-			return body, release, nil
+			return body, budget.releaser(held), nil
 		case err != nil:
-			release()
+			budget.sem.Release(held)
 			return nil, nil, bodyError(err)
 		}
 	}
+}
+
+// releaser returns the function that gives held bytes back to the budget; one that does
+// nothing for a body within freeBody, the everyday case, which so costs no allocation.
+func (b *bodyBudget) releaser(held int64) func() {
+	if held == 0 {
+		return func() {}
+	}
+	return func() { b.sem.Release(held) }
 }
 
 // bodyError is the answer to a body that could not be read.

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"mime"
 	"net/http"
+	"net/textproto"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,7 +53,7 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 				return err
 			}
 		}
-		c.Set(commandKey, rt.name)
+		stateOf(c).command = rt.name
 		// The command runs to its end even if the client goes away: a dropped connection
 		// must not leave an effect without its recorded outcome.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), commandTimeout)
@@ -167,7 +168,7 @@ func (s *Server) intake(c echo.Context, rt route) (in commandRequest, replay *id
 				return in, replay, err
 			}
 		} else if replay, ok := s.Keys.RecallBytes(req.Context(), in.md.Principal, key[0], in.digest); ok {
-			c.Set(commandKey, rt.name)
+			stateOf(c).command = rt.name
 			return in, replay, nil // the very bytes of a request that ran with the key
 		}
 	}
@@ -191,7 +192,7 @@ func (s *Server) intake(c echo.Context, rt route) (in commandRequest, replay *id
 func (s *Server) recall(c echo.Context, rt route, md command.Metadata) (*idempotency.Outcome, bool, error) {
 	replay, ok, err := s.Keys.Recall(c.Request().Context(), md.Principal, md.IdempotencyKey, md.Fingerprint)
 	if ok {
-		c.Set(commandKey, rt.name)
+		stateOf(c).command = rt.name
 	}
 	return replay, ok, err
 }
@@ -266,14 +267,20 @@ func (s *Server) respond(rt route, orderID string, res command.Result, err error
 
 func (s *Server) write(c echo.Context, out idempotency.Outcome, replayed bool) error {
 	if out.Code != "" {
-		c.Set(outcomeKey, out.Code)
+		stateOf(c).outcome = out.Code
 	}
+	// The header values share one array: a slice each would be an allocation each.
 	h := c.Response().Header()
+	values := make([]string, 0, len(out.Headers)+1)
+	set := func(name, v string) {
+		values = append(values, v)
+		h[textproto.CanonicalMIMEHeaderKey(name)] = values[len(values)-1 : len(values) : len(values)]
+	}
 	for k, v := range out.Headers {
-		h.Set(k, v)
+		set(k, v)
 	}
 	if replayed {
-		h.Set("Idempotent-Replayed", "true")
+		set("Idempotent-Replayed", "true")
 	}
 	return c.Blob(out.Status, out.Headers[echo.HeaderContentType], []byte(out.Body))
 }
@@ -309,6 +316,9 @@ func parseIfMatch(v string) (precondition, error) {
 }
 
 func isJSON(contentType string) bool {
+	if contentType == echo.MIMEApplicationJSON {
+		return true // what nearly every client sends, without parsing
+	}
 	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }

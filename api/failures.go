@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -15,16 +14,14 @@ import (
 // line. Under a storm (a full disk answers every command 503) a line per answer would flood
 // the log: lines are limited per problem, and each says how many were held back.
 
-// cause is where a request's handlers leave the error behind a 5xx answer, for its log line.
-type cause struct{ err atomic.Pointer[error] }
-
-type causeKey struct{}
-
 // noteCause records err as the cause of the answer of the request whose context (or a context
 // derived from it) is ctx, should the answer be a 5xx.
 func noteCause(ctx context.Context, err error) {
-	if c, ok := ctx.Value(causeKey{}).(*cause); ok && err != nil {
-		c.err.Store(&err)
+	if err == nil {
+		return
+	}
+	if r := requestOf(ctx); r != nil {
+		r.cause.Store(&err)
 	}
 }
 
@@ -32,9 +29,6 @@ func noteCause(ctx context.Context, err error) {
 // outcome, the metrics handler), and logs its cause: at most a line a second per problem.
 func (s *Server) answerFailures(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		why := new(cause)
-		req := c.Request()
-		c.SetRequest(req.WithContext(context.WithValue(req.Context(), causeKey{}, why)))
 		res := c.Response()
 		res.Before(func() {
 			if res.Status >= 500 && res.Header().Get("Retry-After") == "" {
@@ -44,7 +38,7 @@ func (s *Server) answerFailures(next echo.HandlerFunc) echo.HandlerFunc {
 		err := next(c)
 		if res.Status >= 500 {
 			var cause error
-			if p := why.err.Load(); p != nil {
+			if p := stateOf(c).cause.Load(); p != nil {
 				cause = *p
 			}
 			s.logFailure(c, res.Status, cause)

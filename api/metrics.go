@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/acme/orders/eventstore"
@@ -32,6 +33,11 @@ type Metrics struct {
 	connsOpen    prometheus.Gauge
 	connsMax     prometheus.Gauge
 	connsRefused prometheus.Counter
+
+	// The series of requests, commands and keys, by their labels (seriesCache).
+	requestsBy seriesCache[requestLabels, prometheus.Observer]
+	commandsBy seriesCache[[2]string, prometheus.Counter]
+	keysBy     seriesCache[idempotency.Event, prometheus.Counter]
 }
 
 // NewMetrics makes the metrics, with the Go runtime's and the process's.
@@ -83,7 +89,7 @@ func NewMetrics() *Metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
 	for _, e := range idempotency.Events {
-		m.keys.WithLabelValues(string(e)) // every step shows from the start, at 0
+		m.keySeries(e) // every step shows from the start, at 0
 	}
 	return m
 }
@@ -216,12 +222,6 @@ func (c projectionCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// Where a command handler leaves what the metrics middleware counts.
-const (
-	commandKey = "command" // the command's name, once the request is parsed
-	outcomeKey = "outcome" // the problem code of a stored outcome that is replayed or sent
-)
-
 // observeRequests records every request's latency by route and, for commands, its outcome.
 // It answers the handler's error itself, so that the status is known. routes are the route
 // patterns of the API. With no Metrics it does nothing.
@@ -231,21 +231,21 @@ func (s *Server) observeRequests(routes map[string]bool) echo.MiddlewareFunc {
 			return next
 		}
 		return func(c echo.Context) error {
-			start := time.Now()
 			err := next(c)
 			code := ""
 			if err != nil {
 				code = problemOf(err).Code()
 				c.Error(err)
 			}
+			r := stateOf(c)
 			status := c.Response().Status
 			route := c.Path()
 			if !routes[route] {
 				route = "unmatched" // never the raw path: it would make a series per URL
 			}
-			s.Metrics.requests.WithLabelValues(methodLabel(c.Request().Method), route, statusLabel(status)).Observe(time.Since(start).Seconds())
-			if name, ok := c.Get(commandKey).(string); ok {
-				s.Metrics.commands.WithLabelValues(name, commandOutcome(c, status, code)).Inc()
+			s.Metrics.requestSeries(methodLabel(c.Request().Method), route, status).Observe(time.Since(r.start).Seconds())
+			if r.command != "" {
+				s.Metrics.commandSeries(r.command, commandOutcome(c, r.outcome, status, code)).Inc()
 			}
 			return nil
 		}
@@ -253,10 +253,10 @@ func (s *Server) observeRequests(routes map[string]bool) echo.MiddlewareFunc {
 }
 
 // commandOutcome is the outcome label of a command answered status: replayed, ok, or the
-// problem code of its answer (code, or the one a command handler left).
-func commandOutcome(c echo.Context, status int, code string) string {
-	if o, ok := c.Get(outcomeKey).(string); ok {
-		code = o
+// problem code of its answer (code, or left, the one a command handler left).
+func commandOutcome(c echo.Context, left string, status int, code string) string {
+	if left != "" {
+		code = left
 	}
 	switch {
 	case c.Response().Header().Get("Idempotent-Replayed") == "true":
@@ -294,4 +294,61 @@ func statusLabel(status int) string {
 func (s *Server) serveMetrics(c echo.Context) error {
 	s.Metrics.handler.ServeHTTP(c.Response(), c.Request())
 	return nil
+}
+
+// maxCachedSeries bounds each cache of label-bound series (seriesCache). The label sets are
+// closed (methodLabel, the route patterns, statusLabel, command names and problem codes), so
+// the bound is never reached in practice; past it, a lookup asks the vector every time.
+const maxCachedSeries = 4096
+
+// seriesCache keeps the series of a metric vector by their labels, so that a request finds its
+// series in one map lookup instead of hashing its label values and locking the vector. The
+// vector holds each series anyway: the cache holds no more than it does, up to maxCachedSeries.
+type seriesCache[K comparable, V any] struct {
+	mu     sync.RWMutex
+	series map[K]V
+}
+
+func (c *seriesCache[K, V]) get(k K, newSeries func() V) V {
+	c.mu.RLock()
+	v, ok := c.series[k]
+	c.mu.RUnlock()
+	if ok {
+		return v
+	}
+	v = newSeries()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.series == nil {
+		c.series = map[K]V{}
+	}
+	if len(c.series) < maxCachedSeries {
+		c.series[k] = v
+	}
+	return v
+}
+
+type requestLabels struct {
+	method, route string
+	status        int
+}
+
+// requestSeries is the latency histogram of requests of method (methodLabel) on route (a
+// pattern or "unmatched") answered status.
+func (m *Metrics) requestSeries(method, route string, status int) prometheus.Observer {
+	return m.requestsBy.get(requestLabels{method, route, status}, func() prometheus.Observer {
+		return m.requests.WithLabelValues(method, route, statusLabel(status))
+	})
+}
+
+// commandSeries is the counter of commands named command with outcome (commandOutcome).
+func (m *Metrics) commandSeries(command, outcome string) prometheus.Counter {
+	return m.commandsBy.get([2]string{command, outcome}, func() prometheus.Counter {
+		return m.commands.WithLabelValues(command, outcome)
+	})
+}
+
+// keySeries is the counter of steps e in the lives of keys.
+func (m *Metrics) keySeries(e idempotency.Event) prometheus.Counter {
+	return m.keysBy.get(e, func() prometheus.Counter { return m.keys.WithLabelValues(string(e)) })
 }

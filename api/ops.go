@@ -10,32 +10,18 @@ import (
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/projections"
-	"github.com/labstack/echo/v4"
 )
-
-// requestInfo is what the logs of a request's idempotency key need to know of the request.
-type requestInfo struct{ id, principal string }
-
-type requestInfoKey struct{}
-
-// withRequestInfo puts the request id and the principal into the request's context, where
-// ObserveKey finds them.
-func withRequestInfo(c echo.Context) {
-	req := c.Request()
-	info := &requestInfo{id: requestID(c), principal: principal(c)}
-	c.SetRequest(req.WithContext(context.WithValue(req.Context(), requestInfoKey{}, info)))
-}
 
 // ObserveKey logs a step in the life of an idempotency key and counts it: give it to
 // idempotency.Keys.Observe. The log line names the key by its hash, never by itself, with the
 // request id and principal when ctx is a request's; grep the hash to follow the key.
 func (s *Server) ObserveKey(ctx context.Context, e idempotency.Event, keyHash string) {
 	if s.Metrics != nil {
-		s.Metrics.keys.WithLabelValues(string(e)).Inc()
+		s.Metrics.keySeries(e).Inc()
 	}
-	if info, ok := ctx.Value(requestInfoKey{}).(*requestInfo); ok {
+	if r := requestOf(ctx); r != nil && r.principal != "" {
 		s.Log.LogAttrs(ctx, slog.LevelInfo, "idempotency key", slog.String("event", string(e)), slog.String("key_hash", keyHash),
-			slog.String("request_id", info.id), slog.String("principal", info.principal))
+			slog.String("request_id", r.id), slog.String("principal", r.principal))
 		return
 	}
 	s.Log.LogAttrs(ctx, slog.LevelInfo, "idempotency key", slog.String("event", string(e)), slog.String("key_hash", keyHash))
@@ -43,22 +29,6 @@ func (s *Server) ObserveKey(ctx context.Context, e idempotency.Event, keyHash st
 
 // defaultRequestTimeout bounds a request's work when Server.RequestTimeout is 0.
 const defaultRequestTimeout = 30 * time.Second
-
-// limitTime gives every request a deadline. A command runs to its end regardless, within its
-// own bound (see command), so that it never stops between its effect and its recorded outcome.
-func (s *Server) limitTime(next echo.HandlerFunc) echo.HandlerFunc {
-	timeout := s.RequestTimeout
-	if timeout <= 0 {
-		timeout = defaultRequestTimeout
-	}
-	return func(c echo.Context) error {
-		req := c.Request()
-		ctx, cancel := context.WithTimeout(req.Context(), timeout)
-		defer cancel()
-		c.SetRequest(req.WithContext(ctx))
-		return next(c)
-	}
-}
 
 // readinessTimeout bounds a readiness check.
 const readinessTimeout = 2 * time.Second

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -82,11 +81,10 @@ func (s *Server) Handler() http.Handler {
 	e.HTTPErrorHandler = s.handleError
 	s.failures = newLogLimiter(time.Second)
 	routes := map[string]bool{} // the route patterns, filled below once every route is added
-	e.Use(requestIDs)
+	e.Use(s.startRequests)
 	e.Use(s.answerFailures)
 	e.Use(s.logRequests)
 	e.Use(s.observeRequests(routes))
-	e.Use(s.limitTime)
 	e.Use(limitBody)
 	s.addRoutes(e)
 	for _, r := range e.Routes() {
@@ -166,27 +164,11 @@ func writeProblem(c echo.Context, p Problem, header http.Header) {
 	c.Blob(p.Status, "application/problem+json", append(body, '\n'))
 }
 
-func requestID(c echo.Context) string {
-	return c.Response().Header().Get(echo.HeaderXRequestID)
-}
+// requestID is the request's X-Request-Id (see startRequests).
+func requestID(c echo.Context) string { return stateOf(c).id }
 
 // maxRequestID is the longest X-Request-Id taken from a client.
 const maxRequestID = 128
-
-// requestIDs gives every response an X-Request-Id: the request's own if it is 1 to
-// maxRequestID printable ASCII characters, else a generated one. It becomes the correlation
-// id of every event the request causes, and is in every log line of the request, so a client
-// must not make it long or make it break a line.
-func requestIDs(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		id := c.Request().Header.Get(echo.HeaderXRequestID)
-		if !validRequestID(id) {
-			id = rand.Text()
-		}
-		c.Response().Header().Set(echo.HeaderXRequestID, id)
-		return next(c)
-	}
-}
 
 func validRequestID(id string) bool {
 	if id == "" || len(id) > maxRequestID {
@@ -202,19 +184,19 @@ func validRequestID(id string) bool {
 
 func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		start := time.Now()
 		err := next(c)
 		if err != nil {
 			c.Error(err)
 		}
+		r := stateOf(c)
 		// Attributes typed, not boxed in interfaces: a line per request.
-		s.Log.LogAttrs(c.Request().Context(), slog.LevelInfo, "request",
-			slog.String("request_id", requestID(c)),
-			slog.String("principal", principal(c)),
+		s.Log.LogAttrs(r, slog.LevelInfo, "request",
+			slog.String("request_id", r.id),
+			slog.String("principal", r.principal),
 			slog.String("method", methodLabel(c.Request().Method)),
 			slog.String("route", c.Path()),
 			slog.Int("status", c.Response().Status),
-			slog.Float64("latency_ms", float64(time.Since(start).Microseconds())/1000))
+			slog.Float64("latency_ms", float64(time.Since(r.start).Microseconds())/1000))
 		return nil
 	}
 }

@@ -1,10 +1,10 @@
 package eventstore
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
+	json "github.com/goccy/go-json"
 	"github.com/google/uuid"
 )
 
@@ -61,7 +61,10 @@ func (r AppendResult) Same(o AppendResult) bool {
 }
 
 // ValidateAppend checks an append's arguments; backends call it before touching storage.
-// Errors match ErrInvalidArgument.
+// Errors match ErrInvalidArgument. An event's data and metadata are checked by goccy/go-json's
+// Valid, which gives encoding/json.Valid's verdict (FuzzValidJSON) in about a fifth of its time
+// (BenchmarkValidateAppend); with encoding/json the check takes a few percent of a create's
+// processor.
 func ValidateAppend(stream string, events []EventData) error {
 	if err := ValidateStream(stream); err != nil {
 		return err
