@@ -15,7 +15,8 @@
 //
 // A runner per endpoint follows the log after the endpoint's registration (earlier events are
 // never sent), keeps the events of its principal's orders of the types it subscribes to as
-// pending deliveries (at most Config.MaxPending), and sends the first pending delivery of each
+// pending deliveries (at most Config.MaxPending, and of those not failed at most 8 ×
+// Config.MaxInFlight: the rest waits in the log, so the checkpoint stays small), and sends the first pending delivery of each
 // order (so one order's events arrive in log order), several orders at once (at most
 // Config.MaxInFlight). Its state is a checkpoint in the endpoint's delivery stream
 // (webhook-delivery-<id>): the log position read up to, and every delivery not yet done, with

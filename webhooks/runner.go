@@ -261,20 +261,20 @@ func (r *runner) stop(ctx context.Context) {
 	r.s.setPending(r.id, 0)
 }
 
-// fill adds the deliveries of the log after the cursor to Pending, up to Config.MaxPending: from
-// the node's shared reader of the log while the runner follows it, else by reading the log
-// itself, after which it joins the shared reader if it has caught up.
+// fill adds the deliveries of the log after the cursor to Pending (see room): from the node's
+// shared reader of the log while the runner follows it, else by reading the log itself, after
+// which it joins the shared reader if it has caught up.
 func (r *runner) fill(ctx context.Context, ep Endpoint, now time.Time) error {
+	room, ahead := r.room()
 	if r.follow != nil {
-		if r.takeFromTail(now) {
+		if r.takeFromTail(now, room) {
 			return nil
 		}
 		r.follow, r.behind = nil, true // dropped for a full buffer: read on its own
 	}
-	room := r.s.Config.MaxPending - len(r.cp.Pending)
 	// Read when a quarter of the room is free (or nothing is pending): a read takes a page of the
 	// log, which is wasted on a delivery or two.
-	if !r.behind || room <= 0 || (room < r.s.Config.MaxPending/4 && len(r.cp.Pending) > 0) {
+	if !r.behind || room <= 0 || (room < ahead/4 && len(r.cp.Pending) > 0) {
 		return nil
 	}
 	end, err := r.read(ctx, ep, now, room)
@@ -312,10 +312,29 @@ func (r *runner) read(ctx context.Context, ep Endpoint, now time.Time, room int)
 	return true, nil
 }
 
-// takeFromTail takes the deliveries the shared reader handed to the runner, as many as Pending
-// has room for; false if the runner was dropped from it.
-func (r *runner) takeFromTail(now time.Time) bool {
-	ds, cursor, ok := r.s.tail.take(r.follow, r.s.Config.MaxPending-len(r.cp.Pending))
+// readAhead bounds the deliveries a runner holds that have not failed (yet), in attempts in
+// flight: enough to keep Config.MaxInFlight orders going, few enough that a checkpoint, which
+// holds every pending delivery, stays small while the endpoint is behind; the rest waits in the
+// log. Deliveries waiting for a retry do not count: they hold up only their own order.
+const readAhead = 8
+
+// room is how many deliveries fill may add to Pending: at most Config.MaxPending in all, and at
+// most ahead that have not failed.
+func (r *runner) room() (room, ahead int) {
+	ahead = min(r.s.Config.MaxPending, readAhead*r.s.Config.MaxInFlight)
+	fresh := 0
+	for _, d := range r.cp.Pending {
+		if d.Tries == 0 && !d.Manual {
+			fresh++
+		}
+	}
+	return min(r.s.Config.MaxPending-len(r.cp.Pending), ahead-fresh), ahead
+}
+
+// takeFromTail takes the deliveries the shared reader handed to the runner, at most room;
+// false if the runner was dropped from it.
+func (r *runner) takeFromTail(now time.Time, room int) bool {
+	ds, cursor, ok := r.s.tail.take(r.follow, room)
 	if !ok {
 		return false
 	}
