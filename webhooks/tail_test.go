@@ -233,3 +233,22 @@ func TestSlowEndpointFallsBackAndCatchesUp(t *testing.T) {
 	eventually(t, "every event delivered to /slow", func() bool { return rc.check("/slow", n) == nil })
 	eventually(t, "the slow runner follows the reader again", func() bool { n, _ := s.tail.counts(); return n == len(paths) })
 }
+
+// A runner behind reads ahead only what keeps its attempts busy: with 2 attempts in flight that
+// do not answer, its checkpoint holds 16 of the 100 events, not all of them; the rest waits in
+// the log and is delivered, in order per order, once the receiver answers.
+func TestRunnerReadsAheadOnlyWhatKeepsItsAttemptsBusy(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxInFlight, cfg.Timeout = 2, time.Minute
+	s, store, _, rc := startTailService(t, cfg, []string{"/slow"})
+	n := appendShopOrders(t, store, 0, 100)
+	id := s.Endpoints.List("", true)[0].ID
+	pending := func() int { p, _ := s.Pending(context.Background(), id); return len(p) }
+	eventually(t, "16 deliveries pending", func() bool { return pending() == readAhead*cfg.MaxInFlight })
+	time.Sleep(100 * time.Millisecond)
+	if p := pending(); p != readAhead*cfg.MaxInFlight {
+		t.Errorf("%d deliveries pending with 2 in flight, want %d", p, readAhead*cfg.MaxInFlight)
+	}
+	rc.open()
+	eventually(t, "every event delivered", func() bool { return rc.check("/slow", n) == nil })
+}
