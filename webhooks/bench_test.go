@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +20,80 @@ import (
 	"github.com/acme/orders/webhooks"
 	"github.com/google/uuid"
 )
+
+// BenchmarkDeliveriesToManyEndpoints measures 100 endpoints of one client following the log
+// while b.N order events are appended, each delivered to every endpoint: deliveries per second,
+// and the log events the runners read themselves per event appended. With tail-buffer=1000
+// (the default) the node's one reader hands the events to the runners; with tail-buffer=0
+// every runner reads the log on its own.
+func BenchmarkDeliveriesToManyEndpoints(b *testing.B) {
+	for _, buf := range []int{0, 1000} {
+		b.Run(fmt.Sprintf("tail-buffer=%d", buf), func(b *testing.B) { benchManyEndpoints(b, 100, buf) })
+	}
+}
+
+func benchManyEndpoints(b *testing.B, endpoints, tailBuffer int) {
+	store, err := sqlite.Open(b.TempDir(), sqlite.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	var got atomic.Int64
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		got.Add(1)
+	}))
+	defer recv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg := webhooks.DefaultConfig()
+	cfg.AllowPrivate, cfg.SingleNode, cfg.TailBuffer = true, true, tailBuffer
+	sealer, _ := webhooks.NewSealer(make([]byte, 32))
+	feed := &countingFeed{Feed: store}
+	svc := &webhooks.Service{Store: store, Feed: feed, Config: &cfg, Node: "bench", Log: slog.New(slog.DiscardHandler),
+		Endpoints: &webhooks.Endpoints{Store: store, Sealer: sealer, Config: &cfg, Now: time.Now}}
+	for i := range endpoints {
+		if _, _, _, err := svc.Endpoints.Register(ctx, "shop", fmt.Sprint("bench-", i), fmt.Sprintf("%s/%d", recv.URL, i), []string{"*"}, ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+	done := make(chan struct{})
+	go func() { svc.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	appendOrders(b, store, 0, 5) // every runner has started and read the log once
+	waitFor(&got, int64(5*endpoints))
+
+	b.ResetTimer()
+	read, start := feed.read.Load(), time.Now()
+	appendOrders(b, store, 5, b.N)
+	waitFor(&got, int64((5+b.N)*endpoints))
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N*endpoints)/elapsed.Seconds(), "deliveries/s")
+	b.ReportMetric(float64(feed.read.Load()-read)/float64(b.N), "log-reads/event")
+}
+
+func waitFor(n *atomic.Int64, want int64) {
+	for n.Load() < want {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// countingFeed counts the log events read with ReadAll: the runners' own reads.
+type countingFeed struct {
+	eventstore.Feed
+	read atomic.Int64
+}
+
+func (c *countingFeed) ReadAll(ctx context.Context, opts eventstore.ReadAllOptions) iter.Seq2[eventstore.RecordedEvent, error] {
+	return func(yield func(eventstore.RecordedEvent, error) bool) {
+		for e, err := range c.Feed.ReadAll(ctx, opts) {
+			c.read.Add(1)
+			if !yield(e, err) {
+				return
+			}
+		}
+	}
+}
 
 // BenchmarkDeliveries measures deliveries per second from the embedded store to a loopback
 // receiver that answers at once: b.N order events of one client, appended before the
@@ -45,7 +120,7 @@ func BenchmarkDeliveries(b *testing.B) {
 	if _, _, _, err := svc.Endpoints.Register(ctx, "shop", "bench", recv.URL, []string{"*"}, ""); err != nil {
 		b.Fatal(err)
 	}
-	appendOrders(b, store, b.N)
+	appendOrders(b, store, 0, b.N)
 
 	b.ResetTimer()
 	start := time.Now()
@@ -62,17 +137,18 @@ func BenchmarkDeliveries(b *testing.B) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "deliveries/s")
 }
 
-// appendOrders appends n events of shop's orders: orders of 5 events each (created, 4 lines).
-func appendOrders(b *testing.B, store eventstore.Store, n int) {
+// appendOrders appends n events of shop's orders, numbered from from: orders of 5 events each
+// (created, 4 lines), one append each.
+func appendOrders(b *testing.B, store eventstore.Store, from, n int) {
 	md, _ := json.Marshal(command.Metadata{Principal: "shop", Command: "bench", At: time.Now()})
-	for i := 0; i < n; i += 5 {
+	for i := from; i < from+n; i += 5 {
 		id := fmt.Sprintf("order-%07d", i)
 		evs := []order.Event{order.Created{OrderID: id, CustomerID: "c", Currency: "EUR", At: time.Now()}}
 		for j := 1; j < 5; j++ {
 			evs = append(evs, order.LineAdded{SKU: fmt.Sprint("sku-", j), Quantity: 1, UnitPrice: order.Money{Amount: 100, Currency: "EUR"}, At: time.Now()})
 		}
 		var data []eventstore.EventData
-		for _, e := range evs[:min(5, n-i)] {
+		for _, e := range evs[:min(5, from+n-i)] {
 			typ, raw, err := order.Marshal(e)
 			if err != nil {
 				b.Fatal(err)

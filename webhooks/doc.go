@@ -13,9 +13,10 @@
 //
 // # Deliveries
 //
-// A runner per endpoint reads the log after the endpoint's registration (earlier events are
+// A runner per endpoint follows the log after the endpoint's registration (earlier events are
 // never sent), keeps the events of its principal's orders of the types it subscribes to as
-// pending deliveries (at most Config.MaxPending), and sends the first pending delivery of each
+// pending deliveries (at most Config.MaxPending, and of those not failed at most 8 ×
+// Config.MaxInFlight: the rest waits in the log, so the checkpoint stays small), and sends the first pending delivery of each
 // order (so one order's events arrive in log order), several orders at once (at most
 // Config.MaxInFlight). Its state is a checkpoint in the endpoint's delivery stream
 // (webhook-delivery-<id>): the log position read up to, and every delivery not yet done, with
@@ -23,6 +24,18 @@
 // the exact revision of the previous one. After a crash the next runner starts from the last
 // checkpoint: it re-sends only what was pending then (in flight, or done since but not yet
 // checkpointed), with the same webhook-id.
+//
+// # One reader of the log per node
+//
+// The node reads the log once for all its runners (Service.watch, one subscription): it hands
+// each order event to the runners of the event's principal that follow it, into a buffer of at
+// most Config.TailBuffer deliveries per runner, which the runner takes as Pending has room. A
+// runner reads the log on its own from its cursor while it is behind (new, taken over, enabled
+// again); once a read reaches the end of the log at or past the last event handed out, it
+// follows the reader, skipping what it has read already. A runner whose buffer would overflow
+// (a slow or dead endpoint, whose Pending is full) is dropped and reads on its own again: the
+// reader never waits for a runner. Either way the cursor moves only past events taken into
+// Pending, so the checkpoint and ordering are the same whichever way an event arrived.
 //
 // # Lease
 //

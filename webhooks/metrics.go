@@ -58,6 +58,7 @@ func NewMetrics(reg prometheus.Registerer, s *Service) *Metrics {
 		Help: "Deliveries waiting, in flight or waiting for a retry, on this node.",
 	}, func() float64 { return float64(s.PendingTotal()) })
 	reg.MustRegister(m.attempts, m.latency, m.lag, m.dead, m.disabled, endpoints, pending)
+	reg.MustRegister(tailMetrics(s)...)
 	return m
 }
 

@@ -27,8 +27,9 @@ type runner struct {
 	expected eventstore.ExpectedRevision
 	cp       Checkpoint
 	dirty    bool
-	lost     bool // another node holds the lease
-	behind   bool // the log may hold events after the cursor
+	lost     bool      // another node holds the lease
+	behind   bool      // the log may hold events after the cursor
+	follow   *follower // the runner's place in the node's shared reader; nil: it reads on its own
 	sending  map[string]bool
 	results  chan result
 	deadPoll time.Time
@@ -71,6 +72,7 @@ func (r *runner) run(ctx context.Context) {
 	}
 	r.s.logEndpoint(r.id, "lease acquired", slog.String("cursor", r.cp.Cursor.String()), slog.Int("pending", len(r.cp.Pending)))
 	defer r.stop(ctx)
+	defer r.leaveTail()
 	for {
 		ep, err := r.s.Endpoints.Get(r.id, "", true)
 		if err != nil || ep.Status != StatusEnabled || r.lost || ctx.Err() != nil {
@@ -96,6 +98,13 @@ func (r *runner) run(ctx context.Context) {
 			r.behind = true // the log is read at least every idlePoll, whatever woke the runner
 		}
 		timer.Stop()
+	}
+}
+
+func (r *runner) leaveTail() {
+	if r.follow != nil {
+		r.s.tail.leave(r.follow)
+		r.follow = nil
 	}
 }
 
@@ -252,21 +261,39 @@ func (r *runner) stop(ctx context.Context) {
 	r.s.setPending(r.id, 0)
 }
 
-// fill reads the log after the cursor into Pending, up to Config.MaxPending.
+// fill adds the deliveries of the log after the cursor to Pending (see room): from the node's
+// shared reader of the log while the runner follows it, else by reading the log itself, after
+// which it joins the shared reader if it has caught up.
 func (r *runner) fill(ctx context.Context, ep Endpoint, now time.Time) error {
-	room := r.s.Config.MaxPending - len(r.cp.Pending)
+	room, ahead := r.room()
+	if r.follow != nil {
+		if r.takeFromTail(now, room) {
+			return nil
+		}
+		r.follow, r.behind = nil, true // dropped for a full buffer: read on its own
+	}
 	// Read when a quarter of the room is free (or nothing is pending): a read takes a page of the
 	// log, which is wasted on a delivery or two.
-	if !r.behind || room <= 0 || (room < r.s.Config.MaxPending/4 && len(r.cp.Pending) > 0) {
+	if !r.behind || room <= 0 || (room < ahead/4 && len(r.cp.Pending) > 0) {
 		return nil
 	}
+	end, err := r.read(ctx, ep, now, room)
+	if err == nil && end {
+		r.follow = r.s.tail.join(ep, r.cp.Cursor, r.s.Config.TailBuffer)
+	}
+	return err
+}
+
+// read reads the log after the cursor into Pending, at most room deliveries and maxScan events;
+// end reports that it read to the end of the log.
+func (r *runner) read(ctx context.Context, ep Endpoint, now time.Time, room int) (end bool, err error) {
 	scanned := 0
 	r.behind = false
 	opts := eventstore.ReadAllOptions{From: r.cp.Cursor, Filter: eventstore.Filter{StreamPrefixes: []string{command.StreamName("")}}}
 	for e, err := range r.s.Feed.ReadAll(ctx, opts) {
 		if err != nil {
 			r.behind = true
-			return fmt.Errorf("read the log after %v: %w", r.cp.Cursor, err)
+			return false, fmt.Errorf("read the log after %v: %w", r.cp.Cursor, err)
 		}
 		if e.Position.Compare(r.cp.Cursor) <= 0 {
 			continue
@@ -279,24 +306,74 @@ func (r *runner) fill(ctx context.Context, ep Endpoint, now time.Time) error {
 		r.cp.Cursor, r.dirty = e.Position, true
 		if scanned++; room == 0 || scanned == maxScan {
 			r.behind = true
-			break
+			return false, nil
 		}
 	}
-	return nil
+	return true, nil
+}
+
+// readAhead bounds the deliveries a runner holds that have not failed (yet), in attempts in
+// flight: enough to keep Config.MaxInFlight orders going, few enough that a checkpoint, which
+// holds every pending delivery, stays small while the endpoint is behind; the rest waits in the
+// log. Deliveries waiting for a retry do not count: they hold up only their own order.
+const readAhead = 8
+
+// room is how many deliveries fill may add to Pending: at most Config.MaxPending in all, and at
+// most ahead that have not failed.
+func (r *runner) room() (room, ahead int) {
+	ahead = min(r.s.Config.MaxPending, readAhead*r.s.Config.MaxInFlight)
+	fresh := 0
+	for _, d := range r.cp.Pending {
+		if d.Tries == 0 && !d.Manual {
+			fresh++
+		}
+	}
+	return min(r.s.Config.MaxPending-len(r.cp.Pending), ahead-fresh), ahead
+}
+
+// takeFromTail takes the deliveries the shared reader handed to the runner, at most room;
+// false if the runner was dropped from it.
+func (r *runner) takeFromTail(now time.Time, room int) bool {
+	ds, cursor, ok := r.s.tail.take(r.follow, room)
+	if !ok {
+		return false
+	}
+	for _, d := range ds {
+		if d.Position.Compare(r.cp.Cursor) > 0 { // the runner's own read may have gone past the reader
+			d.Next = now
+			r.cp.Pending = append(r.cp.Pending, d)
+		}
+	}
+	if cursor.Compare(r.cp.Cursor) > 0 {
+		r.cp.Cursor, r.dirty = cursor, true
+	}
+	return true
 }
 
 // match makes the delivery of order event e to ep, if ep wants it: an event of one of its
 // principal's orders (the principal that commanded it: only an order's owner commands it), of
 // a type it subscribes to.
 func match(ep Endpoint, e eventstore.RecordedEvent) (Delivery, bool) {
-	t, ok := eventTypes[order.Unversioned(e.Type)]
-	if !ok || !ep.wants(t) {
+	if principalOf(e) != ep.Principal {
 		return Delivery{}, false
 	}
+	return deliveryOf(ep, e)
+}
+
+// principalOf is the principal that commanded event e ("" if its metadata names none).
+func principalOf(e eventstore.RecordedEvent) string {
 	var md struct {
 		Principal string `json:"principal"`
 	}
-	if json.Unmarshal(e.Metadata, &md) != nil || md.Principal != ep.Principal {
+	_ = json.Unmarshal(e.Metadata, &md)
+	return md.Principal
+}
+
+// deliveryOf makes the delivery of e, an event of one of ep's principal's orders, if ep
+// subscribes to its type.
+func deliveryOf(ep Endpoint, e eventstore.RecordedEvent) (Delivery, bool) {
+	t, ok := eventTypes[order.Unversioned(e.Type)]
+	if !ok || !ep.wants(t) {
 		return Delivery{}, false
 	}
 	return Delivery{ID: e.ID.String(), Stream: e.Stream, Revision: e.Revision, Position: e.Position,

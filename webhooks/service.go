@@ -33,6 +33,7 @@ type Service struct {
 	mu     sync.Mutex
 	wakes  map[string]*signal // by principal: new events of its orders in the log
 	pend   map[string]int     // pending deliveries per endpoint delivered here
+	tail   tail               // the order events watch reads, handed to the runners caught up
 }
 
 // wakeFor is the signal of new events of principal's orders.
@@ -98,8 +99,9 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 }
 
-// watch follows the log from after: an order event wakes the runners, an endpoint event
-// (from any node) reloads the endpoint and wakes the supervisor.
+// watch is the node's one reader of the log, from after: it hands an order event to the runners
+// that follow it (the tail) and wakes its principal's runners; an endpoint event (from any node)
+// reloads the endpoint and wakes the supervisor.
 func (s *Service) watch(ctx context.Context, after eventstore.Position, changed *signal) {
 	filter := eventstore.Filter{StreamPrefixes: []string{command.StreamName(""), endpointPrefix}}
 	for ctx.Err() == nil {
@@ -118,12 +120,9 @@ func (s *Service) watch(ctx context.Context, after eventstore.Position, changed 
 				changed.notify()
 				continue
 			}
-			var md struct {
-				Principal string `json:"principal"`
-			}
-			if json.Unmarshal(e.Metadata, &md) == nil {
-				s.wakeFor(md.Principal).notify()
-			}
+			principal := principalOf(e)
+			s.tail.hand(e, principal)
+			s.wakeFor(principal).notify()
 		}
 		select {
 		case <-ctx.Done():

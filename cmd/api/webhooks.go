@@ -30,6 +30,7 @@ type webhookFlags struct {
 	WebhooksMaxEndpoints  int           `default:"1000" env:"API_WEBHOOKS_MAX_ENDPOINTS" help:"Most webhook endpoints of one client; one more is refused with 422."`
 	WebhooksInFlight      int           `default:"16" env:"API_WEBHOOKS_IN_FLIGHT" help:"Most attempts in flight at once per endpoint (one per order)."`
 	WebhooksPending       int           `default:"1000" env:"API_WEBHOOKS_PENDING" help:"Most deliveries an endpoint holds undone (in flight or waiting for a retry); it reads no further in the log until one is done."`
+	WebhooksTailBuffer    int           `default:"1000" env:"API_WEBHOOKS_TAIL_BUFFER" help:"Most deliveries the node's one reader of the log holds for an endpoint until its runner takes them; past it the runner reads the log on its own until it catches up (0: every endpoint reads the log on its own)."`
 }
 
 // config is the deliveries' configuration from the flags.
@@ -41,7 +42,7 @@ func (f webhookFlags) config(singleNode bool) (webhooks.Config, error) {
 	}
 	c.Schedule, c.Timeout, c.Lease, c.DisableAfter = sched, f.WebhooksTimeout, f.WebhooksLease, f.WebhooksDisableAfter
 	c.MaxEndpoints, c.MaxInFlight, c.MaxPending = f.WebhooksMaxEndpoints, f.WebhooksInFlight, f.WebhooksPending
-	c.AllowPrivate, c.SingleNode = f.WebhooksAllowPrivate, singleNode
+	c.TailBuffer, c.AllowPrivate, c.SingleNode = f.WebhooksTailBuffer, f.WebhooksAllowPrivate, singleNode
 	return c, c.Check()
 }
 

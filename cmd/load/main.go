@@ -89,6 +89,7 @@ type runCmd struct {
 	Client      string        `default:"go" enum:"go,wrk" help:"Clients of the keyed creates: the workload's Go clients (answers checked, replayed and verified after) or wrk (its own retries only; must be installed)."`
 	JSON        string        `help:"Write the figures as JSON to this file ('-' for stdout, instead of the table)."`
 	CPUProfile  string        `name:"cpu-profile" help:"Write a CPU profile of the started server over the measured window of its lifecycles to this file (the server runs with --pprof-addr)."`
+	Webhooks    int           `help:"Register this many webhook endpoints (0 to 1000) for the clients before the server's lifecycles, each at a receiver in the harness that checks every delivery; report the delivery lag and deliveries/s. A started server gets --webhooks-allow-private and a generated secret key."`
 }
 
 type env struct {
@@ -129,6 +130,7 @@ type Figures struct {
 	Baseline *Phase       `json:"baseline,omitempty"`
 	Server   Phase        `json:"server"`
 	Verify   load.Report  `json:"verify"`
+	Webhooks *Webhooks    `json:"webhooks,omitempty"`
 	Ratios   *Ratios      `json:"ratios,omitempty"`
 	Creates  *Creates     `json:"creates,omitempty"`
 	Targets  TargetStatus `json:"targets"`
@@ -144,6 +146,8 @@ type Phase struct {
 	// CommandsLag is the projection lag over the window of the lifecycles; none for the
 	// baseline, which has no read models.
 	CommandsLag *Lag `json:"commandsLag,omitempty"`
+
+	window [2]time.Time // the measured window of the lifecycles
 }
 
 // Ratios compare the server with the baseline.
@@ -206,6 +210,9 @@ type Machine struct {
 }
 
 func (cmd *runCmd) Run(ctx context.Context, e *env) error {
+	if cmd.Webhooks < 0 || cmd.Webhooks > maxWebhookEndpoints {
+		return fmt.Errorf("--webhooks %d: want 0 to %d endpoints", cmd.Webhooks, maxWebhookEndpoints)
+	}
 	dir, err := os.MkdirTemp("", "orders-load-")
 	if err != nil {
 		return err
@@ -245,6 +252,9 @@ func (cmd *runCmd) Run(ctx context.Context, e *env) error {
 			}
 			args = append(args, "--pprof-addr", pprofAddr)
 		}
+		if cmd.Webhooks > 0 {
+			args = append(args, "--webhooks-allow-private", "--webhooks-generate-key", "--webhooks-secret-key-file", filepath.Join(dir, "webhooks.key"))
+		}
 		if srv, err = startChild(ctx, dir, "server", bin, args...); err != nil {
 			return err
 		}
@@ -261,7 +271,20 @@ func (cmd *runCmd) Run(ctx context.Context, e *env) error {
 	if srv != nil {
 		pid = srv.cmd.Process.Pid
 	}
+	hookCtx, stopHooks := context.WithCancel(ctx)
+	defer stopHooks()
+	hooks, err := cmd.registerHooks(hookCtx, url, say)
+	if err != nil {
+		if srv != nil {
+			srv.stop()
+		}
+		return err
+	}
 	p, ledger, err := cmd.phase(ctx, url, pid, false, say)
+	if err == nil && hooks != nil {
+		say("waiting for the deliveries to %d webhook endpoints", cmd.Webhooks)
+		f.Webhooks, err = checkHooks(ctx, url, cmd.Token, ledger, hooks, p.window[0], p.window[1])
+	}
 	if perr := <-profiled; err == nil && perr != nil {
 		err = perr
 	} else if pprofAddr != "" {
@@ -308,6 +331,7 @@ func (cmd *runCmd) Run(ctx context.Context, e *env) error {
 		}
 		f.OK = f.OK && c.Verify.OK() && c.Server.Commands.Errors == 0 && c.Server.Replays.Errors == 0
 	}
+	f.OK = f.OK && (f.Webhooks == nil || f.Webhooks.ok())
 
 	switch cmd.JSON {
 	case "":
@@ -329,9 +353,27 @@ func (cmd *runCmd) Run(ctx context.Context, e *env) error {
 		}
 	}
 	if !f.OK {
-		return fmt.Errorf("the server lost, duplicated or mismatched commands, or answered with errors (see above)")
+		return fmt.Errorf("the server lost, duplicated or mismatched commands, answered with errors, or delivered webhooks wrongly (see above)")
 	}
 	return nil
+}
+
+// registerHooks starts the harness's webhook receiver and registers --webhooks endpoints at
+// it; nil without --webhooks.
+func (cmd *runCmd) registerHooks(ctx context.Context, url string, say func(string, ...any)) (*hookReceiver, error) {
+	if cmd.Webhooks == 0 {
+		return nil, nil
+	}
+	rc := &hookReceiver{}
+	hookURLs, err := startHookReceiver(ctx, rc, cmd.Webhooks)
+	if err != nil {
+		return nil, err
+	}
+	if err := registerHooks(ctx, url, cmd.Token, hookURLs, rc); err != nil {
+		return nil, err
+	}
+	say("%d webhook endpoints registered, each receiving at a port of its own", cmd.Webhooks)
+	return rc, nil
 }
 
 // references measures the baseline (lifecycles, then keyed creates) and the yardstick (keyed
@@ -459,13 +501,18 @@ func (cmd *runCmd) phase(ctx context.Context, url string, pid int, baseline bool
 		}()
 	}
 	window := cmd.cpuWindow(runCtx, pid)
+	start := time.Now()
 	res, err := load.Run(ctx, runCfg)
 	cancel()
 	w, lag := <-window, <-lagged
 	if err != nil {
 		return Phase{}, nil, err
 	}
-	p := Phase{Commands: res.Stats, CommandsCPU: cpuBetween(w[0], w[1], res.Stats.Commands), CommandsLag: lag}
+	p := Phase{Commands: res.Stats, CommandsCPU: cpuBetween(w[0], w[1], res.Stats.Commands), CommandsLag: lag,
+		window: [2]time.Time{start, time.Now()}}
+	if cmd.Orders == 0 {
+		p.window = [2]time.Time{start.Add(cmd.Warmup), start.Add(cmd.Warmup + cmd.Duration)}
+	}
 	say("%s: %.0f commands/s; replaying %d acknowledged commands", name, res.Stats.CommandsPerSecond(), len(res.Ledger.Commands()))
 	before := sampleCPU(pid)
 	if p.Replays, err = load.Replay(ctx, cfg, res.Ledger); err != nil {
@@ -545,6 +592,9 @@ func report(w io.Writer, f Figures) {
 	if l := f.Server.CommandsLag; l != nil {
 		fmt.Fprintf(w, "projection lag p99:     %v, max %v of %d samples, %d failed (target: max ≤ %v, none failed: %s)\n",
 			round(l.P99), round(l.Max), l.Samples, l.Failed, targetLag, met(f.Targets.Lag))
+	}
+	if f.Webhooks != nil {
+		reportHooks(w, *f.Webhooks)
 	}
 	v := f.Verify
 	fmt.Fprintf(w, "ledger: %d orders, %d commands acknowledged (%d unanswered), %d events: %d lost, %d duplicated, %d mismatched, %d phantom\n",
