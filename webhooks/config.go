@@ -28,6 +28,10 @@ type Config struct {
 	// MaxPending bounds the deliveries an endpoint's checkpoint holds (waiting, in flight or
 	// waiting for a retry); the endpoint reads no further in the log until one leaves.
 	MaxPending int
+	// MaxDeadLetters bounds the events of an endpoint's dead-letter stream (dead letters and
+	// retries asked for by hand): past it the stream is compacted to its latest dead letters,
+	// three quarters of MaxDeadLetters at most, and the older ones are dropped.
+	MaxDeadLetters int
 	// MaxAttemptRecords bounds the attempts kept per delivery (the latest).
 	MaxAttemptRecords int
 	// MaxResponseBytes bounds what is read of a receiver's answer.
@@ -47,6 +51,7 @@ func DefaultConfig() Config {
 		MaxEndpoints:      1000,
 		MaxInFlight:       16,
 		MaxPending:        1000,
+		MaxDeadLetters:    10000,
 		MaxAttemptRecords: 20,
 		MaxResponseBytes:  64 << 10,
 	}
@@ -75,7 +80,7 @@ func (c Config) Check() error {
 		return fmt.Errorf("webhooks: empty retry schedule")
 	case c.Timeout <= 0 || c.Lease < 3*c.Timeout:
 		return fmt.Errorf("webhooks: the lease (%v) must be at least three attempt timeouts (%v)", c.Lease, c.Timeout)
-	case c.MaxEndpoints < 1 || c.MaxInFlight < 1 || c.MaxPending < c.MaxInFlight || c.MaxAttemptRecords < 1 || c.MaxResponseBytes < 0:
+	case c.MaxEndpoints < 1 || c.MaxInFlight < 1 || c.MaxPending < c.MaxInFlight || c.MaxDeadLetters < 1 || c.MaxAttemptRecords < 1 || c.MaxResponseBytes < 0:
 		return fmt.Errorf("webhooks: bounds must be positive, and pending at least in flight")
 	}
 	return nil

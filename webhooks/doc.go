@@ -37,6 +37,8 @@
 //
 // A failed attempt is retried on Config.Schedule (with up to 20% jitter); a delivery whose last
 // attempt failed, or that got 410 Gone, is dead-lettered in webhook-dead-<id>, where a retry by
-// hand is asked for too. An endpoint failing for Config.DisableAfter without a success is
-// disabled; enabling it resumes from its checkpoint.
+// hand is asked for too. That stream is compacted past Config.MaxDeadLetters events to its
+// latest dead letters, through a backup stream as the delivery stream is (see compactDead). An
+// endpoint failing for Config.DisableAfter without a success is disabled; enabling it resumes
+// from its checkpoint.
 package webhooks

@@ -26,6 +26,8 @@ const (
 	backupPrefix = "webhook-delivery-backup-"
 	// deadPrefix + id: the endpoint's dead letters and the retries asked for them.
 	deadPrefix = "webhook-dead-"
+	// deadBackupPrefix + id: the dead letters kept while the dead-letter stream is compacted.
+	deadBackupPrefix = "webhook-dead-backup-"
 )
 
 // Event types of the webhook streams. The names and JSON fields are a stored format.
@@ -39,6 +41,7 @@ const (
 	TypeCheckpoint     = "webhook.delivery-checkpoint.v1"
 	TypeDeadLettered   = "webhook.delivery-dead-lettered.v1"
 	TypeRetryRequested = "webhook.delivery-retry-requested.v1"
+	TypeDeadCompacted  = "webhook.dead-letters-compacted.v1"
 )
 
 // Secret is a signing secret as stored: sealed with the operator's key (see Sealer), never

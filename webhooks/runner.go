@@ -15,7 +15,6 @@ import (
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
-	"github.com/google/uuid"
 )
 
 // runner delivers for one endpoint while its node holds the endpoint's lease. Its state is the
@@ -33,6 +32,8 @@ type runner struct {
 	results  chan result
 	deadPoll time.Time
 	saves    int // checkpoints since the last compaction
+	// deadAdded: a dead letter was appended since the dead-letter stream's length was checked.
+	deadAdded bool
 
 	mu     sync.Mutex
 	states map[string]order.State // the state of an order after its latest event built
@@ -71,6 +72,9 @@ func (r *runner) run(ctx context.Context) {
 	}
 	r.s.logEndpoint(r.id, "lease acquired", slog.String("cursor", r.cp.Cursor.String()), slog.Int("pending", len(r.cp.Pending)))
 	defer r.stop(ctx)
+	if err := r.s.resumeDeadCompaction(ctx, r.id); err != nil {
+		r.s.Log.Warn("webhook dead letters", "endpoint", r.id, "error", err)
+	}
 	for {
 		ep, err := r.s.Endpoints.Get(r.id, "", true)
 		if err != nil || ep.Status != StatusEnabled || r.lost || ctx.Err() != nil {
@@ -110,6 +114,12 @@ func (r *runner) step(ctx context.Context, ep Endpoint, now time.Time) error {
 	}
 	if err := r.pollRetries(ctx, now); err != nil {
 		return err
+	}
+	if r.deadAdded {
+		r.deadAdded = false
+		if err := r.boundDeadLetters(ctx, now); err != nil {
+			return err
+		}
 	}
 	renew := !r.s.Config.SingleNode && r.cp.LeaseUntil.Sub(now) < r.s.Config.Lease*2/3
 	if (r.dirty && now.Sub(r.cp.At) >= saveEvery) || renew {
@@ -376,6 +386,7 @@ func (r *runner) finish(ctx context.Context, ep Endpoint, res result) {
 			return
 		}
 		r.cp.Pending = slices.Delete(r.cp.Pending, i, i+1)
+		r.deadAdded = true
 	} else {
 		delay := r.s.Config.Schedule[d.Tries]
 		d.Next = now.Add(delay + time.Duration(rand.Float64()*0.2*float64(delay)))
@@ -425,28 +436,4 @@ func (r *runner) pollRetries(ctx context.Context, now time.Time) error {
 		r.cp.Pending = append(r.cp.Pending, d)
 	}
 	return nil
-}
-
-// deadLetterSpace is the UUIDv5 namespace of dead-letter event ids: a dead letter appended
-// again after a crash has the same id, so the store takes it for a repeat.
-var deadLetterSpace = uuid.MustParse("0b6f3c0e-9a43-4c59-8f6a-2f1e4c7d9b10")
-
-func (s *Service) deadLetter(ctx context.Context, endpoint string, d Delivery) error {
-	id := uuid.NewSHA1(deadLetterSpace, fmt.Appendf(nil, "%s\x00%s\x00%d\x00%d", endpoint, d.ID, d.Tries, len(d.Attempts)))
-	if d.Manual {
-		id = uuid.Must(uuid.NewV7())
-	}
-	ev, err := eventWithID(id, TypeDeadLettered, DeadLettered{Delivery: d, At: s.now().UTC()})
-	if err != nil {
-		return err
-	}
-	_, err = s.Store.Append(ctx, deadPrefix+endpoint, eventstore.Any, ev)
-	if errors.Is(err, eventstore.ErrDuplicateEventID) {
-		err = nil
-	}
-	if err == nil {
-		s.deadInc()
-		s.logEndpoint(endpoint, "dead-lettered", slog.String("delivery", d.ID), slog.Int("tries", d.Tries))
-	}
-	return err
 }

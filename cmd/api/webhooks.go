@@ -30,6 +30,7 @@ type webhookFlags struct {
 	WebhooksMaxEndpoints  int           `default:"1000" env:"API_WEBHOOKS_MAX_ENDPOINTS" help:"Most webhook endpoints of one client; one more is refused with 422."`
 	WebhooksInFlight      int           `default:"16" env:"API_WEBHOOKS_IN_FLIGHT" help:"Most attempts in flight at once per endpoint (one per order)."`
 	WebhooksPending       int           `default:"1000" env:"API_WEBHOOKS_PENDING" help:"Most deliveries an endpoint holds undone (in flight or waiting for a retry); it reads no further in the log until one is done."`
+	WebhooksDeadLetters   int           `default:"10000" env:"API_WEBHOOKS_DEAD_LETTERS" help:"Most events in an endpoint's dead-letter stream (dead letters and retries asked for by hand); past it the stream is compacted to its latest dead letters, three quarters of this at most, and the older ones are dropped."`
 }
 
 // config is the deliveries' configuration from the flags.
@@ -41,6 +42,7 @@ func (f webhookFlags) config(singleNode bool) (webhooks.Config, error) {
 	}
 	c.Schedule, c.Timeout, c.Lease, c.DisableAfter = sched, f.WebhooksTimeout, f.WebhooksLease, f.WebhooksDisableAfter
 	c.MaxEndpoints, c.MaxInFlight, c.MaxPending = f.WebhooksMaxEndpoints, f.WebhooksInFlight, f.WebhooksPending
+	c.MaxDeadLetters = f.WebhooksDeadLetters
 	c.AllowPrivate, c.SingleNode = f.WebhooksAllowPrivate, singleNode
 	return c, c.Check()
 }
