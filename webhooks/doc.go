@@ -9,7 +9,9 @@
 // (webhook-index) names every endpoint changed, so a node reads the endpoints without reading
 // the log; a node also follows the log for endpoint events, so a change made on another node
 // is seen at once. Signing secrets are stored sealed with AES-256-GCM under a key kept outside
-// the data directory (Sealer): a copy of the data directory does not reveal them.
+// the data directory (Sealer): a copy of the data directory does not reveal them. A
+// principal's endpoints are counted against Config.MaxEndpoints in its slot stream, claimed at an
+// exact revision before the registration, so the limit holds across nodes (see slots.go).
 //
 // # Deliveries
 //

@@ -24,6 +24,9 @@ const (
 	deliveryPrefix = "webhook-delivery-"
 	// backupPrefix + id: the last checkpoint while its delivery stream is compacted.
 	backupPrefix = "webhook-delivery-backup-"
+	// slotsPrefix + a hash of a principal: the principal's endpoints, counted against
+	// Config.MaxEndpoints on every node (see slots.go).
+	slotsPrefix = "webhook-slots-"
 	// deadPrefix + id: the endpoint's dead letters and the retries asked for them.
 	deadPrefix = "webhook-dead-"
 	// deadBackupPrefix + id: the dead letters kept while the dead-letter stream is compacted.
@@ -42,6 +45,8 @@ const (
 	TypeDeadLettered   = "webhook.delivery-dead-lettered.v1"
 	TypeRetryRequested = "webhook.delivery-retry-requested.v1"
 	TypeDeadCompacted  = "webhook.dead-letters-compacted.v1"
+	TypeSlots          = "webhook.endpoint-slots.v1"
+	TypeVoided         = "webhook.endpoint-voided.v1"
 )
 
 // Secret is a signing secret as stored: sealed with the operator's key (see Sealer), never
