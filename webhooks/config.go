@@ -13,8 +13,9 @@ type Config struct {
 	Schedule []time.Duration
 	// Timeout bounds an attempt: a 2xx must come within it.
 	Timeout time.Duration
-	// Lease is how long a checkpoint reserves an endpoint's deliveries for its node. A node
-	// starts an attempt only while its lease outlasts the attempt's timeout.
+	// Lease is how long a checkpoint reserves an endpoint's deliveries for its node: another
+	// node takes over once it has seen no new checkpoint for this long, by its own clock. A
+	// node starts an attempt only while its lease outlasts the attempt's timeout.
 	Lease time.Duration
 	// SingleNode: the store has one server (the embedded store, whose data directory is
 	// locked), so a lease left by a process that died is taken over at once.

@@ -28,12 +28,17 @@
 //
 // # Lease
 //
-// Each checkpoint names its node and a lease expiry. A runner takes an endpoint over by
-// appending its own checkpoint at the next exact revision once the lease is over, so of two
-// nodes exactly one succeeds; a node whose append is refused has lost the lease and stops. A
-// node starts an attempt only while its lease outlasts the attempt's timeout, so no delivery
-// is in flight from two nodes at once. On the embedded store, which one process holds, a lease
-// left by a dead process is taken over at once (Config.SingleNode).
+// Each checkpoint names its node, which holds the endpoint's lease; it renews the lease by
+// appending a checkpoint at least every third of Config.Lease. No wall clock is compared
+// between nodes: another node takes the endpoint over once it has seen the delivery stream's
+// last revision stay unchanged for Config.Lease by its own monotonic clock, by appending its
+// own checkpoint at the next exact revision, so of two nodes exactly one succeeds; a node whose
+// append is refused has lost the lease and stops. The holder counts its lease from before the
+// append that renewed it, on its own monotonic clock, and starts an attempt only while the
+// lease outlasts the attempt's timeout: a taker, which sees the revision only after that
+// append, waits longer, so no delivery is in flight from two nodes at once (clocks may disagree
+// on the time of day, not on how long a lease lasts). On the embedded store, which one process
+// holds, a lease left by a dead process is taken over at once (Config.SingleNode).
 //
 // # Retries and dead letters
 //

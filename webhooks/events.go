@@ -130,13 +130,13 @@ type Delivery struct {
 }
 
 // Checkpoint is the delivery state of an endpoint, and the lease of the node that delivers
-// for it: every matching event at or before Cursor was delivered, dead-lettered, or is in
-// Pending.
+// for it (Node): every matching event at or before Cursor was delivered, dead-lettered, or is
+// in Pending. It holds no expiry: another node takes the lease over once it has seen no new
+// checkpoint for Config.Lease by its own clock (see runner.acquire).
 type Checkpoint struct {
-	Node       string              `json:"node"`
-	LeaseUntil time.Time           `json:"leaseUntil"`
-	Cursor     eventstore.Position `json:"cursor"`
-	Pending    []Delivery          `json:"pending"`
+	Node    string              `json:"node"`
+	Cursor  eventstore.Position `json:"cursor"`
+	Pending []Delivery          `json:"pending"`
 	// DeadRead is how much of the dead-letter stream was read for retries asked by hand.
 	DeadRead uint64 `json:"deadRead"`
 	// FailingSince is when the endpoint began failing without a success since; zero if it is

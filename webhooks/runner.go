@@ -34,6 +34,9 @@ type runner struct {
 	saves    int // checkpoints since the last compaction
 	// deadAdded: a dead letter was appended since the dead-letter stream's length was checked.
 	deadAdded bool
+	// leaseFrom is when the append of this node's last checkpoint began, by this node's
+	// monotonic clock: no other node takes the lease over until Config.Lease after it.
+	leaseFrom time.Time
 
 	mu     sync.Mutex
 	states map[string]order.State // the state of an order after its latest event built
@@ -121,7 +124,7 @@ func (r *runner) step(ctx context.Context, ep Endpoint, now time.Time) error {
 			return err
 		}
 	}
-	renew := !r.s.Config.SingleNode && r.cp.LeaseUntil.Sub(now) < r.s.Config.Lease*2/3
+	renew := !r.s.Config.SingleNode && time.Since(r.leaseFrom) >= r.s.Config.Lease/3
 	if (r.dirty && now.Sub(r.cp.At) >= saveEvery) || renew {
 		if err := r.save(ctx); err != nil {
 			return err
@@ -134,7 +137,7 @@ func (r *runner) step(ctx context.Context, ep Endpoint, now time.Time) error {
 
 // nextDue is how long to wait before the next step when nothing wakes the runner.
 func (r *runner) nextDue(now time.Time) time.Duration {
-	wait := time.Second // the lease's renewal
+	wait := min(time.Second, time.Until(r.leaseFrom.Add(r.s.Config.Lease/3))) // the lease's renewal
 	if r.s.Config.SingleNode {
 		wait = idlePoll
 	}
@@ -150,8 +153,12 @@ func (r *runner) nextDue(now time.Time) time.Duration {
 }
 
 // acquire takes the endpoint's lease: it reads the last checkpoint and appends its own at the
-// next revision once the last one's lease is over (at once on a single node).
+// next revision once it has seen that revision stay the last for Config.Lease by its own
+// monotonic clock (at once on a single node, or if the checkpoint is its own node's). No wall
+// clock is compared across nodes: the holder renews by appending, which a taker sees.
 func (r *runner) acquire(ctx context.Context) bool {
+	var seen eventstore.ExpectedRevision // the last checkpoint's revision, as seen
+	var seenSince time.Time              // when it was first seen, by this node's monotonic clock
 	for ctx.Err() == nil {
 		ep, err := r.s.Endpoints.Get(r.id, "", true)
 		if err != nil || ep.Status != StatusEnabled {
@@ -159,11 +166,14 @@ func (r *runner) acquire(ctx context.Context) bool {
 		}
 		cp, expected, found, err := r.s.checkpoint(ctx, r.id)
 		wait := time.Second
+		another := found && cp.Node != r.s.Node && !r.s.Config.SingleNode // may hold the lease
 		switch {
 		case err != nil:
 			r.s.Log.Warn("webhook lease", "endpoint", r.id, "error", err)
-		case found && cp.Node != r.s.Node && !r.s.Config.SingleNode && r.s.now().Before(cp.LeaseUntil):
-			wait = min(time.Until(cp.LeaseUntil)+10*time.Millisecond, r.s.Config.Lease)
+		case another && (seenSince.IsZero() || expected != seen):
+			seen, seenSince, wait = expected, time.Now(), min(time.Second, r.s.Config.Lease/4)
+		case another && time.Since(seenSince) < r.s.Config.Lease:
+			wait = min(time.Second, r.s.Config.Lease/4, time.Until(seenSince.Add(r.s.Config.Lease)))
 		default:
 			r.expected, r.cp, r.lost = expected, Checkpoint{Cursor: ep.Start}, false
 			if found {
@@ -182,11 +192,11 @@ func (r *runner) acquire(ctx context.Context) bool {
 	return false
 }
 
-// save appends the checkpoint, with a renewed lease.
+// save appends the checkpoint, which renews the lease.
 func (r *runner) save(ctx context.Context) error {
-	now := r.s.now()
+	from := time.Now() // before the append: a taker sees its revision only after
 	cp := r.cp
-	cp.At, cp.LeaseUntil = now.UTC(), now.Add(r.s.Config.Lease).UTC()
+	cp.At = r.s.now().UTC()
 	ev, err := newEvent(TypeCheckpoint, cp)
 	if err != nil {
 		return err
@@ -200,7 +210,7 @@ func (r *runner) save(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("save checkpoint of %s: %w", r.id, err)
 	}
-	r.cp, r.expected, r.dirty = cp, eventstore.Exact(res.Revision), false
+	r.cp, r.expected, r.dirty, r.leaseFrom = cp, eventstore.Exact(res.Revision), false, from
 	if r.saves++; r.saves >= compactAfter {
 		r.saves = 0
 		return r.compact(ctx)
@@ -316,7 +326,7 @@ func match(ep Endpoint, e eventstore.RecordedEvent) (Delivery, bool) {
 // start begins the attempts that are due: the first pending delivery of each order (events of
 // one order go in log order), up to Config.MaxInFlight, while the lease outlasts them.
 func (r *runner) start(ctx context.Context, ep Endpoint, now time.Time) {
-	if !r.s.Config.SingleNode && now.Add(r.s.Config.Timeout).After(r.cp.LeaseUntil) {
+	if !r.s.Config.SingleNode && time.Since(r.leaseFrom)+r.s.Config.Timeout >= r.s.Config.Lease {
 		return
 	}
 	keys, err := r.s.Endpoints.keys(ep, now)
