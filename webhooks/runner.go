@@ -137,7 +137,10 @@ func (r *runner) step(ctx context.Context, ep Endpoint, now time.Time) error {
 
 // nextDue is how long to wait before the next step when nothing wakes the runner.
 func (r *runner) nextDue(now time.Time) time.Duration {
-	wait := min(time.Second, time.Until(r.leaseFrom.Add(r.s.Config.Lease/3))) // the lease's renewal
+	wait := time.Second
+	if renew := time.Until(r.leaseFrom.Add(r.s.Config.Lease / 3)); renew > 0 {
+		wait = min(wait, renew) // the lease's renewal; if that failed, a second later
+	}
 	if r.s.Config.SingleNode {
 		wait = idlePoll
 	}
