@@ -130,3 +130,35 @@ func TestOrphanSlotsAreFreed(t *testing.T) {
 		t.Errorf("%d endpoints", n)
 	}
 }
+
+// A slot stream names all the endpoints every slotsFullEvery events and the changes in
+// between; a read folds them into the endpoints registered and not deleted.
+func TestSlotsFoldChanges(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t)
+	es := node(t, store, 100)
+	for i := range 2*slotsFullEvery + 5 {
+		if err := register(es, "alice", fmt.Sprint("k", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ep := range es.List("alice", false)[:7] {
+		if _, err := es.SetStatus(ctx, ep.ID, "alice", false, StatusDeleted, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := es.slots(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, ep := range es.List("alice", false) {
+		want = append(want, ep.ID)
+	}
+	if len(st.ids) != 2*slotsFullEvery-2 || len(missing(st.ids, want)) != 0 || len(missing(want, st.ids)) != 0 {
+		t.Errorf("slots %d, want the %d endpoints", len(st.ids), len(want))
+	}
+	if n := streamLen(t, store, slotsStream("alice")); n != 2*slotsFullEvery+12 || st.changes >= slotsFullEvery {
+		t.Errorf("%d slot events, %d changes since the last naming all", n, st.changes)
+	}
+}
