@@ -13,8 +13,9 @@ type Config struct {
 	Schedule []time.Duration
 	// Timeout bounds an attempt: a 2xx must come within it.
 	Timeout time.Duration
-	// Lease is how long a checkpoint reserves an endpoint's deliveries for its node. A node
-	// starts an attempt only while its lease outlasts the attempt's timeout.
+	// Lease is how long a checkpoint reserves an endpoint's deliveries for its node: another
+	// node takes over once it has seen no new checkpoint for this long, by its own clock. A
+	// node starts an attempt only while its lease outlasts the attempt's timeout.
 	Lease time.Duration
 	// SingleNode: the store has one server (the embedded store, whose data directory is
 	// locked), so a lease left by a process that died is taken over at once.
@@ -32,6 +33,10 @@ type Config struct {
 	// until it takes them; a runner whose buffer is full reads the log on its own until it
 	// catches up again. 0: every runner reads the log on its own.
 	TailBuffer int
+	// MaxDeadLetters bounds the events of an endpoint's dead-letter stream (dead letters and
+	// retries asked for by hand): past it the stream is compacted to its latest dead letters,
+	// three quarters of MaxDeadLetters at most, and the older ones are dropped.
+	MaxDeadLetters int
 	// MaxAttemptRecords bounds the attempts kept per delivery (the latest).
 	MaxAttemptRecords int
 	// MaxResponseBytes bounds what is read of a receiver's answer.
@@ -52,6 +57,7 @@ func DefaultConfig() Config {
 		MaxInFlight:       16,
 		MaxPending:        1000,
 		TailBuffer:        1000,
+		MaxDeadLetters:    10000,
 		MaxAttemptRecords: 20,
 		MaxResponseBytes:  64 << 10,
 	}
@@ -80,7 +86,7 @@ func (c Config) Check() error {
 		return fmt.Errorf("webhooks: empty retry schedule")
 	case c.Timeout <= 0 || c.Lease < 3*c.Timeout:
 		return fmt.Errorf("webhooks: the lease (%v) must be at least three attempt timeouts (%v)", c.Lease, c.Timeout)
-	case c.MaxEndpoints < 1 || c.MaxInFlight < 1 || c.MaxPending < c.MaxInFlight || c.MaxAttemptRecords < 1 || c.MaxResponseBytes < 0 || c.TailBuffer < 0:
+	case c.MaxEndpoints < 1 || c.MaxInFlight < 1 || c.MaxPending < c.MaxInFlight || c.MaxDeadLetters < 1 || c.MaxAttemptRecords < 1 || c.MaxResponseBytes < 0 || c.TailBuffer < 0:
 		return fmt.Errorf("webhooks: bounds must be positive, and pending at least in flight")
 	}
 	return nil

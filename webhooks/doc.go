@@ -9,7 +9,9 @@
 // (webhook-index) names every endpoint changed, so a node reads the endpoints without reading
 // the log; a node also follows the log for endpoint events, so a change made on another node
 // is seen at once. Signing secrets are stored sealed with AES-256-GCM under a key kept outside
-// the data directory (Sealer): a copy of the data directory does not reveal them.
+// the data directory (Sealer): a copy of the data directory does not reveal them. A
+// principal's endpoints are counted against Config.MaxEndpoints in its slot stream, claimed at an
+// exact revision before the registration, so the limit holds across nodes (see slots.go).
 //
 // # Deliveries
 //
@@ -39,17 +41,24 @@
 //
 // # Lease
 //
-// Each checkpoint names its node and a lease expiry. A runner takes an endpoint over by
-// appending its own checkpoint at the next exact revision once the lease is over, so of two
-// nodes exactly one succeeds; a node whose append is refused has lost the lease and stops. A
-// node starts an attempt only while its lease outlasts the attempt's timeout, so no delivery
-// is in flight from two nodes at once. On the embedded store, which one process holds, a lease
-// left by a dead process is taken over at once (Config.SingleNode).
+// Each checkpoint names its node, which holds the endpoint's lease; it renews the lease by
+// appending a checkpoint at least every third of Config.Lease. No wall clock is compared
+// between nodes: another node takes the endpoint over once it has seen the delivery stream's
+// last revision stay unchanged for Config.Lease by its own monotonic clock, by appending its
+// own checkpoint at the next exact revision, so of two nodes exactly one succeeds; a node whose
+// append is refused has lost the lease and stops. The holder counts its lease from before the
+// append that renewed it, on its own monotonic clock, and starts an attempt only while the
+// lease outlasts the attempt's timeout: a taker, which sees the revision only after that
+// append, waits longer, so no delivery is in flight from two nodes at once (clocks may disagree
+// on the time of day, not on how long a lease lasts). On the embedded store, which one process
+// holds, a lease left by a dead process is taken over at once (Config.SingleNode).
 //
 // # Retries and dead letters
 //
 // A failed attempt is retried on Config.Schedule (with up to 20% jitter); a delivery whose last
 // attempt failed, or that got 410 Gone, is dead-lettered in webhook-dead-<id>, where a retry by
-// hand is asked for too. An endpoint failing for Config.DisableAfter without a success is
-// disabled; enabling it resumes from its checkpoint.
+// hand is asked for too. That stream is compacted past Config.MaxDeadLetters events to its
+// latest dead letters, through a backup stream as the delivery stream is (see compactDead). An
+// endpoint failing for Config.DisableAfter without a success is disabled; enabling it resumes
+// from its checkpoint.
 package webhooks

@@ -134,8 +134,11 @@ func (es *Endpoints) read(ctx context.Context, id string) (*Endpoint, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read webhook endpoint %s: %w", id, err)
 		}
-		if ep == nil {
+		if e.Type == TypeRegistered {
 			ep = &Endpoint{Start: e.Position}
+		}
+		if ep == nil {
+			continue // a void that a registration may follow
 		}
 		if err := ep.apply(e); err != nil {
 			return nil, fmt.Errorf("webhook endpoint %s at %d: %w", id, e.Revision, err)
@@ -245,21 +248,33 @@ func (es *Endpoints) Register(ctx context.Context, principal, key, rawURL string
 	if err := CheckURL(ctx, rawURL, es.Config.AllowPrivate); err != nil {
 		return Endpoint{}, "", false, err
 	}
-	es.registering.Lock() // one count and append at a time, so that the bound holds on this node
+	es.registering.Lock() // one claim at a time on this node: its registrations do not race
 	defer es.registering.Unlock()
 	if err := es.Refresh(ctx); err != nil {
 		return Endpoint{}, "", false, err
-	}
-	if n := len(es.List(principal, false)); n >= es.Config.MaxEndpoints {
-		return Endpoint{}, "", false, fmt.Errorf("%w: %s has %d endpoints, the most a client may have", ErrLimit, principal, n)
 	}
 	text, raw := NewSecret()
 	now := es.Now().UTC()
 	r := Registered{ID: id, Principal: principal, URL: rawURL, Events: events, Description: description,
 		Secret: Secret{Sealed: es.Sealer.Seal(id, raw), CreatedAt: now}, At: now}
-	err = es.record(ctx, id, eventstore.NoStream, TypeRegistered, r)
-	if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
-		// A retry of the same key ran meanwhile (on this node or another).
+	for range 20 {
+		expected, err := es.registrationRevision(ctx, id)
+		var claim []eventstore.StreamAppend
+		if err == nil {
+			claim, err = es.claim(ctx, principal, id)
+		}
+		if err == nil {
+			err = es.record(ctx, id, expected, TypeRegistered, r, claim...)
+		}
+		if !errors.Is(err, eventstore.ErrWrongExpectedRevision) && !errors.Is(err, errRegistered) {
+			if err != nil {
+				return Endpoint{}, "", false, err
+			}
+			ep, _ = es.lookup(id)
+			return ep, text, false, nil
+		}
+		// A retry of the same key ran meanwhile (on this node or another), or another
+		// registration voided the slot this one claimed: read the endpoint again.
 		if err := es.Reload(ctx, id); err != nil {
 			return Endpoint{}, "", false, err
 		}
@@ -267,11 +282,7 @@ func (es *Endpoints) Register(ctx context.Context, principal, key, rawURL string
 			return es.replay(ep, principal, rawURL, events, description)
 		}
 	}
-	if err != nil {
-		return Endpoint{}, "", false, err
-	}
-	ep, _ = es.lookup(id)
-	return ep, text, false, nil
+	return Endpoint{}, "", false, fmt.Errorf("register webhook endpoint %s: %w", id, eventstore.ErrWrongExpectedRevision)
 }
 
 // ErrKeyReused: the Idempotency-Key made another endpoint, or a rotation of another endpoint.
@@ -373,13 +384,18 @@ func (es *Endpoints) SetStatus(ctx context.Context, id, principal string, all bo
 	if err := es.record(ctx, id, eventstore.Exact(ep.Revision), typ, data); err != nil {
 		return Endpoint{}, err
 	}
+	if status == StatusDeleted {
+		// A slot left held by a failure here is freed by the next registration that needs it.
+		_ = es.release(ctx, ep.Principal, id)
+	}
 	ep, _ = es.Get(id, principal, true)
 	return ep, nil
 }
 
-// record appends a change of endpoint id and names it in the index, in one atomic append where
-// the store can; then reads the endpoint back.
-func (es *Endpoints) record(ctx context.Context, id string, expected eventstore.ExpectedRevision, typ string, v any) error {
+// record appends a change of endpoint id and names it in the index, after the appends of
+// before (a registration's claim of its slot), in one atomic append where the store can; then
+// reads the endpoint back.
+func (es *Endpoints) record(ctx context.Context, id string, expected eventstore.ExpectedRevision, typ string, v any, before ...eventstore.StreamAppend) error {
 	ev, err := newEvent(typ, v)
 	if err != nil {
 		return err
@@ -388,10 +404,9 @@ func (es *Endpoints) record(ctx context.Context, id string, expected eventstore.
 	if err != nil {
 		return err
 	}
-	appends := []eventstore.StreamAppend{
-		{Stream: endpointPrefix + id, Expected: expected, Events: []eventstore.EventData{ev}},
-		{Stream: indexStream, Expected: eventstore.Any, Events: []eventstore.EventData{ix}},
-	}
+	appends := append(before,
+		eventstore.StreamAppend{Stream: endpointPrefix + id, Expected: expected, Events: []eventstore.EventData{ev}},
+		eventstore.StreamAppend{Stream: indexStream, Expected: eventstore.Any, Events: []eventstore.EventData{ix}})
 	if m, ok := es.Store.(eventstore.MultiStreamAppender); ok {
 		_, err = m.MultiStreamAppend(ctx, appends...)
 	} else {

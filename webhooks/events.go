@@ -24,8 +24,13 @@ const (
 	deliveryPrefix = "webhook-delivery-"
 	// backupPrefix + id: the last checkpoint while its delivery stream is compacted.
 	backupPrefix = "webhook-delivery-backup-"
+	// slotsPrefix + a hash of a principal: the principal's endpoints, counted against
+	// Config.MaxEndpoints on every node (see slots.go).
+	slotsPrefix = "webhook-slots-"
 	// deadPrefix + id: the endpoint's dead letters and the retries asked for them.
 	deadPrefix = "webhook-dead-"
+	// deadBackupPrefix + id: the dead letters kept while the dead-letter stream is compacted.
+	deadBackupPrefix = "webhook-dead-backup-"
 )
 
 // Event types of the webhook streams. The names and JSON fields are a stored format.
@@ -39,6 +44,9 @@ const (
 	TypeCheckpoint     = "webhook.delivery-checkpoint.v1"
 	TypeDeadLettered   = "webhook.delivery-dead-lettered.v1"
 	TypeRetryRequested = "webhook.delivery-retry-requested.v1"
+	TypeDeadCompacted  = "webhook.dead-letters-compacted.v1"
+	TypeSlots          = "webhook.endpoint-slots.v1"
+	TypeVoided         = "webhook.endpoint-voided.v1"
 )
 
 // Secret is a signing secret as stored: sealed with the operator's key (see Sealer), never
@@ -122,13 +130,13 @@ type Delivery struct {
 }
 
 // Checkpoint is the delivery state of an endpoint, and the lease of the node that delivers
-// for it: every matching event at or before Cursor was delivered, dead-lettered, or is in
-// Pending.
+// for it (Node): every matching event at or before Cursor was delivered, dead-lettered, or is
+// in Pending. It holds no expiry: another node takes the lease over once it has seen no new
+// checkpoint for Config.Lease by its own clock (see runner.acquire).
 type Checkpoint struct {
-	Node       string              `json:"node"`
-	LeaseUntil time.Time           `json:"leaseUntil"`
-	Cursor     eventstore.Position `json:"cursor"`
-	Pending    []Delivery          `json:"pending"`
+	Node    string              `json:"node"`
+	Cursor  eventstore.Position `json:"cursor"`
+	Pending []Delivery          `json:"pending"`
 	// DeadRead is how much of the dead-letter stream was read for retries asked by hand.
 	DeadRead uint64 `json:"deadRead"`
 	// FailingSince is when the endpoint began failing without a success since; zero if it is

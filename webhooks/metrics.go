@@ -12,6 +12,7 @@ type Metrics struct {
 	latency  prometheus.Histogram
 	lag      prometheus.Histogram
 	dead     prometheus.Counter
+	dropped  prometheus.Counter
 	disabled prometheus.Counter
 }
 
@@ -36,6 +37,10 @@ func NewMetrics(reg prometheus.Registerer, s *Service) *Metrics {
 			Name: "orders_webhooks_dead_letters_total",
 			Help: "Deliveries dead-lettered after their last attempt (or a 410 Gone).",
 		}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "orders_webhooks_dead_letters_dropped_total",
+			Help: "Dead letters dropped, the oldest first, when an endpoint's dead-letter stream outgrew --webhooks-dead-letters.",
+		}),
 		disabled: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "orders_webhooks_endpoints_disabled_total",
 			Help: "Endpoints disabled for failing longer than --webhooks-disable-after.",
@@ -57,7 +62,7 @@ func NewMetrics(reg prometheus.Registerer, s *Service) *Metrics {
 		Name: "orders_webhooks_pending",
 		Help: "Deliveries waiting, in flight or waiting for a retry, on this node.",
 	}, func() float64 { return float64(s.PendingTotal()) })
-	reg.MustRegister(m.attempts, m.latency, m.lag, m.dead, m.disabled, endpoints, pending)
+	reg.MustRegister(m.attempts, m.latency, m.lag, m.dead, m.dropped, m.disabled, endpoints, pending)
 	reg.MustRegister(tailMetrics(s)...)
 	return m
 }
@@ -77,6 +82,12 @@ func (s *Service) observeAttempt(a Attempt, recorded time.Time) {
 func (s *Service) deadInc() {
 	if s.Metrics != nil {
 		s.Metrics.dead.Inc()
+	}
+}
+
+func (s *Service) droppedAdd(n int) {
+	if s.Metrics != nil {
+		s.Metrics.dropped.Add(float64(n))
 	}
 }
 

@@ -15,7 +15,6 @@ import (
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
-	"github.com/google/uuid"
 )
 
 // runner delivers for one endpoint while its node holds the endpoint's lease. Its state is the
@@ -34,6 +33,11 @@ type runner struct {
 	results  chan result
 	deadPoll time.Time
 	saves    int // checkpoints since the last compaction
+	// deadAdded: a dead letter was appended since the dead-letter stream's length was checked.
+	deadAdded bool
+	// leaseFrom is when the append of this node's last checkpoint began, by this node's
+	// monotonic clock: no other node takes the lease over until Config.Lease after it.
+	leaseFrom time.Time
 
 	mu     sync.Mutex
 	states map[string]order.State // the state of an order after its latest event built
@@ -73,6 +77,9 @@ func (r *runner) run(ctx context.Context) {
 	r.s.logEndpoint(r.id, "lease acquired", slog.String("cursor", r.cp.Cursor.String()), slog.Int("pending", len(r.cp.Pending)))
 	defer r.stop(ctx)
 	defer r.leaveTail()
+	if err := r.s.resumeDeadCompaction(ctx, r.id); err != nil {
+		r.s.Log.Warn("webhook dead letters", "endpoint", r.id, "error", err)
+	}
 	for {
 		ep, err := r.s.Endpoints.Get(r.id, "", true)
 		if err != nil || ep.Status != StatusEnabled || r.lost || ctx.Err() != nil {
@@ -120,7 +127,13 @@ func (r *runner) step(ctx context.Context, ep Endpoint, now time.Time) error {
 	if err := r.pollRetries(ctx, now); err != nil {
 		return err
 	}
-	renew := !r.s.Config.SingleNode && r.cp.LeaseUntil.Sub(now) < r.s.Config.Lease*2/3
+	if r.deadAdded {
+		r.deadAdded = false
+		if err := r.boundDeadLetters(ctx, now); err != nil {
+			return err
+		}
+	}
+	renew := !r.s.Config.SingleNode && time.Since(r.leaseFrom) >= r.s.Config.Lease/3
 	if (r.dirty && now.Sub(r.cp.At) >= saveEvery) || renew {
 		if err := r.save(ctx); err != nil {
 			return err
@@ -133,7 +146,10 @@ func (r *runner) step(ctx context.Context, ep Endpoint, now time.Time) error {
 
 // nextDue is how long to wait before the next step when nothing wakes the runner.
 func (r *runner) nextDue(now time.Time) time.Duration {
-	wait := time.Second // the lease's renewal
+	wait := time.Second
+	if renew := time.Until(r.leaseFrom.Add(r.s.Config.Lease / 3)); renew > 0 {
+		wait = min(wait, renew) // the lease's renewal; if that failed, a second later
+	}
 	if r.s.Config.SingleNode {
 		wait = idlePoll
 	}
@@ -149,8 +165,12 @@ func (r *runner) nextDue(now time.Time) time.Duration {
 }
 
 // acquire takes the endpoint's lease: it reads the last checkpoint and appends its own at the
-// next revision once the last one's lease is over (at once on a single node).
+// next revision once it has seen that revision stay the last for Config.Lease by its own
+// monotonic clock (at once on a single node, or if the checkpoint is its own node's). No wall
+// clock is compared across nodes: the holder renews by appending, which a taker sees.
 func (r *runner) acquire(ctx context.Context) bool {
+	var seen eventstore.ExpectedRevision // the last checkpoint's revision, as seen
+	var seenSince time.Time              // when it was first seen, by this node's monotonic clock
 	for ctx.Err() == nil {
 		ep, err := r.s.Endpoints.Get(r.id, "", true)
 		if err != nil || ep.Status != StatusEnabled {
@@ -158,11 +178,14 @@ func (r *runner) acquire(ctx context.Context) bool {
 		}
 		cp, expected, found, err := r.s.checkpoint(ctx, r.id)
 		wait := time.Second
+		another := found && cp.Node != r.s.Node && !r.s.Config.SingleNode // may hold the lease
 		switch {
 		case err != nil:
 			r.s.Log.Warn("webhook lease", "endpoint", r.id, "error", err)
-		case found && cp.Node != r.s.Node && !r.s.Config.SingleNode && r.s.now().Before(cp.LeaseUntil):
-			wait = min(time.Until(cp.LeaseUntil)+10*time.Millisecond, r.s.Config.Lease)
+		case another && (seenSince.IsZero() || expected != seen):
+			seen, seenSince, wait = expected, time.Now(), min(time.Second, r.s.Config.Lease/4)
+		case another && time.Since(seenSince) < r.s.Config.Lease:
+			wait = min(time.Second, r.s.Config.Lease/4, time.Until(seenSince.Add(r.s.Config.Lease)))
 		default:
 			r.expected, r.cp, r.lost = expected, Checkpoint{Cursor: ep.Start}, false
 			if found {
@@ -181,11 +204,11 @@ func (r *runner) acquire(ctx context.Context) bool {
 	return false
 }
 
-// save appends the checkpoint, with a renewed lease.
+// save appends the checkpoint, which renews the lease.
 func (r *runner) save(ctx context.Context) error {
-	now := r.s.now()
+	from := time.Now() // before the append: a taker sees its revision only after
 	cp := r.cp
-	cp.At, cp.LeaseUntil = now.UTC(), now.Add(r.s.Config.Lease).UTC()
+	cp.At = r.s.now().UTC()
 	ev, err := newEvent(TypeCheckpoint, cp)
 	if err != nil {
 		return err
@@ -199,7 +222,7 @@ func (r *runner) save(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("save checkpoint of %s: %w", r.id, err)
 	}
-	r.cp, r.expected, r.dirty = cp, eventstore.Exact(res.Revision), false
+	r.cp, r.expected, r.dirty, r.leaseFrom = cp, eventstore.Exact(res.Revision), false, from
 	if r.saves++; r.saves >= compactAfter {
 		r.saves = 0
 		return r.compact(ctx)
@@ -383,7 +406,7 @@ func deliveryOf(ep Endpoint, e eventstore.RecordedEvent) (Delivery, bool) {
 // start begins the attempts that are due: the first pending delivery of each order (events of
 // one order go in log order), up to Config.MaxInFlight, while the lease outlasts them.
 func (r *runner) start(ctx context.Context, ep Endpoint, now time.Time) {
-	if !r.s.Config.SingleNode && now.Add(r.s.Config.Timeout).After(r.cp.LeaseUntil) {
+	if !r.s.Config.SingleNode && time.Since(r.leaseFrom)+r.s.Config.Timeout >= r.s.Config.Lease {
 		return
 	}
 	keys, err := r.s.Endpoints.keys(ep, now)
@@ -453,6 +476,7 @@ func (r *runner) finish(ctx context.Context, ep Endpoint, res result) {
 			return
 		}
 		r.cp.Pending = slices.Delete(r.cp.Pending, i, i+1)
+		r.deadAdded = true
 	} else {
 		delay := r.s.Config.Schedule[d.Tries]
 		d.Next = now.Add(delay + time.Duration(rand.Float64()*0.2*float64(delay)))
@@ -502,28 +526,4 @@ func (r *runner) pollRetries(ctx context.Context, now time.Time) error {
 		r.cp.Pending = append(r.cp.Pending, d)
 	}
 	return nil
-}
-
-// deadLetterSpace is the UUIDv5 namespace of dead-letter event ids: a dead letter appended
-// again after a crash has the same id, so the store takes it for a repeat.
-var deadLetterSpace = uuid.MustParse("0b6f3c0e-9a43-4c59-8f6a-2f1e4c7d9b10")
-
-func (s *Service) deadLetter(ctx context.Context, endpoint string, d Delivery) error {
-	id := uuid.NewSHA1(deadLetterSpace, fmt.Appendf(nil, "%s\x00%s\x00%d\x00%d", endpoint, d.ID, d.Tries, len(d.Attempts)))
-	if d.Manual {
-		id = uuid.Must(uuid.NewV7())
-	}
-	ev, err := eventWithID(id, TypeDeadLettered, DeadLettered{Delivery: d, At: s.now().UTC()})
-	if err != nil {
-		return err
-	}
-	_, err = s.Store.Append(ctx, deadPrefix+endpoint, eventstore.Any, ev)
-	if errors.Is(err, eventstore.ErrDuplicateEventID) {
-		err = nil
-	}
-	if err == nil {
-		s.deadInc()
-		s.logEndpoint(endpoint, "dead-lettered", slog.String("delivery", d.ID), slog.Int("tries", d.Tries))
-	}
-	return err
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -188,83 +187,6 @@ func (s *Service) lastCheckpoint(ctx context.Context, stream string) (Checkpoint
 func (s *Service) Pending(ctx context.Context, id string) ([]Delivery, error) {
 	cp, _, _, err := s.checkpoint(ctx, id)
 	return cp.Pending, err
-}
-
-// DeadLetters returns the endpoint's dead letters not re-sent since, the latest last, at most
-// limit of them.
-func (s *Service) DeadLetters(ctx context.Context, id string, limit int) ([]DeadLettered, error) {
-	dead, _, err := s.deadLetters(ctx, id)
-	if len(dead) > limit {
-		dead = dead[len(dead)-limit:]
-	}
-	return dead, err
-}
-
-// deadLetters folds the endpoint's dead-letter stream: the dead letters not re-sent since, and
-// the deliveries whose retry was asked for since their last dead letter.
-func (s *Service) deadLetters(ctx context.Context, id string) ([]DeadLettered, map[string]bool, error) {
-	var dead []DeadLettered
-	retrying := map[string]bool{}
-	for e, err := range s.Store.ReadStream(ctx, deadPrefix+id, eventstore.ReadStreamOptions{}) {
-		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			return nil, retrying, nil
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("read dead letters of %s: %w", id, err)
-		}
-		var d struct {
-			DeadLettered
-			DeliveryID string `json:"deliveryId"`
-		}
-		if err := json.Unmarshal(e.Data, &d); err != nil {
-			return nil, nil, fmt.Errorf("dead letters of %s at %d: %w", id, e.Revision, err)
-		}
-		switch e.Type {
-		case TypeDeadLettered:
-			dead = append(removeDelivery(dead, d.ID), d.DeadLettered)
-			delete(retrying, d.ID)
-		case TypeRetryRequested:
-			dead = removeDelivery(dead, d.DeliveryID)
-			retrying[d.DeliveryID] = true
-		}
-	}
-	return dead, retrying, nil
-}
-
-func removeDelivery(dead []DeadLettered, id string) []DeadLettered {
-	out := dead[:0]
-	for _, d := range dead {
-		if d.ID != id {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-// Retry asks for dead letter delivery of endpoint id to be sent again, once; the node that
-// delivers for the endpoint takes it within a second or so. Asking again before that attempt
-// ends does nothing more. ErrNotFound if there is no such dead letter.
-func (s *Service) Retry(ctx context.Context, id, delivery, by string) error {
-	dead, retrying, err := s.deadLetters(ctx, id)
-	if err != nil || retrying[delivery] {
-		return err
-	}
-	i := slices.IndexFunc(dead, func(d DeadLettered) bool { return d.ID == delivery })
-	if i < 0 {
-		return fmt.Errorf("%w: no dead letter %s", ErrNotFound, delivery)
-	}
-	ev, err := newEvent(TypeRetryRequested, struct {
-		RetryRequested
-		Delivery Delivery `json:"delivery"`
-	}{RetryRequested{DeliveryID: delivery, By: by, At: s.now().UTC()}, dead[i].Delivery})
-	if err != nil {
-		return err
-	}
-	if _, err := s.Store.Append(ctx, deadPrefix+id, eventstore.Any, ev); err != nil {
-		return fmt.Errorf("ask for a retry of %s: %w", delivery, err)
-	}
-	s.logEndpoint(id, "retry requested", slog.String("delivery", delivery), slog.String("by", by))
-	return nil
 }
 
 func (s *Service) logEndpoint(id, event string, attrs ...slog.Attr) {

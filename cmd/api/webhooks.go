@@ -25,12 +25,13 @@ type webhookFlags struct {
 	WebhooksAllowPrivate  bool          `env:"API_WEBHOOKS_ALLOW_PRIVATE" help:"Allow webhook URLs with plain http and loopback, private and link-local addresses (for tests and closed networks)."`
 	WebhooksRetrySchedule string        `default:"0s,5s,5m,30m,2h,5h,10h,10h" env:"API_WEBHOOKS_RETRY_SCHEDULE" help:"Delay before each delivery attempt (retries get up to 20% jitter); after the last the delivery is dead-lettered."`
 	WebhooksTimeout       time.Duration `default:"10s" env:"API_WEBHOOKS_TIMEOUT" help:"How long an endpoint has to answer an attempt with a 2xx."`
-	WebhooksLease         time.Duration `default:"30s" env:"API_WEBHOOKS_LEASE" help:"How long a node holds an endpoint's deliveries without renewing; at least three --webhooks-timeout. Another node takes over once it is over."`
+	WebhooksLease         time.Duration `default:"30s" env:"API_WEBHOOKS_LEASE" help:"How long a node holds an endpoint's deliveries without renewing; at least three --webhooks-timeout. Another node takes over once it has seen no new checkpoint for this long, by its own clock (the nodes' clocks need not agree)."`
 	WebhooksDisableAfter  time.Duration `default:"120h" env:"API_WEBHOOKS_DISABLE_AFTER" help:"Disable an endpoint that has failed this long without a success (0: never)."`
 	WebhooksMaxEndpoints  int           `default:"1000" env:"API_WEBHOOKS_MAX_ENDPOINTS" help:"Most webhook endpoints of one client; one more is refused with 422."`
 	WebhooksInFlight      int           `default:"16" env:"API_WEBHOOKS_IN_FLIGHT" help:"Most attempts in flight at once per endpoint (one per order)."`
 	WebhooksPending       int           `default:"1000" env:"API_WEBHOOKS_PENDING" help:"Most deliveries an endpoint holds undone (in flight or waiting for a retry); it reads no further in the log until one is done."`
 	WebhooksTailBuffer    int           `default:"1000" env:"API_WEBHOOKS_TAIL_BUFFER" help:"Most deliveries the node's one reader of the log holds for an endpoint until its runner takes them; past it the runner reads the log on its own until it catches up (0: every endpoint reads the log on its own)."`
+	WebhooksDeadLetters   int           `default:"10000" env:"API_WEBHOOKS_DEAD_LETTERS" help:"Most events in an endpoint's dead-letter stream (dead letters and retries asked for by hand); past it the stream is compacted to its latest dead letters, three quarters of this at most, and the older ones are dropped."`
 }
 
 // config is the deliveries' configuration from the flags.
@@ -43,6 +44,7 @@ func (f webhookFlags) config(singleNode bool) (webhooks.Config, error) {
 	c.Schedule, c.Timeout, c.Lease, c.DisableAfter = sched, f.WebhooksTimeout, f.WebhooksLease, f.WebhooksDisableAfter
 	c.MaxEndpoints, c.MaxInFlight, c.MaxPending = f.WebhooksMaxEndpoints, f.WebhooksInFlight, f.WebhooksPending
 	c.TailBuffer, c.AllowPrivate, c.SingleNode = f.WebhooksTailBuffer, f.WebhooksAllowPrivate, singleNode
+	c.MaxDeadLetters = f.WebhooksDeadLetters
 	return c, c.Check()
 }
 

@@ -1,0 +1,223 @@
+package webhooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/eventstore/kurrent"
+	"github.com/acme/orders/eventstore/kurrent/kurrenttest"
+	"github.com/acme/orders/eventstore/sqlite"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+func openStore(t *testing.T) *sqlite.Store {
+	t.Helper()
+	store, err := sqlite.Open(t.TempDir(), sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return store
+}
+
+// backends open a store of each backend: the embedded one, and KurrentDB's through the test
+// server, whose deletes are soft and whose revisions go on after a delete.
+var backends = map[string]func(t *testing.T) eventstore.Store{
+	"sqlite": func(t *testing.T) eventstore.Store { return openStore(t) },
+	"kurrent": func(t *testing.T) eventstore.Store {
+		srv, err := kurrenttest.Start("127.0.0.1:0", t.TempDir(), kurrenttest.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { srv.Close() })
+		store, err := kurrent.Open(kurrent.Config{URL: srv.URL()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+		return store
+	},
+}
+
+// deadService is a Service over store keeping at most max events per dead-letter stream.
+func deadService(store eventstore.Store, max int) *Service {
+	cfg := DefaultConfig()
+	cfg.SingleNode, cfg.MaxDeadLetters = true, max
+	s := &Service{Store: store, Config: &cfg, Node: "n", Log: slog.New(slog.DiscardHandler)}
+	s.Metrics = NewMetrics(prometheus.NewRegistry(), s)
+	return s
+}
+
+func streamLen(t *testing.T, store eventstore.Store, stream string) int {
+	t.Helper()
+	n := 0
+	for _, err := range store.ReadStream(context.Background(), stream, eventstore.ReadStreamOptions{}) {
+		if errors.Is(err, eventstore.ErrStreamNotFound) {
+			return 0
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	return n
+}
+
+func deadIDs(t *testing.T, s *Service, id string) string {
+	t.Helper()
+	dead, err := s.DeadLetters(context.Background(), id, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, d := range dead {
+		ids = append(ids, d.ID)
+	}
+	return strings.Join(ids, " ")
+}
+
+// The dead-letter stream holds at most Config.MaxDeadLetters events: past it the runner
+// compacts it to its latest dead letters, counts the ones dropped, and keeps a retry asked for
+// before the compaction. The list and a retry by hand work on the compacted stream.
+func TestDeadLettersAreBounded(t *testing.T) {
+	for name, open := range backends {
+		t.Run(name, func(t *testing.T) { testDeadLettersAreBounded(t, open(t)) })
+	}
+}
+
+func testDeadLettersAreBounded(t *testing.T, store eventstore.Store) {
+	ctx := context.Background()
+	s := deadService(store, 8)
+	r := s.newRunner("we_x")
+	r.expected = eventstore.NoStream
+	for i := range 20 {
+		if err := s.deadLetter(ctx, "we_x", Delivery{ID: fmt.Sprintf("d%02d", i), OrderID: "o", Tries: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 13 { // asked for, not yet taken by the runner, when the stream is compacted
+			if err := s.Retry(ctx, "we_x", "d12", "admin"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r.deadAdded = true
+		if err := r.boundDeadLetters(ctx, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if n := streamLen(t, store, deadPrefix+"we_x"); n > 8 {
+			t.Fatalf("after dead letter %d the stream holds %d events", i, n)
+		}
+	}
+	got := deadIDs(t, s, "we_x")
+	if want := "d14 d15 d16 d17 d18 d19"; got != want {
+		t.Errorf("dead letters %q, want %q", got, want)
+	}
+	var m dto.Metric
+	if err := s.Metrics.dropped.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if dropped := m.GetCounter().GetValue(); dropped != 13 { // 20, less d12 retried, less the 6 kept
+		t.Errorf("%v dead letters dropped, want 13", dropped)
+	}
+	if n := streamLen(t, store, deadBackupPrefix+"we_x"); n != 0 {
+		t.Errorf("the backup holds %d events", n)
+	}
+	if len(r.cp.Pending) != 1 || r.cp.Pending[0].ID != "d12" || !r.cp.Pending[0].Manual {
+		t.Errorf("the retry asked for before the compaction: pending %+v", r.cp.Pending)
+	}
+	// A retry by hand after the compaction: of a dead letter kept, and of one dropped.
+	if err := s.Retry(ctx, "we_x", "d15", "admin"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Retry(ctx, "we_x", "d02", "admin"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("retry of a dropped dead letter: %v", err)
+	}
+	r.deadPoll = time.Time{}
+	if err := r.pollRetries(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.cp.Pending) != 2 || r.cp.Pending[1].ID != "d15" {
+		t.Errorf("after a retry by hand: pending %+v", r.cp.Pending)
+	}
+	if got := deadIDs(t, s, "we_x"); got != "d14 d16 d17 d18 d19" {
+		t.Errorf("dead letters after the retry: %q", got)
+	}
+}
+
+// crashing is a store whose appends to, or deletes of, one stream fail, as if the process died
+// before them.
+type crashing struct {
+	eventstore.Store
+	stream, op string
+}
+
+var errCrash = errors.New("crash")
+
+func (c crashing) Append(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) (eventstore.AppendResult, error) {
+	if stream == c.stream && c.op == "append" {
+		return eventstore.AppendResult{}, errCrash
+	}
+	return c.Store.Append(ctx, stream, expected, events...)
+}
+
+func (c crashing) DeleteStream(ctx context.Context, stream string, expected eventstore.ExpectedRevision) error {
+	if stream == c.stream && c.op == "delete" {
+		return errCrash
+	}
+	return c.Store.DeleteStream(ctx, stream, expected)
+}
+
+// A compaction that died anywhere is finished by the next runner from its backup, or given up
+// if the backup was not complete: no dead letter kept is lost, none is doubled.
+func TestDeadLetterCompactionResumes(t *testing.T) {
+	for name, open := range backends {
+		t.Run(name, func(t *testing.T) { testDeadLetterCompactionResumes(t, open) })
+	}
+}
+
+func testDeadLetterCompactionResumes(t *testing.T, open func(t *testing.T) eventstore.Store) {
+	ctx := context.Background()
+	for died, crash := range map[string]crashing{
+		"before the delete": {stream: deadPrefix + "we_x", op: "delete"},
+		"before the copies": {stream: deadPrefix + "we_x", op: "append"},
+		"in the backup":     {stream: deadBackupPrefix + "we_x", op: "append"},
+	} {
+		t.Run(died, func(t *testing.T) {
+			store := open(t)
+			s := deadService(store, 4)
+			for i := range 6 {
+				if err := s.deadLetter(ctx, "we_x", Delivery{ID: fmt.Sprintf("d%d", i), Tries: 1}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			crash.Store = store
+			if err := deadService(crash, 4).compactDead(ctx, "we_x", 5); !errors.Is(err, errCrash) {
+				t.Fatalf("the compaction did not die: %v", err)
+			}
+			want := "d3 d4 d5"
+			if died == "in the backup" { // a backup without its end: the stream was not touched
+				d, _ := newEvent(TypeDeadLettered, DeadLettered{Delivery: Delivery{ID: "d5"}})
+				store.Append(ctx, deadBackupPrefix+"we_x", eventstore.Any, d)
+				want = "d0 d1 d2 d3 d4 d5"
+			}
+			if err := s.resumeDeadCompaction(ctx, "we_x"); err != nil {
+				t.Fatal(err)
+			}
+			if got := deadIDs(t, s, "we_x"); got != want {
+				t.Errorf("dead letters %q, want %q", got, want)
+			}
+			if n := streamLen(t, store, deadPrefix+"we_x"); n != len(strings.Fields(want)) {
+				t.Errorf("the stream holds %d events", n)
+			}
+			if n := streamLen(t, store, deadBackupPrefix+"we_x"); n != 0 {
+				t.Errorf("the backup holds %d events", n)
+			}
+		})
+	}
+}
