@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/acme/orders/projections"
 )
@@ -15,6 +16,16 @@ import (
 type Caller struct {
 	Principal string
 	Roles     Roles
+}
+
+// NoteCaller records the caller of a request that another front end (the console) authenticated
+// by its own means, so that the request's log line and its metrics name the principal as those
+// of the API's own requests do. It does nothing for a request that did not pass the API's
+// handler.
+func NoteCaller(r *http.Request, c Caller) {
+	if st := requestOf(r.Context()); st != nil {
+		st.principal, st.roles = c.Principal, c.Roles
+	}
 }
 
 // ReadsAnyOrder reports whether rs reads every principal's orders (auditors and admins); a

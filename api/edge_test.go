@@ -400,3 +400,21 @@ func TestHeadersTooLargeIsAProblem(t *testing.T) {
 		t.Fatalf("a 100 KiB header: %s %v %+v (%v); want the 431 problem headers-too-large", res.Status, res.Header, p, err)
 	}
 }
+
+// A request that another front end (the console) authenticated itself is logged with the
+// principal it noted, as the API's own requests are.
+func TestRequestLogNamesTheCallerAFrontEndNoted(t *testing.T) {
+	var logs syncBuffer
+	s := &Server{Log: slog.New(slog.NewJSONHandler(&logs, nil)), APIKeys: APIKeys{{Principal: "shop-1", Hash: HashKey("s3cret"), Roles: RoleClient}}}
+	s.Console = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		NoteCaller(r, Caller{Principal: "auditor-7", Roles: RoleAuditor})
+		w.WriteHeader(http.StatusNoContent)
+	})
+	if r := serve(s.Handler(), "GET", "/console/orders"); r.Code != http.StatusNoContent {
+		t.Fatalf("console page: %d; want 204", r.Code)
+	}
+	lines := logs.lines(t, "request")
+	if len(lines) != 1 || lines[0]["route"] != "/console/*" || lines[0]["principal"] != "auditor-7" {
+		t.Errorf("request log lines %v; want one for the console route with principal auditor-7", lines)
+	}
+}

@@ -142,6 +142,7 @@ func (c *Console) signedIn(h func(http.ResponseWriter, *http.Request, *visit)) h
 			http.Redirect(w, r, "/console/sign-in?m=key-gone", http.StatusSeeOther)
 			return
 		}
+		api.NoteCaller(r, caller)
 		v := &visit{session: s, caller: caller}
 		if r.Method == http.MethodPost && !sameToken(r.PostFormValue("csrf"), s.csrf) {
 			c.fail(w, r, v, errCSRF)

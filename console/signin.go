@@ -51,10 +51,12 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hash := api.HashKey(r.PostFormValue("key"))
-	if _, ok := c.api.AuthenticateHash(hash); !ok || r.PostFormValue("key") == "" {
+	caller, ok := c.api.AuthenticateHash(hash)
+	if !ok || r.PostFormValue("key") == "" {
 		c.showSignIn(w, r, http.StatusUnauthorized, "That key is not accepted. Check it and try again.", true)
 		return
 	}
+	api.NoteCaller(r, caller)
 	s := c.sessions.start(hash)
 	c.clearCookie(w, r, signInCookie)
 	c.setCookie(w, r, sessionCookie, s.id, int(c.sessions.ttl.Seconds()))
