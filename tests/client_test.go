@@ -96,6 +96,14 @@ func (s *server) client(t testing.TB) *http.Client {
 	return c
 }
 
+// timeout bounds each request to s: requestTimeout, unless the server was given more patience.
+func (s *server) timeout() time.Duration {
+	if s.patience > 0 {
+		return s.patience
+	}
+	return requestTimeout
+}
+
 func (s *server) url(path string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -123,7 +131,7 @@ func (s *server) send(t testing.TB, r request) (*response, error) {
 		}
 		body, contentType = bytes.NewReader(j), "application/json"
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout())
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, r.method, s.url(r.path), body)
 	if err != nil {

@@ -23,7 +23,7 @@ func (s *server) concurrently(t *testing.T, n int, mk func(i int) request) []out
 	t.Helper()
 	out := make([]outcome, n)
 	start := make(chan struct{})
-	deadline := time.Now().Add(requestTimeout)
+	deadline := time.Now().Add(s.timeout())
 	var wg sync.WaitGroup
 	for i := range n {
 		out[i].req = mk(i)

@@ -25,6 +25,9 @@ type server struct {
 	dir  string   // --data
 	args []string // extra flags, kept across restarts
 	env  []string // extra environment (KEY=value) for the next start
+	// patience replaces requestTimeout for this server's requests, where a test's point is
+	// what the answers are and not how soon they come (a storm of hundreds at once).
+	patience time.Duration
 
 	mu      sync.Mutex
 	base    string // http://127.0.0.1:PORT of the running process
