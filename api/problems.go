@@ -60,7 +60,7 @@ var problemTypes = []problemType{
 	{"headers-too-large", "Request headers too large", "The request's headers are larger than 64 KiB.", http.StatusRequestHeaderFieldsTooLarge},
 	{"internal", "Internal error", "The server failed; the request id identifies it in the logs.", http.StatusInternalServerError},
 	{"event-unreadable", "Event unreadable", "The order's log holds an event this release cannot read: a type it does not know, a version newer than it reads, or an earlier version its upcaster refuses. The detail names the stream and revision; a release that reads it must serve the order.", http.StatusInternalServerError},
-	{"unavailable", "Service unavailable", "The event store cannot take writes, or a read model cannot answer yet; retry after the Retry-After delay.", http.StatusServiceUnavailable},
+	{"unavailable", "Service unavailable", "The event store cannot take writes, a read model cannot answer yet, or what the request changes kept changing under it (nothing was changed); retry after the Retry-After delay.", http.StatusServiceUnavailable},
 }
 
 // problemsByCode indexes problemTypes.
@@ -186,7 +186,7 @@ func webhookProblem(err error) (Problem, bool) {
 		code = "webhook-endpoint-limit"
 	case errors.Is(err, webhooks.ErrNotFound):
 		code = "not-found"
-	case errors.Is(err, errUnavailable):
+	case errors.Is(err, errUnavailable), errors.Is(err, webhooks.ErrContended):
 		code = "unavailable"
 	default:
 		return Problem{}, false

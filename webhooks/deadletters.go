@@ -140,7 +140,7 @@ func (s *Service) Retry(ctx context.Context, id, delivery, by string) error {
 		s.logEndpoint(id, "retry requested", slog.String("delivery", delivery), slog.String("by", by))
 		return nil
 	}
-	return fmt.Errorf("ask for a retry of %s: %w", delivery, eventstore.ErrWrongExpectedRevision)
+	return fmt.Errorf("ask for a retry of %s: %w", delivery, ErrContended)
 }
 
 // boundDeadLetters compacts the endpoint's dead-letter stream once it holds more than

@@ -27,6 +27,10 @@ var (
 	ErrURLRefused = errors.New("webhook URL refused")
 	// ErrLimit: the principal has Config.MaxEndpoints endpoints already.
 	ErrLimit = errors.New("too many webhook endpoints")
+	// ErrContended: the streams a change reads and appends to at an exact revision kept
+	// changing under it (other registrations, deletes or retries at once) past its tries. It
+	// changed nothing; a retry after a moment goes through.
+	ErrContended = errors.New("webhook streams kept changing; nothing was changed")
 )
 
 // Endpoint statuses.
@@ -282,7 +286,7 @@ func (es *Endpoints) Register(ctx context.Context, principal, key, rawURL string
 			return es.replay(ep, principal, rawURL, events, description)
 		}
 	}
-	return Endpoint{}, "", false, fmt.Errorf("register webhook endpoint %s: %w", id, eventstore.ErrWrongExpectedRevision)
+	return Endpoint{}, "", false, fmt.Errorf("register webhook endpoint %s: %w", id, ErrContended)
 }
 
 // ErrKeyReused: the Idempotency-Key made another endpoint, or a rotation of another endpoint.

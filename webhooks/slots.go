@@ -154,7 +154,7 @@ func (es *Endpoints) release(ctx context.Context, principal, id string) error {
 			return err
 		}
 	}
-	return fmt.Errorf("free the webhook slot of %s: %w", id, eventstore.ErrWrongExpectedRevision)
+	return fmt.Errorf("free the webhook slot of %s: %w", id, ErrContended)
 }
 
 // freeSlots returns ids without the slots that hold no endpoint: a deleted one's, and those
