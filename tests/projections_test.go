@@ -611,9 +611,11 @@ func TestProjectionStatus(t *testing.T) {
 	}) {
 		knownBug(t, bugNeverLiveAtHead, "on an empty log: %+v", empty)
 	}
+	// The log holds nothing, or only the marker that the start's scan for legacy client
+	// references writes on a store without any (command.NoLegacyClientRefsStream).
 	for name, p := range empty {
-		if !caughtUp(p) || p.Head != 0 || p.Generation != 1 {
-			t.Errorf("projection %s on an empty log: %+v; want generation 1 at head 0, caught up", name, p)
+		if !caughtUp(p) || p.Head > 1 || p.Generation != 1 {
+			t.Errorf("projection %s on an empty log: %+v; want generation 1 at head 0 or 1, caught up", name, p)
 		}
 	}
 
