@@ -41,7 +41,9 @@ func TestLeaseTakeoverNeedsNoClockAgreement(t *testing.T) {
 			store := openStore(t)
 			ctx := context.Background()
 			cfg := DefaultConfig()
-			cfg.Lease, cfg.Timeout, cfg.AllowPrivate = 600*time.Millisecond, 200*time.Millisecond, true
+			// A lease long enough that the holder's renewals, a third of it apart, are not late
+			// on a machine busy with other tests: a late renewal is a takeover by design.
+			cfg.Lease, cfg.Timeout, cfg.AllowPrivate = 2*time.Second, 500*time.Millisecond, true
 			es := node(t, store, 10)
 			es.Config = &cfg
 			ep, _, _, err := es.Register(ctx, "alice", "k", "http://127.0.0.1:9/hook", []string{AllEvents}, "")
