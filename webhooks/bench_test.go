@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"iter"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -48,7 +47,7 @@ func benchManyEndpoints(b *testing.B, endpoints, tailBuffer int) {
 	cfg := webhooks.DefaultConfig()
 	cfg.AllowPrivate, cfg.SingleNode, cfg.TailBuffer = true, true, tailBuffer
 	sealer, _ := webhooks.NewSealer(make([]byte, 32))
-	feed := &countingFeed{Feed: store}
+	feed := &webhooks.CountingFeed{Feed: store}
 	svc := &webhooks.Service{Store: store, Feed: feed, Config: &cfg, Node: "bench", Log: slog.New(slog.DiscardHandler),
 		Endpoints: &webhooks.Endpoints{Store: store, Sealer: sealer, Config: &cfg, Now: time.Now}}
 	for i := range endpoints {
@@ -63,35 +62,18 @@ func benchManyEndpoints(b *testing.B, endpoints, tailBuffer int) {
 	waitFor(&got, int64(5*endpoints))
 
 	b.ResetTimer()
-	read, start := feed.read.Load(), time.Now()
+	read, start := feed.Read.Load(), time.Now()
 	appendOrders(b, store, 5, b.N)
 	waitFor(&got, int64((5+b.N)*endpoints))
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N*endpoints)/elapsed.Seconds(), "deliveries/s")
-	b.ReportMetric(float64(feed.read.Load()-read)/float64(b.N), "log-reads/event")
+	b.ReportMetric(float64(feed.Read.Load()-read)/float64(b.N), "log-reads/event")
 }
 
 func waitFor(n *atomic.Int64, want int64) {
 	for n.Load() < want {
 		time.Sleep(time.Millisecond)
-	}
-}
-
-// countingFeed counts the log events read with ReadAll: the runners' own reads.
-type countingFeed struct {
-	eventstore.Feed
-	read atomic.Int64
-}
-
-func (c *countingFeed) ReadAll(ctx context.Context, opts eventstore.ReadAllOptions) iter.Seq2[eventstore.RecordedEvent, error] {
-	return func(yield func(eventstore.RecordedEvent, error) bool) {
-		for e, err := range c.Feed.ReadAll(ctx, opts) {
-			c.read.Add(1)
-			if !yield(e, err) {
-				return
-			}
-		}
 	}
 }
 

@@ -67,16 +67,17 @@ func TestTailJoinsRunnersCaughtUpAndDropsFullOnes(t *testing.T) {
 	}
 }
 
-// countingFeed counts the events runners read from the log on their own.
-type countingFeed struct {
+// CountingFeed counts the events runners read from the log on their own. It is exported for
+// the benchmarks of package webhooks_test too.
+type CountingFeed struct {
 	eventstore.Feed
-	read atomic.Int64
+	Read atomic.Int64
 }
 
-func (c *countingFeed) ReadAll(ctx context.Context, opts eventstore.ReadAllOptions) iter.Seq2[eventstore.RecordedEvent, error] {
+func (c *CountingFeed) ReadAll(ctx context.Context, opts eventstore.ReadAllOptions) iter.Seq2[eventstore.RecordedEvent, error] {
 	return func(yield func(eventstore.RecordedEvent, error) bool) {
 		for e, err := range c.Feed.ReadAll(ctx, opts) {
-			c.read.Add(1)
+			c.Read.Add(1)
 			if !yield(e, err) {
 				return
 			}
@@ -128,7 +129,7 @@ func (rc *receiver) check(path string, n int) error {
 }
 
 // startTailService registers an endpoint per path for principal shop and runs the deliveries.
-func startTailService(t *testing.T, cfg Config, paths []string) (*Service, *sqlite.Store, *countingFeed, *receiver) {
+func startTailService(t *testing.T, cfg Config, paths []string) (*Service, *sqlite.Store, *CountingFeed, *receiver) {
 	store, err := sqlite.Open(t.TempDir(), sqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +141,7 @@ func startTailService(t *testing.T, cfg Config, paths []string) (*Service, *sqli
 	t.Cleanup(rc.open)
 	cfg.AllowPrivate, cfg.SingleNode = true, true
 	sealer, _ := NewSealer(make([]byte, 32))
-	feed := &countingFeed{Feed: store}
+	feed := &CountingFeed{Feed: store}
 	s := &Service{Store: store, Feed: feed, Config: &cfg, Node: "n", Log: slog.New(slog.DiscardHandler),
 		Endpoints: &Endpoints{Store: store, Sealer: sealer, Config: &cfg, Now: time.Now}}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -195,12 +196,12 @@ func TestManyEndpointsShareOneReader(t *testing.T) {
 	}
 	s, store, feed, rc := startTailService(t, DefaultConfig(), paths)
 	eventually(t, "every runner follows the reader", func() bool { n, _ := s.tail.counts(); return n == len(paths) })
-	before := feed.read.Load()
+	before := feed.Read.Load()
 	n := appendShopOrders(t, store, 0, 100)
 	for _, p := range paths {
 		eventually(t, "every event delivered to "+p, func() bool { return rc.check(p, n) == nil })
 	}
-	if read := feed.read.Load() - before; read != 0 {
+	if read := feed.Read.Load() - before; read != 0 {
 		t.Errorf("runners read %d events of the log themselves; want 0 (%d events to %d endpoints)", read, n, len(paths))
 	}
 	if following, drops := s.tail.counts(); following != len(paths) || drops != 0 {
