@@ -32,17 +32,7 @@ func BenchmarkDeliveriesToManyEndpoints(b *testing.B) {
 }
 
 func benchManyEndpoints(b *testing.B, endpoints, tailBuffer int) {
-	store, err := sqlite.Open(b.TempDir(), sqlite.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer store.Close()
-	var got atomic.Int64
-	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		got.Add(1)
-	}))
-	defer recv.Close()
+	store, recv, got := benchTargets(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := webhooks.DefaultConfig()
 	cfg.AllowPrivate, cfg.SingleNode, cfg.TailBuffer = true, true, tailBuffer
@@ -59,16 +49,33 @@ func benchManyEndpoints(b *testing.B, endpoints, tailBuffer int) {
 	go func() { svc.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	appendOrders(b, store, 0, 5) // every runner has started and read the log once
-	waitFor(&got, int64(5*endpoints))
+	waitFor(got, int64(5*endpoints))
 
 	b.ResetTimer()
 	read, start := feed.Read.Load(), time.Now()
 	appendOrders(b, store, 5, b.N)
-	waitFor(&got, int64((5+b.N)*endpoints))
+	waitFor(got, int64((5+b.N)*endpoints))
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N*endpoints)/elapsed.Seconds(), "deliveries/s")
 	b.ReportMetric(float64(feed.Read.Load()-read)/float64(b.N), "log-reads/event")
+}
+
+// benchTargets opens an embedded store and starts a loopback receiver that answers at once,
+// counting what it receives; both end with b.
+func benchTargets(b *testing.B) (*sqlite.Store, *httptest.Server, *atomic.Int64) {
+	store, err := sqlite.Open(b.TempDir(), sqlite.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { store.Close() })
+	got := new(atomic.Int64)
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		got.Add(1)
+	}))
+	b.Cleanup(recv.Close)
+	return store, recv, got
 }
 
 func waitFor(n *atomic.Int64, want int64) {
@@ -82,17 +89,7 @@ func waitFor(n *atomic.Int64, want int64) {
 // endpoint's runner starts (so it reads a backlog), each delivered signed, with its
 // checkpoints appended as in production.
 func BenchmarkDeliveries(b *testing.B) {
-	store, err := sqlite.Open(b.TempDir(), sqlite.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer store.Close()
-	var got atomic.Int64
-	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		got.Add(1)
-	}))
-	defer recv.Close()
+	store, recv, got := benchTargets(b)
 	ctx := context.Background()
 	cfg := webhooks.DefaultConfig()
 	cfg.AllowPrivate, cfg.SingleNode = true, true
