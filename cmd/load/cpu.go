@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"strconv"
 	"strings"
@@ -89,4 +90,31 @@ func cpuBetween(a, b cpuSample, commands int) CPU {
 		c.TargetPerCommand = (b.target - a.target) / time.Duration(commands)
 	}
 	return c
+}
+
+// Quiet is when a process counts as idle: below this share of one processor over quietSpan.
+const (
+	quietShare  = 0.05
+	quietSpan   = 250 * time.Millisecond
+	quietAtMost = 30 * time.Second
+)
+
+// awaitQuiet waits until process pid has been idle for quietSpan (see quietShare), at most
+// atMost, and returns how long it waited. A phase of replays starts so: what the server
+// still does after the commands before it (read models, outcomes recorded after their
+// answers, copying its log) is not the replays' cost.
+func awaitQuiet(ctx context.Context, pid int, atMost time.Duration) time.Duration {
+	start := time.Now()
+	last := procCPU(pid)
+	for time.Since(start) < atMost {
+		if sleepCtx(ctx, quietSpan); ctx.Err() != nil {
+			break
+		}
+		now := procCPU(pid)
+		if float64(now-last) < quietShare*float64(quietSpan) {
+			break
+		}
+		last = now
+	}
+	return time.Since(start)
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // --help prints the flags and stops: it does not go on to run the load.
@@ -17,5 +19,33 @@ func TestHelpDoesNotRun(t *testing.T) {
 	}
 	if strings.Contains(stderr.String(), "load:") {
 		t.Errorf("run --help went on to run the load: %q", stderr.String())
+	}
+}
+
+// A replay phase starts once the target is idle: awaitQuiet waits while the process works,
+// up to its bound, and returns soon once it stops.
+func TestAwaitQuietWaitsForAnIdleProcess(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	stop := make(chan struct{})
+	spun := make(chan struct{})
+	go func() {
+		defer close(spun)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	}()
+	if waited := awaitQuiet(t.Context(), os.Getpid(), time.Second); waited < time.Second {
+		t.Errorf("a busy process counted as idle after %v", waited)
+	}
+	close(stop)
+	<-spun
+	if waited := awaitQuiet(t.Context(), os.Getpid(), 20*time.Second); waited >= 20*time.Second {
+		t.Errorf("an idle process never counted as idle within %v", waited)
 	}
 }
