@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 )
 
 // MaxKeyLen is the longest Idempotency-Key accepted.
@@ -51,24 +50,27 @@ func Fingerprint(method, path string, body []byte) (string, error) {
 		return "", err
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n", method, path)
+	h.Write([]byte(method))
+	h.Write([]byte{'\n'})
+	h.Write([]byte(path))
+	h.Write([]byte{'\n'})
 	h.Write(canonical)
-	return hex.EncodeToString(h.Sum(nil)), nil
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])), nil
 }
 
 func canonicalJSON(body []byte) ([]byte, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, nil
 	}
-	r := bytes.NewReader(body)
-	dec := json.NewDecoder(r)
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformedBody, err)
 	}
 	// Decoder.More is false before a stray ] or }: look at what is left instead.
-	if rest, _ := io.ReadAll(io.MultiReader(dec.Buffered(), r)); len(bytes.TrimSpace(rest)) > 0 {
+	if rest := body[dec.InputOffset():]; len(bytes.TrimSpace(rest)) > 0 {
 		return nil, fmt.Errorf("%w: data after the JSON value", ErrMalformedBody)
 	}
 	// encoding/json writes map keys sorted and json.Number as written.
@@ -77,8 +79,14 @@ func canonicalJSON(body []byte) ([]byte, error) {
 
 // StreamName is the event stream of a principal's key.
 func StreamName(principal, key string) string {
-	sum := sha256.Sum256([]byte(principal + "\x00" + key))
-	return StreamPrefix + hex.EncodeToString(sum[:])
+	b := make([]byte, 0, 2*MaxKeyLen+64) // on the stack for usual principals and keys
+	b = append(b, principal...)
+	b = append(b, 0)
+	sum := sha256.Sum256(append(b, key...))
+	var name [len(StreamPrefix) + 2*sha256.Size]byte
+	copy(name[:], StreamPrefix)
+	hex.Encode(name[len(StreamPrefix):], sum[:])
+	return string(name[:])
 }
 
 // StreamPrefix starts the name of every key stream.
