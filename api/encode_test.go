@@ -49,3 +49,26 @@ func TestOrderViewIsEncodingJSONs(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkOrderAnswer encodes a create's answer as respond does (append) and as
+// encoding/json did (encoding-json).
+func BenchmarkOrderAnswer(b *testing.B) {
+	now := time.Now()
+	v := orderView{ID: "01JDQ2Z8V3M1K4Y6T9B2C5N7PX", CustomerID: "c-000123", Currency: "EUR", Channel: "api", Status: "pending",
+		Lines: []lineView{{SKU: "sku-1", Quantity: 2, UnitPrice: 1000}, {SKU: "sku-2", Quantity: 1, UnitPrice: 500}},
+		Total: 2500, Version: 1, CreatedAt: now, UpdatedAt: now}
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			body, _ := json.Marshal(v)
+			_ = string(body) + "\n"
+		}
+	})
+	b.Run("append", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			body, _ := v.appendJSON(make([]byte, 0, 512+64*len(v.Lines)))
+			_ = string(append(body, '\n'))
+		}
+	})
+}

@@ -99,3 +99,30 @@ func referenceFingerprint(method, path string, body []byte) (string, error) {
 	h.Write(canonical)
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
+
+// BenchmarkKeyEvents encodes a create's claim and outcome as the keys do (encode) and as
+// encoding/json did (encoding-json).
+func BenchmarkKeyEvents(b *testing.B) {
+	now := time.Now()
+	c := Claimed{Principal: "tenant-1", Key: "bench-create-123456", Method: "POST", Path: "/v1/orders",
+		Fingerprint: "5f0c2b4e8d6a1f3c7b9e0d2a4c6e8f1a3b5d7f9e1c3a5b7d9f0e2c4a6b8d0f2e", OrderID: "01JDQ2Z8V3M1K4Y6T9B2C5N7PX",
+		Claimant: "node-1/01JDQ2Z8V3M1K4Y6T9B2C5N7PY", ClaimedAt: now, LeaseUntil: now.Add(10 * time.Second), ExpiresAt: now.Add(24 * time.Hour)}
+	d := Completed{Outcome: Outcome{Status: 201, Headers: map[string]string{"Content-Type": "application/json", "ETag": `"0"`,
+		"Log-Position": "123456", "Location": "/v1/orders/01JDQ2Z8V3M1K4Y6T9B2C5N7PX"},
+		Body: `{"id":"01JDQ2Z8V3M1K4Y6T9B2C5N7PX","customerId":"c-000123","currency":"EUR","channel":"api","status":"pending","lines":[{"sku":"sku-1","quantity":2,"unitPrice":1000},{"sku":"sku-2","quantity":1,"unitPrice":500}],"total":2500,"paid":0,"refunded":0,"version":1,"createdAt":"2026-12-02T05:00:00.123456789Z","updatedAt":"2026-12-02T05:00:00.123456789Z"}` + "\n"},
+		OrderID: "01JDQ2Z8V3M1K4Y6T9B2C5N7PX", CompletedAt: now}
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = json.Marshal(c)
+			_, _ = json.Marshal(d)
+		}
+	})
+	b.Run("encode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = c.encode()
+			_, _ = d.encode()
+		}
+	})
+}
