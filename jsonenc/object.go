@@ -125,7 +125,7 @@ func htmlSafe(b byte) bool {
 
 // String appends s quoted as encoding/json writes a string (HTML escaping on, as in
 // json.Marshal): invalid UTF-8 becomes \ufffd, and U+2028 and U+2029 are escaped.
-func String(dst []byte, s string) []byte {
+func String[S []byte | string](dst []byte, s S) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -140,7 +140,8 @@ func String(dst []byte, s string) []byte {
 			start = i
 			continue
 		}
-		c, size := utf8.DecodeRuneInString(s[i:])
+		// A rune's few bytes as a string of the stack, for []byte and string alike.
+		c, size := utf8.DecodeRuneInString(string(s[i:min(len(s), i+utf8.UTFMax)]))
 		if c == utf8.RuneError && size == 1 {
 			dst = append(dst, s[start:i]...)
 			dst = append(dst, `\ufffd`...)
