@@ -19,11 +19,11 @@ import (
 // maxCanonicalDepth is the deepest nesting canonical writes.
 const maxCanonicalDepth = 500
 
-// canonical returns the canonical form of body, or ok false if it declines it.
-func canonical(body []byte) (out []byte, ok bool) {
-	p := canonicalizer{b: body}
+// canonical appends the canonical form of body to dst, or returns ok false if it declines it.
+func canonical(dst, body []byte) (out []byte, ok bool) {
+	p := canonicalizer{b: body, scratch: make([]byte, 0, len(body))}
 	p.space()
-	out, ok = p.value(make([]byte, 0, len(body)), 0)
+	out, ok = p.value(dst, 0)
 	if !ok || len(bytes.TrimSpace(body[p.i:])) > 0 {
 		return nil, false
 	}
@@ -32,8 +32,9 @@ func canonical(body []byte) (out []byte, ok bool) {
 
 // canonicalizer reads a body from b[i:].
 type canonicalizer struct {
-	b []byte
-	i int
+	b       []byte
+	i       int
+	scratch []byte // where an object is put in order, one object at a time
 }
 
 func (p *canonicalizer) space() {
@@ -210,8 +211,7 @@ func (p *canonicalizer) object(dst []byte, depth int) ([]byte, bool) {
 func (p *canonicalizer) sorted(dst []byte, start int, members []member) []byte {
 	slices.SortStableFunc(members, func(a, b member) int { return bytes.Compare(a.name, b.name) })
 	values := dst[start:]
-	out := make([]byte, 0, len(values)+8*len(members)+2)
-	out = append(out, '{')
+	out := append(p.scratch[:0], '{')
 	for i, m := range members {
 		if i+1 < len(members) && bytes.Equal(m.name, members[i+1].name) {
 			continue // a later member of the same name replaces it
@@ -223,5 +223,6 @@ func (p *canonicalizer) sorted(dst []byte, start int, members []member) []byte {
 		out = append(out, ':')
 		out = append(out, values[m.from-start:m.to-start]...)
 	}
+	p.scratch = out
 	return append(append(dst[:start], out...), '}')
 }
