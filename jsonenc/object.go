@@ -67,10 +67,10 @@ func (o *Object) Time(name string, t time.Time) {
 	}
 }
 
-// Raw appends a member whose value append writes, whole and valid.
-func (o *Object) Raw(name string, append func([]byte) []byte) {
+// Raw appends a member whose value write appends to the buffer, whole and valid.
+func (o *Object) Raw(name string, write func([]byte) []byte) {
 	o.name(name)
-	o.buf = append(o.buf)
+	o.buf = write(o.buf)
 }
 
 // StringMapOmitEmpty appends a map of strings, its keys sorted, unless it is empty (omitempty).
