@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"strconv"
 )
@@ -34,19 +33,30 @@ const Genesis = "000000000000000000000000000000000000000000000000000000000000000
 
 // ChainHash computes an event's hash as described above; m is its metadata without the hash.
 func ChainHash(prevHash, stream string, revision uint64, typ string, data, m []byte) string {
-	h := sha256.New()
-	var n [8]byte
-	for _, part := range []string{"orders.chain.v1", prevHash, stream, strconv.FormatUint(revision, 10), typ} {
-		h.Write([]byte(part))
-		h.Write([]byte{0})
-	}
-	binary.BigEndian.PutUint64(n[:], uint64(len(data)))
-	h.Write(n[:])
-	h.Write(data)
-	binary.BigEndian.PutUint64(n[:], uint64(len(m)))
-	h.Write(n[:])
-	h.Write(m)
-	return hex.EncodeToString(h.Sum(nil))
+	var sum [2 * sha256.Size]byte
+	chainHash(&sum, prevHash, stream, revision, typ, data, m)
+	return string(sum[:])
+}
+
+// chainHash is ChainHash written into sum, hex-encoded: the preimage is built in one buffer,
+// on the stack for the events of a usual command, and hashed at once.
+func chainHash(sum *[2 * sha256.Size]byte, prevHash, stream string, revision uint64, typ string, data, m []byte) {
+	b := make([]byte, 0, 1024)
+	b = append(b, "orders.chain.v1\x00"...)
+	b = append(b, prevHash...)
+	b = append(b, 0)
+	b = append(b, stream...)
+	b = append(b, 0)
+	b = strconv.AppendUint(b, revision, 10)
+	b = append(b, 0)
+	b = append(b, typ...)
+	b = append(b, 0)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(data)))
+	b = append(b, data...)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(m)))
+	b = append(b, m...)
+	raw := sha256.Sum256(b)
+	hex.Encode(sum[:], raw[:])
 }
 
 // hashPrefix opens every chained metadata object.
@@ -76,18 +86,21 @@ func StoredHash(metadata []byte) string {
 }
 
 // chained encodes md for the event at revision of stream, chained after prevHash; it returns
-// the metadata to store and the event's hash.
+// the metadata to store and the event's hash. The metadata is encoded in place, after room for
+// the hash member: until the hash is known, the member's last byte (its comma) is the
+// encoding's opening brace, so that m above is the buffer's tail and is never copied.
 func chained(md Metadata, prevHash, stream string, revision uint64, typ string, data []byte) ([]byte, string, error) {
 	md.PrevHash = prevHash
-	m, err := json.Marshal(md)
+	size := hashMember + 200 + len(md.Principal) + len(md.IdempotencyKey) + len(md.Fingerprint) +
+		len(md.CorrelationID) + len(md.CausationID) + len(md.Command) + len(prevHash)
+	out, err := md.appendJSON(make([]byte, hashMember-1, size))
 	if err != nil {
 		return nil, "", err
 	}
-	hash := ChainHash(prevHash, stream, revision, typ, data, m)
-	out := make([]byte, 0, len(hashPrefix)+64+2+len(m))
-	out = append(out, hashPrefix...)
-	out = append(out, hash...)
-	out = append(out, `",`...)
-	out = append(out, m[1:]...)
-	return out, hash, nil
+	var sum [2 * sha256.Size]byte
+	chainHash(&sum, prevHash, stream, revision, typ, data, out[hashMember-1:])
+	n := copy(out, hashPrefix)
+	n += copy(out[n:], sum[:])
+	copy(out[n:], `",`)
+	return out, string(sum[:]), nil
 }

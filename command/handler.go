@@ -280,6 +280,12 @@ func (h *Handler) mine(ctx context.Context, stream string, res Result) (bool, er
 	case eventstore.FateRepeated:
 		return false, nil
 	}
+	return h.readBack(ctx, stream, res)
+}
+
+// readBack is mine for a store that cannot tell: it reads the last event back. It is a function
+// of its own because the loop's results live on the heap, which the store's word needs not.
+func (h *Handler) readBack(ctx context.Context, stream string, res Result) (bool, error) {
 	for e, err := range h.Store.ReadStream(ctx, stream, eventstore.ReadStreamOptions{From: res.Revision, Limit: 1}) {
 		if err != nil {
 			return false, fmt.Errorf("check append to %s: %w", stream, err)

@@ -1,8 +1,11 @@
 package command
 
 import (
+	"crypto/sha1"
 	"strconv"
 	"time"
+
+	"github.com/acme/orders/jsonenc"
 
 	"github.com/google/uuid"
 	"github.com/oklog/ulid/v2"
@@ -42,11 +45,45 @@ func eventID(md Metadata, orderID, stream string, index int) uuid.UUID {
 	if md.IdempotencyKey == "" {
 		return uuid.Must(uuid.NewV7()) // time-ordered, for the store's id index (see idempotency's newEvent)
 	}
-	name := md.Principal + "\x00" + md.IdempotencyKey + "\x00" + stream + "\x00" + strconv.Itoa(index)
-	id := uuid.NewSHA1(eventIDSpace, []byte(name))
+	id := nameID(md.Principal, md.IdempotencyKey, stream, index)
 	if u, err := ulid.ParseStrict(orderID); err == nil {
 		copy(id[:6], u[:6])       // a ULID starts with its milliseconds, big-endian, as a UUIDv7 does
 		id[6] = id[6]&0x0f | 0x80 // version 8: a layout of our own (RFC 9562); the variant stays
 	}
 	return id
+}
+
+// nameID is uuid.NewSHA1(eventIDSpace, principal 0x00 key 0x00 stream 0x00 index), the name
+// built and hashed in one buffer on the stack rather than in a string and a hash of the heap.
+func nameID(principal, key, stream string, index int) uuid.UUID {
+	b := make([]byte, 0, 512)
+	b = append(b, eventIDSpace[:]...)
+	b = append(b, principal...)
+	b = append(b, 0)
+	b = append(b, key...)
+	b = append(b, 0)
+	b = append(b, stream...)
+	b = append(b, 0)
+	b = strconv.AppendInt(b, int64(index), 10)
+	sum := sha1.Sum(b)
+	var id uuid.UUID
+	copy(id[:], sum[:])
+	id[6] = id[6]&0x0f | 0x50 // version 5 (name-based, SHA-1)
+	id[8] = id[8]&0x3f | 0x80 // variant RFC 9562
+	return id
+}
+
+// appendJSON appends md as encoding/json writes it (TestMetadataIsEncodingJSONs): the stored
+// metadata is hashed as stored, so its encoder must not change a byte.
+func (md Metadata) appendJSON(dst []byte) ([]byte, error) {
+	o := jsonenc.Open(dst)
+	o.StringOmitEmpty("principal", md.Principal)
+	o.StringOmitEmpty("idempotencyKey", md.IdempotencyKey)
+	o.StringOmitEmpty("fingerprint", md.Fingerprint)
+	o.StringOmitEmpty("correlationId", md.CorrelationID)
+	o.StringOmitEmpty("causationId", md.CausationID)
+	o.String("command", md.Command)
+	o.Time("at", md.At)
+	o.StringOmitEmpty("prevHash", md.PrevHash)
+	return o.Close()
 }

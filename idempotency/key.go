@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 )
 
 // MaxKeyLen is the longest Idempotency-Key accepted.
@@ -46,39 +45,55 @@ func ValidateKey(key string) error {
 // of the JSON body (object keys sorted, no insignificant whitespace, numbers as written), so
 // that two encodings of the same request match. An empty body is fingerprinted as empty.
 func Fingerprint(method, path string, body []byte) (string, error) {
-	canonical, err := canonicalJSON(body)
+	// What is hashed is built in one buffer, the size of the usual request's, and hashed at
+	// once: method \n path \n canonical body.
+	b := make([]byte, 0, len(method)+len(path)+2+len(body))
+	b = append(b, method...)
+	b = append(b, '\n')
+	b = append(b, path...)
+	b = append(b, '\n')
+	b, err := appendCanonicalJSON(b, body)
 	if err != nil {
 		return "", err
 	}
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n", method, path)
-	h.Write(canonical)
-	return hex.EncodeToString(h.Sum(nil)), nil
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
 }
 
-func canonicalJSON(body []byte) ([]byte, error) {
+// appendCanonicalJSON appends the canonical form of body to dst: from its bytes (canonical), or
+// else through encoding/json's decoded value, which also tells why a body is malformed.
+func appendCanonicalJSON(dst, body []byte) ([]byte, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, nil
+		return dst, nil
 	}
-	r := bytes.NewReader(body)
-	dec := json.NewDecoder(r)
+	if out, ok := canonical(dst, body); ok {
+		return out, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformedBody, err)
 	}
 	// Decoder.More is false before a stray ] or }: look at what is left instead.
-	if rest, _ := io.ReadAll(io.MultiReader(dec.Buffered(), r)); len(bytes.TrimSpace(rest)) > 0 {
+	if rest := body[dec.InputOffset():]; len(bytes.TrimSpace(rest)) > 0 {
 		return nil, fmt.Errorf("%w: data after the JSON value", ErrMalformedBody)
 	}
 	// encoding/json writes map keys sorted and json.Number as written.
-	return json.Marshal(v)
+	out, err := json.Marshal(v)
+	return append(dst, out...), err
 }
 
 // StreamName is the event stream of a principal's key.
 func StreamName(principal, key string) string {
-	sum := sha256.Sum256([]byte(principal + "\x00" + key))
-	return StreamPrefix + hex.EncodeToString(sum[:])
+	b := make([]byte, 0, 2*MaxKeyLen+64) // on the stack for usual principals and keys
+	b = append(b, principal...)
+	b = append(b, 0)
+	sum := sha256.Sum256(append(b, key...))
+	var name [len(StreamPrefix) + 2*sha256.Size]byte
+	copy(name[:], StreamPrefix)
+	hex.Encode(name[len(StreamPrefix):], sum[:])
+	return string(name[:])
 }
 
 // StreamPrefix starts the name of every key stream.

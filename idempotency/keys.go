@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -453,10 +454,11 @@ func (a *attempt) recover(ctx context.Context, st keyState) (done *begun, again 
 
 func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.ExpectedRevision, r Request, orderID string, now, expires time.Time) (*Claim, error) {
 	claimed := k.claimed(r, orderID, now, expires)
-	e, err := newEvent(TypeClaimed, claimed)
+	data, err := claimed.encode()
 	if err != nil {
 		return nil, err
 	}
+	e := newEvent(TypeClaimed, data)
 	res, err := k.Store.Append(ctx, stream, expected, e)
 	if !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
 		// An append that failed otherwise (its context cancelled, say) may have been written.
@@ -476,10 +478,11 @@ func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.Exp
 // may be written any time.
 func (k *Keys) deferClaim(stream string, r Request, orderID string, now time.Time) (*Claim, error) {
 	claimed := k.claimed(r, orderID, now, now.Add(k.ttl()))
-	e, err := newEvent(TypeClaimed, claimed)
+	data, err := claimed.encode()
 	if err != nil {
 		return nil, err
 	}
+	e := newEvent(TypeClaimed, data)
 	k.noteClaimed(stream, claimed.ExpiresAt)
 	c := &Claim{Stream: stream, OrderID: orderID, first: claimed, digest: r.Digest, keys: k,
 		pending: &eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream, Events: []eventstore.EventData{e}}}
@@ -537,10 +540,11 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 
 func (k *Keys) completePending(ctx context.Context, c *Claim, out Outcome) error {
 	defer k.holds.drop(c)
-	e, err := newEvent(TypeCompleted, Completed{Outcome: out, OrderID: c.OrderID, CompletedAt: k.now()})
+	data, err := Completed{Outcome: out, OrderID: c.OrderID, CompletedAt: k.now()}.encode()
 	if err != nil {
 		return err
 	}
+	e := newEvent(TypeCompleted, data)
 	res, err := k.Store.Append(ctx, c.Stream, c.pending.Expected, append(c.pending.Events, e)...)
 	if err != nil {
 		return err
@@ -554,10 +558,11 @@ func (k *Keys) completePending(ctx context.Context, c *Claim, out Outcome) error
 }
 
 func (k *Keys) complete(ctx context.Context, stream string, rev uint64, orderID string, out Outcome) error {
-	e, err := newEvent(TypeCompleted, Completed{Outcome: out, OrderID: orderID, CompletedAt: k.now()})
+	data, err := Completed{Outcome: out, OrderID: orderID, CompletedAt: k.now()}.encode()
 	if err != nil {
 		return err
 	}
+	e := newEvent(TypeCompleted, data)
 	_, err = k.Store.Append(ctx, stream, eventstore.Exact(rev), e)
 	return err
 }
@@ -577,10 +582,11 @@ func (k *Keys) Release(ctx context.Context, c *Claim, reason string) error {
 	if c.pending != nil {
 		return nil // never written: nothing to give up in the store
 	}
-	e, err := newEvent(TypeReleased, Released{Reason: reason, ReleasedAt: k.now()})
+	data, err := json.Marshal(Released{Reason: reason, ReleasedAt: k.now()})
 	if err != nil {
 		return err
 	}
+	e := newEvent(TypeReleased, data)
 	_, err = k.Store.Append(ctx, c.Stream, eventstore.Exact(c.Revision), e)
 	if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
 		return nil // taken over: the taker decides
