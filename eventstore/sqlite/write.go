@@ -735,8 +735,8 @@ func (w *writeTx) delete(name string, expected eventstore.ExpectedRevision) erro
 }
 
 // keep notes an event written, for the tail, with its bytes copied into w.bytes: the appender
-// may reuse its own once Append returns. (An array per event was 6% of the server's allocated
-// bytes under the load, docs/benchmarks.md.)
+// may reuse its own once Append returns. (An array per event cost an allocation per event
+// kept.)
 func (w *writeTx) keep(e *eventstore.EventData, stream string, at eventstore.AppendResult) {
 	data, metadata := w.copied(e.Data), w.copied(e.Metadata)
 	if len(metadata) == 0 {
