@@ -257,3 +257,37 @@ func lastRevision(ctx context.Context, s *sqlite.Store, stream string) (uint64, 
 	}
 	return rev, nil
 }
+
+// BenchmarkCreate: 64 goroutines, each iteration shaped like an order's create: one
+// MultiStreamAppend of three new streams under scattered names (the idempotency key's claim and
+// the client reference's with one event each, the order's with two), then one Append of one
+// event to the key's stream at its exact revision, as the recorded outcome.
+func BenchmarkCreate(b *testing.B) {
+	s := openBench(b)
+	ctx := context.Background()
+	reportBatches(b)
+	var creates atomic.Int64
+	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			n := uint64(creates.Add(1)) * 0x9E3779B97F4A7C15
+			key := fmt.Sprintf("key-%016x", n)
+			res, err := s.MultiStreamAppend(ctx,
+				eventstore.StreamAppend{Stream: key, Expected: eventstore.NoStream, Events: []eventstore.EventData{benchEvent()}},
+				eventstore.StreamAppend{Stream: fmt.Sprintf("ref-%016x", n), Expected: eventstore.NoStream, Events: []eventstore.EventData{benchEvent()}},
+				eventstore.StreamAppend{Stream: fmt.Sprintf("order-%016x", n), Expected: eventstore.NoStream, Events: []eventstore.EventData{benchEvent(), benchEvent()}},
+			)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if _, err := s.Append(ctx, key, eventstore.Exact(res[0].Revision), benchEvent()); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	reportRate(b, 5*b.N)
+	reportBatches(b)
+}

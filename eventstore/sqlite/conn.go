@@ -22,6 +22,7 @@ type writeConn struct {
 	conn driver.Conn
 
 	stream, insertStream, updateStream, deleteStream driverStmt
+	claimStream, unclaimStream                       driverStmt
 	insertEvent, findEvent, eventsFrom, deleteEvents driverStmt
 	checkpoint, walFrames                            driverStmt
 
@@ -50,6 +51,9 @@ func newWriteConn(dc any, walLimit int64) (*writeConn, error) {
 		{&w.stream, `SELECT id, first_revision, last_revision, deleted,
 			(SELECT max(revision) FROM events WHERE stream_id = streams.id) FROM streams WHERE name = ?`},
 		{&w.insertStream, `INSERT INTO streams (name, first_revision, last_revision) VALUES (?, 0, ?)`},
+		{&w.claimStream, `INSERT INTO streams (name, first_revision, last_revision) VALUES (?, 0, ?)
+			ON CONFLICT (name) DO NOTHING`},
+		{&w.unclaimStream, `DELETE FROM streams WHERE id = ?`},
 		{&w.updateStream, `UPDATE streams SET first_revision = ?, last_revision = ?, deleted = 0 WHERE id = ?`},
 		{&w.deleteStream, `UPDATE streams SET last_revision = ?, deleted = 1 WHERE id = ?`},
 		{&w.insertEvent, `INSERT INTO events (id, stream_id, revision, type, data, metadata, recorded)
@@ -114,7 +118,7 @@ func walResult(rows [][]driver.Value, err error) (walState, bool) {
 }
 
 func (w *writeConn) close() {
-	for _, st := range []driverStmt{w.stream, w.insertStream, w.updateStream, w.deleteStream,
+	for _, st := range []driverStmt{w.stream, w.insertStream, w.claimStream, w.unclaimStream, w.updateStream, w.deleteStream,
 		w.insertEvent, w.findEvent, w.eventsFrom, w.deleteEvents, w.checkpoint, w.walFrames} {
 		if st.stmt != nil {
 			st.stmt.Close()

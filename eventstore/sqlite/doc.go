@@ -30,9 +30,12 @@
 // it, not one transaction later.
 //
 // The writer caches stream rows (it is the only writer, so its cache is the truth), and an
-// append costs one INSERT per event. The writer and the readers call the driver through
-// database/sql/driver rather than database/sql, whose per-statement and per-column wrapping
-// cost more than SQLite itself (see docs/benchmarks.md).
+// append costs one INSERT per event. An append with expected NoStream to a stream the writer
+// has not cached inserts the stream's row (ON CONFLICT DO NOTHING) without reading it first; a
+// row already there (a live or deleted stream) is then read, as for any other append, and a
+// multi-stream append that is refused deletes the rows it so inserted before. The writer and
+// the readers call the driver through database/sql/driver rather than database/sql, whose
+// per-statement and per-column wrapping cost more than SQLite itself (see docs/benchmarks.md).
 //
 // # Checkpoints
 //
@@ -60,7 +63,8 @@
 //
 // A subscription that keeps up is fed from memory: after each commit the writer adds the events
 // it wrote to the tail, which keeps up to the latest 8,192 events of the log and 16 MiB of
-// their data, and a subscription reads the file only while it is behind the tail's start. The events it yields share their bytes with other
+// their data, in arrays of 1,024 events that it never copies, and a subscription reads the file
+// only while it is behind the tail's start. The events it yields share their bytes with other
 // subscriptions: they must not be modified.
 //
 // Positions are the events table's AUTOINCREMENT key: there is one writer, so they are assigned

@@ -116,13 +116,16 @@ func (s *Store) log(ctx context.Context, after uint64, filter eventstore.Filter,
 			}
 			// Take the channel before reading: a commit after the read closes it.
 			changed := s.changes()
-			if live, ok := s.liveTail(follow, after); ok {
+			if live, more, ok := s.liveTail(follow, after); ok {
 				// Caught up: fed from memory, as long as it keeps up.
 				for _, e := range live {
 					after = e.Position.Commit
 					if filter.Match(e.Stream) && !yield(e, nil) {
 						return
 					}
+				}
+				if more {
+					continue
 				}
 				if err := s.wait(ctx, changed); err != nil {
 					fail(err)
@@ -160,10 +163,10 @@ func (s *Store) log(ctx context.Context, after uint64, filter eventstore.Filter,
 }
 
 // liveTail returns the tail's events after position after, for a subscription (follow) that
-// the tail can feed.
-func (s *Store) liveTail(follow bool, after uint64) ([]eventstore.RecordedEvent, bool) {
+// the tail can feed, and whether it holds more after them (see tail.since).
+func (s *Store) liveTail(follow bool, after uint64) (events []eventstore.RecordedEvent, more, ok bool) {
 	if !follow {
-		return nil, false
+		return nil, false, false
 	}
 	return s.tail.since(after)
 }

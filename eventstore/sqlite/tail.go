@@ -8,70 +8,128 @@ import (
 )
 
 // The tail keeps up to tailEvents of the latest events, and up to tailBytes of their data and
-// metadata; past either, the older half goes.
+// metadata. It holds them in chunks of tailChunk events: past tailEvents its oldest chunk goes,
+// and past tailBytes its older half of the events.
 const (
 	tailEvents = 8192
 	tailBytes  = 16 << 20
+	tailChunk  = 1024
 )
 
 // tail is the end of the global log, kept in memory by the writer after each commit, so that a
 // subscription that keeps up is fed without reading the file: a live event used to be read
 // back once per subscriber, the row's bytes copied from the driver each time.
+//
+// The events are in chunks, each an array of its own that the tail appends to up to its
+// capacity, and then starts another: an event is written once, and its chunk is let go of
+// whole. (A single array, copied to a new one on each drop of its older half, allocated and
+// copied about two events' worth per event kept: 1.86 KB per create against 0.72 KB in
+// BenchmarkCreate, docs/benchmarks.md.)
 type tail struct {
 	mu sync.RWMutex
-	// from is a position such that every event committed after it is in events, in log order.
+	// from is a position such that every event committed after it is in chunks, in log order.
 	from   uint64
-	events []eventstore.RecordedEvent
+	chunks [][]eventstore.RecordedEvent
+	events int // in chunks
 	bytes  int // of the events' data and metadata
 }
 
-// since returns the events committed after position after, if the tail holds all of them. The
-// slice is shared: it must not be modified, nor the events' bytes.
-func (t *tail) since(after uint64) ([]eventstore.RecordedEvent, bool) {
+// since returns events committed after position after, if the tail holds all of them: those
+// up to the end of the chunk that holds the first one, and more says whether later chunks hold
+// others. The slice is shared: it must not be modified, nor the events' bytes.
+func (t *tail) since(after uint64) (events []eventstore.RecordedEvent, more, ok bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	if after < t.from {
-		return nil, false
+		return nil, false, false
 	}
-	i, _ := slices.BinarySearchFunc(t.events, after, func(e eventstore.RecordedEvent, after uint64) int {
+	// A subscription that keeps up wants the last chunk: look from the end.
+	i := len(t.chunks) - 1
+	for i > 0 && t.chunks[i-1][len(t.chunks[i-1])-1].Position.Commit > after {
+		i--
+	}
+	if i < 0 {
+		return nil, false, true
+	}
+	c := t.chunks[i]
+	j, _ := slices.BinarySearchFunc(c, after, func(e eventstore.RecordedEvent, after uint64) int {
 		if e.Position.Commit <= after {
 			return -1
 		}
 		return 1
 	})
-	return t.events[i:len(t.events):len(t.events)], true
+	return c[j:len(c):len(c)], i < len(t.chunks)-1, true
 }
 
 // add appends a commit's events, having dropped those of the streams it deleted. It never
-// writes over what since handed out: only past its length, or into a new array.
+// writes over what since handed out: only past a chunk's length, or into a new array.
 func (t *tail) add(events []eventstore.RecordedEvent, deleted map[string]bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	gone := func(e eventstore.RecordedEvent) bool { return deleted[e.Stream] }
-	if len(deleted) > 0 && slices.ContainsFunc(t.events, gone) {
-		t.events = slices.DeleteFunc(slices.Clone(t.events), gone)
-		t.bytes = 0
-		for _, e := range t.events {
-			t.bytes += size(e)
-		}
+	if len(deleted) > 0 {
+		t.forget(deleted)
 	}
-	t.events = append(t.events, events...)
 	for _, e := range events {
 		t.bytes += size(e)
 	}
-	for len(t.events) > tailEvents || t.bytes > tailBytes {
-		drop := max(len(t.events)/2, 1)
-		if len(t.events) > tailEvents {
-			drop = len(t.events) - tailEvents/2
+	t.events += len(events)
+	for len(events) > 0 {
+		last := len(t.chunks) - 1
+		if last < 0 || len(t.chunks[last]) == cap(t.chunks[last]) {
+			t.chunks = append(t.chunks, make([]eventstore.RecordedEvent, 0, tailChunk))
+			last++
 		}
-		for _, e := range t.events[:drop] {
+		n := min(len(events), cap(t.chunks[last])-len(t.chunks[last]))
+		t.chunks[last] = append(t.chunks[last], events[:n]...)
+		events = events[n:]
+	}
+	for t.events > tailEvents && len(t.chunks) > 1 {
+		t.drop(len(t.chunks[0]))
+	}
+	for t.bytes > tailBytes {
+		t.drop(max(t.events/2, 1))
+	}
+}
+
+// forget drops the events of the deleted streams, into a new array if it holds any.
+func (t *tail) forget(deleted map[string]bool) {
+	gone := func(e eventstore.RecordedEvent) bool { return deleted[e.Stream] }
+	if !slices.ContainsFunc(t.chunks, func(c []eventstore.RecordedEvent) bool { return slices.ContainsFunc(c, gone) }) {
+		return
+	}
+	kept := make([]eventstore.RecordedEvent, 0, t.events)
+	t.bytes = 0
+	for _, c := range t.chunks {
+		for _, e := range c {
+			if !gone(e) {
+				kept = append(kept, e)
+				t.bytes += size(e)
+			}
+		}
+	}
+	t.chunks, t.events = [][]eventstore.RecordedEvent{kept[:len(kept):len(kept)]}, len(kept)
+	if len(kept) == 0 {
+		t.chunks = nil
+	}
+}
+
+// drop lets the oldest n events go: whole chunks, or the start of one.
+func (t *tail) drop(n int) {
+	for n > 0 && len(t.chunks) > 0 {
+		c := t.chunks[0]
+		k := min(n, len(c))
+		for _, e := range c[:k] {
 			t.bytes -= size(e)
 		}
-		t.from = t.events[drop-1].Position.Commit
-		// Room for tailEvents and a commit's worth more (the one that crosses the limit), so
-		// that the commits until the next drop append in place instead of growing the array
-		// step by step, each step a copy.
-		t.events = append(make([]eventstore.RecordedEvent, 0, tailEvents+tailEvents/8), t.events[drop:]...)
+		t.from = c[k-1].Position.Commit
+		t.events -= k
+		n -= k
+		if k == len(c) {
+			t.chunks[0] = nil
+			t.chunks = t.chunks[1:]
+		} else {
+			t.chunks[0] = c[k:]
+		}
 	}
 }
 

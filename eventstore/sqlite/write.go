@@ -350,7 +350,7 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 	}
 	clear(s.undo)
 	w := writeTx{tx: tx, conn: conn, now: time.Now().UnixNano(), streams: s.streams, undo: s.undo,
-		written: s.kept[:0]}
+		written: s.kept[:0], bytes: make([]byte, 0, eventBytes(pending))}
 	for i, r := range pending {
 		if r.appends == nil {
 			r.err = w.delete(r.stream, r.expected)
@@ -394,6 +394,19 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 	return -1, head, nil
 }
 
+// eventBytes is the size of the data and metadata of the events that pending append.
+func eventBytes(pending []*request) int {
+	n := 0
+	for _, r := range pending {
+		for _, a := range r.appends {
+			for _, e := range a.Events {
+				n += len(e.Data) + len(e.Metadata)
+			}
+		}
+	}
+	return n
+}
+
 // answerRefusals answers, before the commit, each refusal of a stream that the transaction
 // leaves as it was: the refusal rests on committed events alone, and holds whatever becomes
 // of the transaction. A refusal of a stream the transaction wrote waits for the commit: its
@@ -429,9 +442,12 @@ type writeTx struct {
 	streams map[string]streamRow
 	undo    map[string]cachedRow
 
-	// written and deleted are what the transaction did, for the tail once it commits.
+	// written and deleted are what the transaction did, for the tail once it commits. bytes
+	// holds the written events' data and metadata: one array for the transaction, which only
+	// grows within its capacity, so that what the tail hands out is never written over.
 	written []eventstore.RecordedEvent
 	deleted map[string]bool
+	bytes   []byte
 }
 
 // cachedRow is a stream's entry in the writer's cache, or its absence.
@@ -513,15 +529,21 @@ func check(sr streamRow, expected eventstore.ExpectedRevision) bool {
 	return sr.live() && sr.revision == rev
 }
 
-// appendAll makes appends all or nothing. Every one is checked before any is written, so that
-// a refusal leaves the transaction as it was; a failed write aborts it.
+// appendAll makes appends all or nothing. Every one is checked before any event is written, so
+// that a refusal leaves the transaction as it was; a failed write aborts it. A stream created
+// with NoStream that the writer has not cached is claimed by its row's INSERT in the check
+// itself (see claim): a refusal of a later append deletes the rows claimed before it.
 func (w *writeTx) appendAll(appends []eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
 	results := make([]eventstore.AppendResult, len(appends))
 	rows := make([]streamRow, len(appends))
+	claimed := make([]bool, len(appends))
 	for i, a := range appends {
 		var err error
-		if rows[i], results[i], err = w.plan(a.Stream, a.Expected, a.Events); err != nil {
-			return nil, err
+		if rows[i], claimed[i], err = w.claim(a.Stream, a.Expected, len(a.Events)); err == nil && !claimed[i] {
+			rows[i], results[i], err = w.plan(a.Stream, rows[i], a.Expected, a.Events)
+		}
+		if err != nil {
+			return nil, w.unclaim(rows[:i], claimed[:i], err)
 		}
 	}
 	for i, a := range appends {
@@ -529,21 +551,60 @@ func (w *writeTx) appendAll(appends []eventstore.StreamAppend) ([]eventstore.App
 			continue
 		}
 		var err error
-		if results[i], err = w.write(a.Stream, rows[i], a.Events); err != nil {
+		if results[i], err = w.write(a.Stream, rows[i], claimed[i], a.Events); err != nil {
 			return nil, err
 		}
 	}
 	return results, nil
 }
 
-// plan decides an append without writing: it returns the stream's row to write the events
-// after, or the result of the earlier append they repeat (FateRepeated), or why they cannot
-// be appended.
-func (w *writeTx) plan(name string, expected eventstore.ExpectedRevision, events []eventstore.EventData) (streamRow, eventstore.AppendResult, error) {
-	sr, err := w.stream(name)
-	if err != nil {
-		return streamRow{}, eventstore.AppendResult{}, err
+// claim returns the stream's row: the cached one, or for an append with expected NoStream to a
+// stream the writer has not cached, one it inserts for the n events to come, unless the name
+// has a row already (then it reads that row, as for any other append). A new stream so costs
+// one statement instead of a SELECT that finds nothing and the INSERT. claimed says that the
+// row is the inserted one, for n events from revision 0.
+func (w *writeTx) claim(name string, expected eventstore.ExpectedRevision, n int) (sr streamRow, claimed bool, err error) {
+	if sr, cached := w.streams[name]; cached || !expected.IsNoStream() {
+		if !cached {
+			sr, err = w.stream(name)
+		}
+		return sr, false, err
 	}
+	res, err := w.conn.exec(w.conn.claimStream, name, n-1)
+	if err != nil {
+		return streamRow{}, false, err
+	}
+	if inserted, err := res.RowsAffected(); err != nil || inserted == 0 {
+		if err == nil {
+			sr, err = w.stream(name) // the name has a row: a live stream, or a deleted one
+		}
+		return sr, false, err
+	}
+	if sr.id, err = res.LastInsertId(); err != nil {
+		return streamRow{}, false, errAbort{err}
+	}
+	sr.revision = uint64(n - 1)
+	return sr, true, nil
+}
+
+// unclaim deletes the rows that claim inserted for appends checked before one that is not made
+// for err, and returns err; if it cannot, the request aborts (see errAbort) with err.
+func (w *writeTx) unclaim(rows []streamRow, claimed []bool, err error) error {
+	for i, sr := range rows {
+		if !claimed[i] {
+			continue
+		}
+		if _, derr := w.conn.exec(w.conn.unclaimStream, sr.id); derr != nil {
+			return errAbort{err}
+		}
+	}
+	return err
+}
+
+// plan decides an append to the stream with row sr without writing: it returns the row to
+// write the events after, or the result of the earlier append they repeat (FateRepeated), or
+// why they cannot be appended.
+func (w *writeTx) plan(name string, sr streamRow, expected eventstore.ExpectedRevision, events []eventstore.EventData) (streamRow, eventstore.AppendResult, error) {
 	if !check(sr, expected) {
 		wrong := &eventstore.WrongExpectedRevisionError{Stream: name, Expected: expected, Actual: sr.actual()}
 		// A repeat of an exact append finds its events right after the revision it expected.
@@ -596,14 +657,16 @@ func (w *writeTx) repeated(streamID int64, from uint64, events []eventstore.Even
 	return eventstore.AppendResult{Revision: uint64(asInt(last[1])), Position: position(uint64(asInt(last[2]))), Fate: eventstore.FateRepeated}, true, nil
 }
 
-// write appends events after the stream's last revision, creating or reviving its row.
-func (w *writeTx) write(name string, sr streamRow, events []eventstore.EventData) (eventstore.AppendResult, error) {
+// write appends events after the stream's last revision, creating or reviving its row; a row
+// that claim inserted (claimed) is the stream's, with its revision that of the last event.
+func (w *writeTx) write(name string, sr streamRow, claimed bool, events []eventstore.EventData) (eventstore.AppendResult, error) {
 	first := uint64(0)
-	if sr.id != 0 {
+	if sr.id != 0 && !claimed {
 		first = sr.revision + 1
 	}
 	last := first + uint64(len(events)) - 1
 	switch {
+	case claimed:
 	case sr.id == 0:
 		res, err := w.conn.exec(w.conn.insertStream, name, last)
 		if err != nil {
@@ -621,7 +684,8 @@ func (w *writeTx) write(name string, sr streamRow, events []eventstore.EventData
 	sr.revision = last
 	w.setStream(name, sr)
 	var res eventstore.AppendResult
-	for i, e := range events {
+	for i := range events {
+		e := &events[i] // not a copy, which e.ID[:] would move to the heap
 		var metadata []byte
 		if len(e.Metadata) > 0 {
 			metadata = e.Metadata
@@ -670,12 +734,11 @@ func (w *writeTx) delete(name string, expected eventstore.ExpectedRevision) erro
 	return nil
 }
 
-// keep notes an event written, for the tail, with its bytes copied: the appender may reuse
-// its own once Append returns.
-func (w *writeTx) keep(e eventstore.EventData, stream string, at eventstore.AppendResult) {
-	b := make([]byte, 0, len(e.Data)+len(e.Metadata))
-	b = append(append(b, e.Data...), e.Metadata...)
-	data, metadata := b[:len(e.Data):len(e.Data)], b[len(e.Data):len(b):len(b)]
+// keep notes an event written, for the tail, with its bytes copied into w.bytes: the appender
+// may reuse its own once Append returns. (An array per event cost an allocation per event
+// kept.)
+func (w *writeTx) keep(e *eventstore.EventData, stream string, at eventstore.AppendResult) {
+	data, metadata := w.copied(e.Data), w.copied(e.Metadata)
 	if len(metadata) == 0 {
 		metadata = nil
 	}
@@ -683,6 +746,17 @@ func (w *writeTx) keep(e eventstore.EventData, stream string, at eventstore.Appe
 		ID: e.ID, Stream: stream, Revision: at.Revision, Position: at.Position,
 		Type: e.Type, Data: data, Metadata: metadata, Recorded: time.Unix(0, w.now).UTC(),
 	})
+}
+
+// copied returns a copy of b in w.bytes, or in an array of its own if it has no room left
+// (eventBytes counts every event the transaction may write).
+func (w *writeTx) copied(b []byte) []byte {
+	if len(b) > cap(w.bytes)-len(w.bytes) {
+		return slices.Clone(b)
+	}
+	start := len(w.bytes)
+	w.bytes = append(w.bytes, b...)
+	return w.bytes[start:len(w.bytes):len(w.bytes)]
 }
 
 // testHooks let this package's tests hold the writer where a test needs it. Config.hooks is

@@ -279,3 +279,65 @@ func lastEvent(t *testing.T, s *Store, stream string, revision uint64) uuid.UUID
 	t.Fatalf("no event %d in %s", revision, stream)
 	return uuid.Nil
 }
+
+// A multi-stream append whose new streams' rows are inserted as they are checked, and which a
+// later append of it refuses (a wrong expected revision, or an event id another stream holds),
+// leaves none of those rows: its streams stay missing, can be created afterwards from revision
+// 0, and the append batched with it commits.
+func TestRefusedMultiStreamAppendLeavesNoNewStream(t *testing.T) {
+	var paired atomic.Bool // the writer waits for two requests before it writes a batch
+	s, err := Open(t.TempDir(), Config{hooks: &testHooks{gather: func(n int) bool { return paired.Load() && n < 2 }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	taken := event()
+	if _, err := s.Append(ctx, "taken", eventstore.NoStream, taken); err != nil {
+		t.Fatal(err)
+	}
+	paired.Store(true)
+	refused := []eventstore.StreamAppend{
+		{Stream: "new-a", Expected: eventstore.NoStream, Events: []eventstore.EventData{event()}},
+		{Stream: "new-b", Expected: eventstore.NoStream, Events: []eventstore.EventData{event(), event()}},
+		{Stream: "taken", Expected: eventstore.NoStream, Events: []eventstore.EventData{event()}},
+	}
+	errs := inParallel(
+		func() error { _, err := s.MultiStreamAppend(ctx, refused...); return err },
+		func() error { _, err := s.Append(ctx, "other", eventstore.NoStream, event()); return err },
+	)
+	paired.Store(false)
+	var wrong *eventstore.WrongExpectedRevisionError
+	if !errors.As(errs[0], &wrong) || wrong.Stream != "taken" || wrong.Actual != eventstore.Exact(0) {
+		t.Fatalf("multi-stream append with taken@NoStream: %v; want a wrong expected revision of taken, actual 0", errs[0])
+	}
+	if errs[1] != nil {
+		t.Fatalf("append batched with the refused one: %v", errs[1])
+	}
+	_, err = s.MultiStreamAppend(ctx,
+		eventstore.StreamAppend{Stream: "new-c", Expected: eventstore.NoStream, Events: []eventstore.EventData{event()}},
+		eventstore.StreamAppend{Stream: "new-d", Expected: eventstore.Any, Events: []eventstore.EventData{taken}})
+	if !errors.Is(err, eventstore.ErrDuplicateEventID) {
+		t.Fatalf("multi-stream append of taken's event to new-d: %v; want a duplicate event id", err)
+	}
+	for _, stream := range []string{"new-a", "new-b", "new-c", "new-d"} {
+		for _, err := range s.ReadStream(ctx, stream, eventstore.ReadStreamOptions{}) {
+			if !errors.Is(err, eventstore.ErrStreamNotFound) {
+				t.Fatalf("read %s after the refusals: %v; want it not found", stream, err)
+			}
+		}
+	}
+	var rows int
+	if err := s.rdb.QueryRow(`SELECT count(*) FROM streams`).Scan(&rows); err != nil || rows != 2 {
+		t.Fatalf("stream rows after the refusals: %d, %v; want taken's and other's", rows, err)
+	}
+	created := refused[:2]
+	results, err := s.MultiStreamAppend(ctx, created...)
+	if err != nil || results[0].Revision != 0 || results[1].Revision != 1 {
+		t.Fatalf("creating new-a and new-b afterwards: %v, %v; want revisions 0 and 1", results, err)
+	}
+	again, err := s.MultiStreamAppend(ctx, created...)
+	if err != nil || again[0].Fate != eventstore.FateRepeated || again[1].Fate != eventstore.FateRepeated || again[1].Position != results[1].Position {
+		t.Fatalf("the same creation again: %v, %v; want both repeated at %v", again, err, results)
+	}
+}
