@@ -96,31 +96,32 @@ func (l Lookups) Apply(ctx context.Context, tx *sql.Tx, t Tables, events []event
 	return nil
 }
 
-// lookupsBatch applies a batch of the lookups, each statement prepared once for the batch.
+// lookupsBatch applies a batch of the lookups. Its statements' SQL is built once per batch,
+// not per event; the driver keeps them prepared on the runner's connection, by their text.
 type lookupsBatch struct {
 	l                             Lookups
 	ctx                           context.Context
 	tx                            *sql.Tx
 	t                             Tables
-	claim, complete, release, ref statement
+	claim, complete, release, ref string // SQL
 }
 
 func newLookupsBatch(ctx context.Context, tx *sql.Tx, l Lookups, t Tables) *lookupsBatch {
 	keys := t["idempotency_keys"]
 	return &lookupsBatch{l: l, ctx: ctx, tx: tx, t: t,
-		claim: statement{query: `INSERT INTO ` + keys + ` (stream, principal, key, method, path, order_id, claimed_at, expires_at,
+		claim: `INSERT INTO ` + keys + ` (stream, principal, key, method, path, order_id, claimed_at, expires_at,
 		status, completed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (principal, key) DO UPDATE SET
 		method = excluded.method, path = excluded.path, order_id = excluded.order_id, claimed_at = excluded.claimed_at,
 		expires_at = excluded.expires_at,
 		status = CASE WHEN expires_at = excluded.expires_at THEN coalesce(status, excluded.status) ELSE excluded.status END,
 		completed_at = CASE WHEN expires_at = excluded.expires_at AND (status IS NOT NULL OR excluded.status IS NULL) THEN completed_at
-			ELSE excluded.completed_at END`},
+			ELSE excluded.completed_at END`,
 		// The first outcome stands, as in the key's stream.
-		complete: statement{query: `UPDATE ` + keys + ` SET status = ?, completed_at = ? WHERE stream = ? AND status IS NULL`},
+		complete: `UPDATE ` + keys + ` SET status = ?, completed_at = ? WHERE stream = ? AND status IS NULL`,
 		// Given up without an outcome (a 5xx): the key holds nothing to show.
-		release: statement{query: `DELETE FROM ` + keys + ` WHERE stream = ? AND status IS NULL`},
-		ref: statement{query: `INSERT OR IGNORE INTO ` + t["client_references"] + ` (principal, customer_id, client_reference, order_id)
-			VALUES (?, ?, ?, ?)`},
+		release: `DELETE FROM ` + keys + ` WHERE stream = ? AND status IS NULL`,
+		ref: `INSERT OR IGNORE INTO ` + t["client_references"] + ` (principal, customer_id, client_reference, order_id)
+			VALUES (?, ?, ?, ?)`,
 	}
 }
 
@@ -137,10 +138,10 @@ func (b *lookupsBatch) apply(e eventstore.RecordedEvent, o keyOutcome) error {
 		if err != nil {
 			return err
 		}
-		_, err = b.complete.exec(b.ctx, b.tx, int64(c.Status), stamp(c.CompletedAt), e.Stream)
+		_, err = b.tx.ExecContext(b.ctx, b.complete, int64(c.Status), stamp(c.CompletedAt), e.Stream)
 		return err
 	case idempotency.TypeReleased:
-		_, err := b.release.exec(b.ctx, b.tx, e.Stream)
+		_, err := b.tx.ExecContext(b.ctx, b.release, e.Stream)
 		return err
 	}
 	if lookupsOrderType(e.Type) {
@@ -212,7 +213,7 @@ func (b *lookupsBatch) claimKey(e eventstore.RecordedEvent, o keyOutcome) error 
 	if o.merged {
 		status, completedAt = int64(o.Status), stamp(o.CompletedAt)
 	}
-	_, err := b.claim.exec(b.ctx, b.tx, e.Stream, c.Principal, c.Key, c.Method, c.Path, c.OrderID, stamp(c.ClaimedAt), stamp(c.ExpiresAt),
+	_, err := b.tx.ExecContext(b.ctx, b.claim, e.Stream, c.Principal, c.Key, c.Method, c.Path, c.OrderID, stamp(c.ClaimedAt), stamp(c.ExpiresAt),
 		status, completedAt)
 	return err
 }
@@ -244,7 +245,7 @@ func (b *lookupsBatch) lookupOrder(e eventstore.RecordedEvent) error {
 		if ev.ClientRef == "" {
 			return nil
 		}
-		_, err = b.ref.exec(b.ctx, b.tx, principalOf(e), ev.CustomerID, ev.ClientRef, orderID)
+		_, err = b.tx.ExecContext(b.ctx, b.ref, principalOf(e), ev.CustomerID, ev.ClientRef, orderID)
 	case order.PaymentStarted:
 		err = b.l.lookupPayment(b.ctx, b.tx, b.t, e, principalOf(e), ev.PaymentID, orderID)
 	}
