@@ -89,9 +89,9 @@ func (Orders) Apply(ctx context.Context, tx *sql.Tx, t Tables, events []eventsto
 	return b.write()
 }
 
-// ordersBatches keeps the rows and index of a batch for the next one: allocated afresh, the
-// rows were a third of the bytes the projections allocate. What a batch keeps is bounded by
-// the orders of the largest batch, ten BatchSizes of events while catching up.
+// ordersBatches keeps the rows and index of a batch for the next one, so that a batch does not
+// allocate a row per order. What it keeps is bounded by the orders of the largest batch, ten
+// BatchSizes of events while catching up.
 var ordersBatches = sync.Pool{New: func() any { return &ordersBatch{index: map[string]int{}} }}
 
 func (b *ordersBatch) release() {
