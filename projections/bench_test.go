@@ -2,6 +2,7 @@ package projections_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -213,4 +214,114 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+}
+
+// BenchmarkApplyCreates applies keyed creates to the orders and lookups read models as a live
+// batch does, without the log: batches of 200 creates (1,000 events), each projection's in its
+// own transaction, on one connection. An op is one batch.
+func BenchmarkApplyCreates(b *testing.B) {
+	const batchCreates, logCreates = 200, 10_000
+	ctx := context.Background()
+	events := createEvents(b, logCreates)
+	ps := []projections.Projection{projections.Orders{}, projections.Lookups{}}
+	var conn *sql.Conn
+	var tables []projections.Tables
+	var fresh []eventstore.RecordedEvent // each projection's events of a batch, as its runner hands them
+	next := logCreates                   // creates of events applied to the current database
+	var setup time.Duration              // CPU time spent opening databases
+	cpu0 := processCPU(b)
+	for b.Loop() {
+		if next == logCreates {
+			b.StopTimer()
+			c := processCPU(b)
+			conn, tables = applyDB(b, ps)
+			setup += processCPU(b) - c
+			next = 0
+			b.StartTimer()
+		}
+		batch := events[next*5 : (next+batchCreates)*5]
+		for i, p := range ps {
+			fresh = runnerEvents(p, batch, fresh[:0])
+			if err := applyBatch(ctx, conn, p, tables[i], fresh); err != nil {
+				b.Fatal(err)
+			}
+		}
+		next += batchCreates
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batchCreates), "ns/create")
+	b.ReportMetric(float64((processCPU(b)-cpu0-setup).Nanoseconds())/float64(b.N*batchCreates), "cpu-ns/create")
+}
+
+// createEvents returns the events of n keyed creates as createsLog stores them, positioned.
+func createEvents(b *testing.B, n int) []eventstore.RecordedEvent {
+	s := createsLog(b)
+	var out []eventstore.RecordedEvent
+	for e, err := range s.ReadAll(context.Background(), eventstore.ReadAllOptions{}) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, e)
+	}
+	if len(out) != 5*n {
+		b.Fatalf("%d events for %d creates", len(out), n)
+	}
+	return out
+}
+
+// applyDB opens a new read-model database with the projections' tables and returns the
+// connection to apply on.
+func applyDB(b *testing.B, ps []projections.Projection) (*sql.Conn, []projections.Tables) {
+	db, err := sqlite.OpenDB(filepath.Join(b.TempDir(), "readmodels.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close(); db.Close() })
+	var tables []projections.Tables
+	for _, p := range ps {
+		t := projections.Tables{}
+		for _, name := range p.Tables() {
+			t[name] = name
+		}
+		tx, err := conn.BeginTx(context.Background(), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := p.Create(context.Background(), tx, t); err != nil {
+			b.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			b.Fatal(err)
+		}
+		tables = append(tables, t)
+	}
+	return conn, tables
+}
+
+// runnerEvents appends to out the events of batch that p's runner hands it.
+func runnerEvents(p projections.Projection, batch, out []eventstore.RecordedEvent) []eventstore.RecordedEvent {
+	filter := p.Filter()
+	s, selective := p.(projections.Selective)
+	for _, e := range batch {
+		if filter.Match(e.Stream) && (!selective || s.Applies(e.Type)) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// applyBatch applies events to p in one transaction.
+func applyBatch(ctx context.Context, conn *sql.Conn, p projections.Projection, t projections.Tables, events []eventstore.RecordedEvent) error {
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := p.Apply(ctx, tx, t, events); err != nil {
+		return err
+	}
+	return tx.Commit()
 }

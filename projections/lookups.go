@@ -83,37 +83,69 @@ func (l Lookups) Apply(ctx context.Context, tx *sql.Tx, t Tables, events []event
 	if err != nil {
 		return err
 	}
-	outcome := func(i int) keyOutcome {
-		if outcomes == nil {
-			return keyOutcome{}
-		}
-		return outcomes[i]
-	}
+	b := newLookupsBatch(ctx, tx, l, t)
 	for i, e := range events {
-		switch e.Type {
-		case idempotency.TypeClaimed:
-			err = l.claim(ctx, tx, t, e, outcome(i))
-		case idempotency.TypeCompleted:
-			if outcome(i).merged {
-				continue // written with its claim
-			}
-			var c keyOutcome
-			if c, err = decodeOutcome(e); err == nil {
-				// The first outcome stands, as in the key's stream.
-				_, err = tx.ExecContext(ctx, `UPDATE `+t["idempotency_keys"]+` SET status = ?, completed_at = ?
-					WHERE stream = ? AND status IS NULL`, c.Status, stamp(c.CompletedAt), e.Stream)
-			}
-		case idempotency.TypeReleased:
-			// Given up without an outcome (a 5xx): the key holds nothing to show.
-			_, err = tx.ExecContext(ctx, `DELETE FROM `+t["idempotency_keys"]+` WHERE stream = ? AND status IS NULL`, e.Stream)
-		default:
-			if lookupsOrderType(e.Type) {
-				err = l.lookupOrder(ctx, tx, t, e)
-			}
+		var o keyOutcome
+		if outcomes != nil {
+			o = outcomes[i]
 		}
-		if err != nil {
+		if err := b.apply(e, o); err != nil {
 			return fmt.Errorf("%s@%d (%s): %w", e.Stream, e.Revision, e.Type, err)
 		}
+	}
+	return nil
+}
+
+// lookupsBatch applies a batch of the lookups. Its statements' SQL is built once per batch,
+// not per event; the driver keeps them prepared on the runner's connection, by their text.
+type lookupsBatch struct {
+	l                             Lookups
+	ctx                           context.Context
+	tx                            *sql.Tx
+	t                             Tables
+	claim, complete, release, ref string // SQL
+}
+
+func newLookupsBatch(ctx context.Context, tx *sql.Tx, l Lookups, t Tables) *lookupsBatch {
+	keys := t["idempotency_keys"]
+	return &lookupsBatch{l: l, ctx: ctx, tx: tx, t: t,
+		claim: `INSERT INTO ` + keys + ` (stream, principal, key, method, path, order_id, claimed_at, expires_at,
+		status, completed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (principal, key) DO UPDATE SET
+		method = excluded.method, path = excluded.path, order_id = excluded.order_id, claimed_at = excluded.claimed_at,
+		expires_at = excluded.expires_at,
+		status = CASE WHEN expires_at = excluded.expires_at THEN coalesce(status, excluded.status) ELSE excluded.status END,
+		completed_at = CASE WHEN expires_at = excluded.expires_at AND (status IS NOT NULL OR excluded.status IS NULL) THEN completed_at
+			ELSE excluded.completed_at END`,
+		// The first outcome stands, as in the key's stream.
+		complete: `UPDATE ` + keys + ` SET status = ?, completed_at = ? WHERE stream = ? AND status IS NULL`,
+		// Given up without an outcome (a 5xx): the key holds nothing to show.
+		release: `DELETE FROM ` + keys + ` WHERE stream = ? AND status IS NULL`,
+		ref: `INSERT OR IGNORE INTO ` + t["client_references"] + ` (principal, customer_id, client_reference, order_id)
+			VALUES (?, ?, ?, ?)`,
+	}
+}
+
+// apply applies e, whose outcome is o if it is a claim merged with its outcome.
+func (b *lookupsBatch) apply(e eventstore.RecordedEvent, o keyOutcome) error {
+	switch e.Type {
+	case idempotency.TypeClaimed:
+		return b.claimKey(e, o)
+	case idempotency.TypeCompleted:
+		if o.merged {
+			return nil // written with its claim
+		}
+		c, err := decodeOutcome(e)
+		if err != nil {
+			return err
+		}
+		_, err = b.tx.ExecContext(b.ctx, b.complete, int64(c.Status), stamp(c.CompletedAt), e.Stream)
+		return err
+	case idempotency.TypeReleased:
+		_, err := b.tx.ExecContext(b.ctx, b.release, e.Stream)
+		return err
+	}
+	if lookupsOrderType(e.Type) {
+		return b.lookupOrder(e)
 	}
 	return nil
 }
@@ -168,27 +200,21 @@ func claimOutcomes(events []eventstore.RecordedEvent) ([]keyOutcome, error) {
 	return out, nil
 }
 
-// claim makes the key's row the claim's, with outcome o if it is merged. A takeover carries
+// claimKey makes the key's row the claim's, with outcome o if it is merged. A takeover carries
 // the first claim's expiry: it keeps the row's outcome, and o is written only if the row has
 // none (the first outcome stands). A new life after expiry starts afresh: its outcome is o's,
 // or none. These are what the claim and then the outcome's update would leave.
-func (l Lookups) claim(ctx context.Context, tx *sql.Tx, t Tables, e eventstore.RecordedEvent, o keyOutcome) error {
+func (b *lookupsBatch) claimKey(e eventstore.RecordedEvent, o keyOutcome) error {
 	var c idempotency.Claimed
 	if err := json.Unmarshal(e.Data, &c); err != nil {
 		return err
 	}
 	var status, completedAt any // NULL without an outcome
 	if o.merged {
-		status, completedAt = o.Status, stamp(o.CompletedAt)
+		status, completedAt = int64(o.Status), stamp(o.CompletedAt)
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO `+t["idempotency_keys"]+` (stream, principal, key, method, path, order_id, claimed_at, expires_at,
-		status, completed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (principal, key) DO UPDATE SET
-		method = excluded.method, path = excluded.path, order_id = excluded.order_id, claimed_at = excluded.claimed_at,
-		expires_at = excluded.expires_at,
-		status = CASE WHEN expires_at = excluded.expires_at THEN coalesce(status, excluded.status) ELSE excluded.status END,
-		completed_at = CASE WHEN expires_at = excluded.expires_at AND (status IS NOT NULL OR excluded.status IS NULL) THEN completed_at
-			ELSE excluded.completed_at END`,
-		e.Stream, c.Principal, c.Key, c.Method, c.Path, c.OrderID, stamp(c.ClaimedAt), stamp(c.ExpiresAt), status, completedAt)
+	_, err := b.tx.ExecContext(b.ctx, b.claim, e.Stream, c.Principal, c.Key, c.Method, c.Path, c.OrderID, stamp(c.ClaimedAt), stamp(c.ExpiresAt),
+		status, completedAt)
 	return err
 }
 
@@ -208,21 +234,20 @@ func lookupsOrderType(typ string) bool {
 	return strings.HasPrefix(typ, "order.created.") || strings.HasPrefix(typ, "order.payment-started.")
 }
 
-func (l Lookups) lookupOrder(ctx context.Context, tx *sql.Tx, t Tables, e eventstore.RecordedEvent) error {
+func (b *lookupsBatch) lookupOrder(e eventstore.RecordedEvent) error {
 	ev, err := order.Unmarshal(e.Type, e.Data)
 	if err != nil {
 		return err
 	}
-	orderID := strings.TrimPrefix(e.Stream, command.StreamName(""))
+	orderID := strings.TrimPrefix(e.Stream, orderStreams)
 	switch ev := ev.(type) {
 	case order.Created:
 		if ev.ClientRef == "" {
 			return nil
 		}
-		_, err = tx.ExecContext(ctx, `INSERT OR IGNORE INTO `+t["client_references"]+` (principal, customer_id, client_reference, order_id)
-			VALUES (?, ?, ?, ?)`, principalOf(e), ev.CustomerID, ev.ClientRef, orderID)
+		_, err = b.tx.ExecContext(b.ctx, b.ref, principalOf(e), ev.CustomerID, ev.ClientRef, orderID)
 	case order.PaymentStarted:
-		err = l.lookupPayment(ctx, tx, t, e, principalOf(e), ev.PaymentID, orderID)
+		err = b.l.lookupPayment(b.ctx, b.tx, b.t, e, principalOf(e), ev.PaymentID, orderID)
 	}
 	return err
 }

@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/acme/orders/command"
@@ -58,60 +59,109 @@ func (Orders) Create(ctx context.Context, tx *sql.Tx, t Tables) error {
 
 // orderRow is a row being updated by a batch.
 type orderRow struct {
+	id        string
 	principal string
 	state     order.State
 	position  uint64
 	changed   bool
 }
 
+// ordersBatch folds a batch into the rows it touches, reading each row once and writing it
+// once: an order created in the batch, with its lines, is one INSERT.
+type ordersBatch struct {
+	ctx   context.Context
+	tx    *sql.Tx
+	table string
+	index map[string]int // order id → its row in rows
+	rows  []orderRow     // in the order the batch first meets them
+}
+
 // Apply folds the batch into the rows it touches, reading each row once and writing it once.
 func (Orders) Apply(ctx context.Context, tx *sql.Tx, t Tables, events []eventstore.RecordedEvent) error {
-	table := t["orders"]
-	rows := map[string]*orderRow{}
-	var touched []string
+	b := ordersBatches.Get().(*ordersBatch)
+	defer b.release()
+	b.ctx, b.tx, b.table = ctx, tx, t["orders"]
 	for _, e := range events {
-		id := strings.TrimPrefix(e.Stream, command.StreamName(""))
-		row, ok := rows[id]
-		if !ok && e.Revision == 0 {
-			// A new order: no row to read (a rebuild meets only these).
-			row = &orderRow{}
-			rows[id] = row
-			touched = append(touched, id)
-		} else if !ok {
-			row = &orderRow{}
-			var state []byte
-			err := tx.QueryRowContext(ctx, `SELECT principal, position, state FROM `+table+` WHERE id = ?`, id).Scan(&row.principal, &row.position, &state)
-			switch {
-			case err == nil:
-				if err := json.Unmarshal(state, &row.state); err != nil {
-					return fmt.Errorf("order %s: stored state: %w", id, err)
-				}
-			case err != sql.ErrNoRows:
-				return err
-			}
-			rows[id] = row
-			touched = append(touched, id)
+		if err := b.fold(e); err != nil {
+			return err
 		}
-		if e.Revision < uint64(row.state.Version) {
-			continue // already folded
-		}
-		if e.Revision != uint64(row.state.Version) {
-			return fmt.Errorf("order %s: event at revision %d after %d events: the stream has a gap", id, e.Revision, row.state.Version)
-		}
-		ev, err := order.Unmarshal(e.Type, e.Data)
-		if err != nil {
-			return fmt.Errorf("%s@%d: %w", e.Stream, e.Revision, err)
-		}
-		if row.state.Version == 0 {
-			var md command.Metadata
-			json.Unmarshal(e.Metadata, &md)
-			row.principal = md.Principal
-		}
-		row.state = order.Evolve(row.state, ev)
-		row.position, row.changed = e.Position.Commit, true
 	}
-	for _, id := range touched {
-		row := rows[id]
+	return b.write()
+}
+
+// ordersBatches keeps the rows and index of a batch for the next one, so that a batch does not
+// allocate a row per order. What it keeps is bounded by the orders of the largest batch, ten
+// BatchSizes of events while catching up.
+var ordersBatches = sync.Pool{New: func() any { return &ordersBatch{index: map[string]int{}} }}
+
+func (b *ordersBatch) release() {
+	clear(b.rows) // let the states go
+	b.rows = b.rows[:0]
+	clear(b.index)
+	b.ctx, b.tx = nil, nil
+	ordersBatches.Put(b)
+}
+
+// orderStreams is the prefix of every order's stream name.
+var orderStreams = command.StreamName("")
+
+func (b *ordersBatch) fold(e eventstore.RecordedEvent) error {
+	id := strings.TrimPrefix(e.Stream, orderStreams)
+	row, err := b.row(id, e.Revision)
+	if err != nil {
+		return err
+	}
+	if e.Revision < uint64(row.state.Version) {
+		return nil // already folded
+	}
+	if e.Revision != uint64(row.state.Version) {
+		return fmt.Errorf("order %s: event at revision %d after %d events: the stream has a gap", id, e.Revision, row.state.Version)
+	}
+	ev, err := order.Unmarshal(e.Type, e.Data)
+	if err != nil {
+		return fmt.Errorf("%s@%d: %w", e.Stream, e.Revision, err)
+	}
+	if row.state.Version == 0 {
+		row.principal = principalOf(e)
+	}
+	row.state = order.Evolve(row.state, ev)
+	row.position, row.changed = e.Position.Commit, true
+	return nil
+}
+
+// row returns order id's row, valid until the next call. The first time the batch meets the
+// order it reads the row, unless the event is the order's first (a rebuild meets only these).
+func (b *ordersBatch) row(id string, revision uint64) (*orderRow, error) {
+	if i, ok := b.index[id]; ok {
+		return &b.rows[i], nil
+	}
+	b.index[id] = len(b.rows)
+	b.rows = append(b.rows, orderRow{id: id})
+	row := &b.rows[len(b.rows)-1]
+	if revision == 0 {
+		return row, nil
+	}
+	var state []byte
+	err := b.tx.QueryRowContext(b.ctx, `SELECT principal, position, state FROM `+b.table+` WHERE id = ?`, id).
+		Scan(&row.principal, &row.position, &state)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(state, &row.state); err != nil {
+			return nil, fmt.Errorf("order %s: stored state: %w", id, err)
+		}
+	case err != sql.ErrNoRows:
+		return nil, err
+	}
+	return row, nil
+}
+
+// write writes the rows the batch changed.
+func (b *ordersBatch) write() error {
+	// Built once per batch; the driver keeps it prepared on the runner's connection.
+	insert := `INSERT OR REPLACE INTO ` + b.table + ` (id, principal, customer_id, status, currency, total, paid,
+		refunded, line_count, version, position, created_at, updated_at, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	for i := range b.rows {
+		row := &b.rows[i]
 		if !row.changed {
 			continue
 		}
@@ -120,12 +170,11 @@ func (Orders) Apply(ctx context.Context, tx *sql.Tx, t Tables, events []eventsto
 			return err
 		}
 		s := row.state
-		_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO `+table+` (id, principal, customer_id, status, currency, total, paid,
-			refunded, line_count, version, position, created_at, updated_at, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			id, row.principal, s.CustomerID, s.Status.String(), string(s.Currency), s.Total.Amount, s.Paid.Amount,
-			s.Refunded.Amount, len(s.Lines), s.Version, row.position, s.CreatedAt.Format(time.RFC3339Nano), s.UpdatedAt.Format(time.RFC3339Nano), state)
+		_, err = b.tx.ExecContext(b.ctx, insert, row.id, row.principal, s.CustomerID, s.Status.String(), string(s.Currency), s.Total.Amount,
+			s.Paid.Amount, s.Refunded.Amount, int64(len(s.Lines)), s.Version, row.position,
+			s.CreatedAt.Format(time.RFC3339Nano), s.UpdatedAt.Format(time.RFC3339Nano), state)
 		if err != nil {
-			return fmt.Errorf("order %s: %w", id, err)
+			return fmt.Errorf("order %s: %w", row.id, err)
 		}
 	}
 	return nil
