@@ -61,11 +61,8 @@ const sameCurrency = ""
 
 var createOrder = route{name: order.CreateOrder{}.CommandName(), create: true, parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
 	var b createBody
-	if !decodeCreate(body, &b) {
-		b = createBody{}
-		if err := decode(body, &b); err != nil {
-			return nil, err
-		}
+	if err := decode(body, &b); err != nil {
+		return nil, err
 	}
 	if err := required(map[string]bool{"customerId": b.CustomerID != nil, "currency": b.Currency != nil}); err != nil {
 		return nil, err
