@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -28,22 +29,17 @@ func TestAwaitQuietWaitsForAnIdleProcess(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("no /proc")
 	}
-	stop := make(chan struct{})
+	var stop atomic.Bool
 	spun := make(chan struct{})
 	go func() {
 		defer close(spun)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
+		for !stop.Load() {
 		}
 	}()
 	if waited := awaitQuiet(t.Context(), os.Getpid(), time.Second); waited < time.Second {
 		t.Errorf("a busy process counted as idle after %v", waited)
 	}
-	close(stop)
+	stop.Store(true)
 	<-spun
 	if waited := awaitQuiet(t.Context(), os.Getpid(), 20*time.Second); waited >= 20*time.Second {
 		t.Errorf("an idle process never counted as idle within %v", waited)
