@@ -26,6 +26,8 @@ func TestOrderViewIsEncodingJSONs(t *testing.T) {
 	at := func() time.Time {
 		return time.Unix(r.Int64N(1<<34), r.Int64N(1e9)*int64(r.IntN(2))).In(time.FixedZone("z", 1800*(r.IntN(9)-4)))
 	}
+	var views, lines, charges jsonenctest.Fields
+	defer func() { views.Check(t); lines.Check(t); charges.Check(t) }()
 	for i := range 3000 {
 		v := orderView{ID: pick(), CustomerID: pick(), Currency: pick(), ClientReference: pick(), Channel: pick(), Status: pick(),
 			Total: num(), Paid: num(), Refunded: num(), PaymentID: pick(), RefundID: pick(), Carrier: pick(), TrackingNumber: pick(),
@@ -36,13 +38,16 @@ func TestOrderViewIsEncodingJSONs(t *testing.T) {
 		}
 		for j := range v.Lines {
 			v.Lines[j] = lineView{SKU: pick(), Name: pick(), Quantity: num(), UnitPrice: num()}
+			lines.Note(v.Lines[j])
 		}
 		if i%3 == 0 {
 			v.DuplicateCharges = make([]chargeView, r.IntN(3))
 		}
 		for j := range v.DuplicateCharges {
 			v.DuplicateCharges[j] = chargeView{PaymentID: pick(), Amount: num(), Reason: pick()}
+			charges.Note(v.DuplicateCharges[j])
 		}
+		views.Note(v)
 		want, _ := json.Marshal(v)
 		if got, err := v.appendJSON(nil); err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("%+v:\n got %s (%v)\nwant %s", v, got, err, want)

@@ -26,10 +26,13 @@ func TestMetadataIsEncodingJSONs(t *testing.T) {
 		}
 		return strs[r.IntN(len(strs))]
 	}
+	var fields jsonenctest.Fields
+	defer fields.Check(t)
 	for i := range 3000 {
 		md := Metadata{Principal: pick(), IdempotencyKey: pick(), Fingerprint: pick(), CorrelationID: pick(),
 			CausationID: pick(), Command: pick(), At: time.Unix(r.Int64N(1<<34), r.Int64N(1e9)*int64(i%2)).In(time.FixedZone("z", 3600*(r.IntN(5)-2))),
 			PrevHash: pick()}
+		fields.Note(md)
 		want, _ := json.Marshal(md)
 		got, err := md.appendJSON(nil)
 		if err != nil || !bytes.Equal(got, want) {

@@ -29,9 +29,12 @@ func TestKeyEventsAreEncodingJSONs(t *testing.T) {
 	at := func() time.Time {
 		return time.Unix(r.Int64N(1<<34), r.Int64N(1e9)*int64(r.IntN(2))).In(time.FixedZone("z", 1800*(r.IntN(9)-4)))
 	}
+	var claims, outcomes jsonenctest.Fields
+	defer func() { claims.Check(t); outcomes.Check(t) }()
 	for i := range 3000 {
 		c := Claimed{Principal: pick(), Key: pick(), Method: pick(), Path: pick(), Fingerprint: pick(), OrderID: pick(),
 			Claimant: pick(), ClaimedAt: at(), LeaseUntil: at(), ExpiresAt: at()}
+		claims.Note(c)
 		same(t, c, c.encode)
 		d := Completed{Outcome: Outcome{Status: r.IntN(600) - i%2, Code: pick(), Body: pick() + `{"id":"` + pick() + `"}` + "\n"},
 			OrderID: pick(), CompletedAt: at()}
@@ -41,6 +44,7 @@ func TestKeyEventsAreEncodingJSONs(t *testing.T) {
 				d.Headers[pick()] = pick()
 			}
 		}
+		outcomes.Note(d)
 		same(t, d, d.encode)
 	}
 }
