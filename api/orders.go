@@ -110,37 +110,30 @@ func (v orderView) appendJSON(dst []byte) ([]byte, error) {
 }
 
 func (v orderView) appendLines(b []byte) []byte {
-	if v.Lines == nil {
-		return append(b, "null"...)
-	}
-	b = append(b, '[')
-	for i, l := range v.Lines {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		o := jsonenc.Open(b)
-		o.String("sku", l.SKU)
-		o.StringOmitEmpty("name", l.Name)
-		o.Int("quantity", l.Quantity)
-		o.Int("unitPrice", l.UnitPrice)
-		b, _ = o.Close() // no time: no error
-	}
-	return append(b, ']')
+	return jsonenc.Array(b, v.Lines, lineView.appendJSON)
 }
 
 func (v orderView) appendCharges(b []byte) []byte {
-	b = append(b, '[')
-	for i, c := range v.DuplicateCharges {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		o := jsonenc.Open(b)
-		o.String("paymentId", c.PaymentID)
-		o.Int("amount", c.Amount)
-		o.String("reason", c.Reason)
-		b, _ = o.Close() // no time: no error
-	}
-	return append(b, ']')
+	return jsonenc.Array(b, v.DuplicateCharges, chargeView.appendJSON)
+}
+
+func (l lineView) appendJSON(b []byte) []byte {
+	o := jsonenc.Open(b)
+	o.String("sku", l.SKU)
+	o.StringOmitEmpty("name", l.Name)
+	o.Int("quantity", l.Quantity)
+	o.Int("unitPrice", l.UnitPrice)
+	b, _ = o.Close() // no time: no error
+	return b
+}
+
+func (c chargeView) appendJSON(b []byte) []byte {
+	o := jsonenc.Open(b)
+	o.String("paymentId", c.PaymentID)
+	o.Int("amount", c.Amount)
+	o.String("reason", c.Reason)
+	b, _ = o.Close() // no time: no error
+	return b
 }
 
 // shownCharges is how many duplicate charges an order's answer lists (api/openapi.yaml).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 
@@ -51,8 +52,7 @@ func (s sample) appendJSON(dst []byte) ([]byte, error) {
 	o.StringMapOmitEmpty("h", s.H)
 	o.Time("t", s.T)
 	o.Raw("r", func(b []byte) []byte {
-		out, _ := json.Marshal(s.R)
-		return append(b, out...)
+		return jsonenc.Array(b, s.R, func(n int64, b []byte) []byte { return strconv.AppendInt(b, n, 10) })
 	})
 	return o.Close()
 }
@@ -65,7 +65,7 @@ func TestObjectIsEncodingJSONs(t *testing.T) {
 	for i := range 3000 {
 		s := sample{A: pick(), B: pick(), N: r.Int64() - r.Int64(), M: int64(r.IntN(3) - 1),
 			T: time.Unix(r.Int64N(1<<35)-1<<34, r.Int64N(2e9)*int64(r.IntN(2))).In(zones[r.IntN(len(zones))]),
-			R: []int64{int64(i)}}
+			R: [][]int64{nil, {}, {int64(i)}, {int64(i), -1}}[i%4]}
 		if i%7 == 0 {
 			s.T = time.Time{}
 		}

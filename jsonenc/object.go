@@ -180,3 +180,19 @@ func appendEscaped(dst []byte, b byte) []byte {
 	}
 	return append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
 }
+
+// Array appends items as encoding/json writes a slice: null for a nil one, else each item by
+// write between brackets, comma-separated.
+func Array[T any](dst []byte, items []T, write func(T, []byte) []byte) []byte {
+	if items == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '[')
+	for i, it := range items {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = write(it, dst)
+	}
+	return append(dst, ']')
+}
