@@ -15,17 +15,8 @@ import (
 // empty or many.
 func TestOrderViewIsEncodingJSONs(t *testing.T) {
 	r := rand.New(rand.NewPCG(17, 18))
-	strs := jsonenctest.Strings(r, 300)
-	pick := func() string {
-		if r.IntN(3) == 0 {
-			return ""
-		}
-		return strs[r.IntN(len(strs))]
-	}
-	num := func() int64 { return int64(r.IntN(3)-1) * r.Int64N(1<<40) }
-	at := func() time.Time {
-		return time.Unix(r.Int64N(1<<34), r.Int64N(1e9)*int64(r.IntN(2))).In(time.FixedZone("z", 1800*(r.IntN(9)-4)))
-	}
+	gen := jsonenctest.NewValues(r, 300)
+	pick, num, at := gen.String, gen.Int, gen.Time
 	var views, lines, charges jsonenctest.Fields
 	defer func() { views.Check(t); lines.Check(t); charges.Check(t) }()
 	for i := range 3000 {

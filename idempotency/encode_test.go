@@ -19,16 +19,8 @@ import (
 // encoding/json writes, for every field empty or not and any string or header.
 func TestKeyEventsAreEncodingJSONs(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
-	strs := jsonenctest.Strings(r, 300)
-	pick := func() string {
-		if r.IntN(4) == 0 {
-			return ""
-		}
-		return strs[r.IntN(len(strs))]
-	}
-	at := func() time.Time {
-		return time.Unix(r.Int64N(1<<34), r.Int64N(1e9)*int64(r.IntN(2))).In(time.FixedZone("z", 1800*(r.IntN(9)-4)))
-	}
+	gen := jsonenctest.NewValues(r, 300)
+	pick, at := gen.String, gen.Time
 	var claims, outcomes jsonenctest.Fields
 	defer func() { claims.Check(t); outcomes.Check(t) }()
 	for i := range 3000 {
