@@ -17,6 +17,7 @@ import (
 
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
+	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/idempotency"
 	"github.com/labstack/echo/v4"
 )
@@ -100,18 +101,50 @@ func (s *Server) runClaimed(rt route, in commandRequest) idempotency.Run {
 	return func(ctx context.Context, claim *idempotency.Claim) idempotency.Result {
 		// A create's order id was drawn with the claim: its stream is new unless the claim
 		// took over another request's.
-		opts := []command.Option{command.WithKeyClaim(claim)}
+		key := &keyClaim{Claim: claim, s: s, rt: rt}
+		opts := []command.Option{command.WithKeyClaim(key)}
 		if rt.create && !claim.Takeover {
 			opts = append(opts, command.NewOrder())
 		}
 		res, err := s.run(ctx, claim.OrderID, in.build(claim.OrderID), in.md, in.ifMatch, opts...)
-		out := s.respond(rt, claim.OrderID, res, err)
+		var out idempotency.Outcome
+		if claim.Recorded() {
+			out = key.out // respond's, but for the position the store has told since
+			out.Headers[logPosition] = strconv.FormatUint(res.Position.Commit, 10)
+		} else {
+			out = s.respond(rt, claim.OrderID, res, err)
+		}
 		return idempotency.Result{
 			Outcome: out, Err: err, Keep: keep(out, err), Repeated: res.Repeated,
 			Appended: len(res.Events) > 0,
 			Written:  len(res.Events) > 0 && res.Written(),
 		}
 	}
+}
+
+// keyClaim is the claim of a command's key as the command sees it: a create records its key's
+// outcome in the append that creates its order (idempotency.Claim.PendingWith), and so writes
+// once. The outcome's Log-Position, which only that append tells, is read from the order's
+// event when the outcome is read from the key.
+type keyClaim struct {
+	*idempotency.Claim
+	s   *Server
+	rt  route
+	out idempotency.Outcome // the outcome recorded with the claim, but for its Log-Position
+}
+
+// Pending implements command.KeyClaim.
+func (k *keyClaim) Pending(done *command.Done) (eventstore.StreamAppend, bool) {
+	if done == nil {
+		return k.Claim.Pending()
+	}
+	out := k.s.respond(k.rt, k.OrderID, done.Result, done.Err)
+	if !keep(out, done.Err) {
+		return k.Claim.Pending()
+	}
+	delete(out.Headers, logPosition) // the store tells it
+	k.out = out
+	return k.Claim.PendingWith(out, idempotency.PositionOf{Header: logPosition, Stream: command.StreamName(k.OrderID), Revision: done.Result.Revision})
 }
 
 // pipeline is the keyed-command pipeline of the server's keys.
@@ -254,7 +287,7 @@ func (s *Server) respond(rt route, orderID string, res command.Result, err error
 		Headers: map[string]string{
 			echo.HeaderContentType: echo.MIMEApplicationJSON,
 			"ETag":                 etag(res.Revision),
-			"Log-Position":         strconv.FormatUint(res.Position.Commit, 10),
+			logPosition:            strconv.FormatUint(res.Position.Commit, 10),
 		},
 		Body: string(append(body, '\n')),
 	}
@@ -284,6 +317,9 @@ func (s *Server) write(c echo.Context, out idempotency.Outcome, replayed bool) e
 	}
 	return c.Blob(out.Status, out.Headers[echo.HeaderContentType], []byte(out.Body))
 }
+
+// logPosition is the header that tells the log position of a command's effect (see caughtUp).
+const logPosition = "Log-Position"
 
 func etag(revision uint64) string { return `"` + strconv.FormatUint(revision, 10) + `"` }
 

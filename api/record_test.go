@@ -10,7 +10,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/acme/orders/command"
 	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/eventstore/sqlite"
 	"github.com/acme/orders/idempotency"
 )
 
@@ -103,5 +105,73 @@ func TestReplaysOutliveTheFingerprintMemo(t *testing.T) {
 	}
 	if r := create("k1", strings.Replace(body, "c-1", "c-3", 1)); r.Code != http.StatusUnprocessableEntity || !strings.Contains(r.Body.String(), "idempotency-key-reused") {
 		t.Errorf("another body with the key: %d %s; want it refused", r.Code, r.Body)
+	}
+}
+
+// countingStore counts the writes made to the store.
+type countingStore struct {
+	*sqlite.Store
+	appends, multi atomic.Int64
+}
+
+func (c *countingStore) Append(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) (eventstore.AppendResult, error) {
+	c.appends.Add(1)
+	return c.Store.Append(ctx, stream, expected, events...)
+}
+
+func (c *countingStore) MultiStreamAppend(ctx context.Context, appends ...eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
+	c.multi.Add(1)
+	return c.Store.MultiStreamAppend(ctx, appends...)
+}
+
+// A keyed create is one write: its key's claim and outcome go with the order's events. A
+// process that remembers nothing replays the answer from the store word for word, with the
+// Log-Position of the order's last event, which the outcome could not hold.
+func TestCreateRecordsItsOutcomeInItsOwnAppend(t *testing.T) {
+	counted := &countingStore{}
+	srv, s := newServer(t, func(s eventstore.Store) eventstore.Store { counted.Store = s.(*sqlite.Store); return counted })
+	create := func(h http.Handler) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/v1/orders", strings.NewReader(`{"customerId":"c-1","currency":"EUR","lines":[{"sku":"a","quantity":2,"unitPrice":250}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "k1")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	first := create(srv.Handler())
+	srv.Drain(context.Background())
+	if first.Code != http.StatusCreated {
+		t.Fatalf("create: %d %s", first.Code, first.Body)
+	}
+	if n, m := counted.appends.Load(), counted.multi.Load(); n != 0 || m != 1 {
+		t.Fatalf("%d appends and %d multi-stream appends; want the one multi-stream append", n, m)
+	}
+	read := func(stream string) (events []eventstore.RecordedEvent) {
+		for e, err := range s.ReadStream(context.Background(), stream, eventstore.ReadStreamOptions{}) {
+			if err != nil {
+				t.Fatalf("%s: %v", stream, err)
+			}
+			events = append(events, e)
+		}
+		return events
+	}
+	key := read(idempotency.StreamName("local", "k1"))
+	order := read(command.StreamName(strings.TrimPrefix(first.Header().Get("Location"), "/v1/orders/")))
+	if len(key) != 2 || key[0].Type != idempotency.TypeClaimed || key[1].Type != idempotency.TypeCompleted || len(order) == 0 {
+		t.Fatalf("key stream %v, order stream of %d events; want a claim and its outcome, and the order", key, len(order))
+	}
+	if got, want := first.Header().Get("Log-Position"), fmt.Sprint(order[len(order)-1].Position.Commit); got != want {
+		t.Fatalf("Log-Position %s; want the order's last event's, %s", got, want)
+	}
+	fresh, _ := newServer(t, nil)
+	fresh.Store, fresh.Feed, fresh.Orders, fresh.Keys = s, s, &command.Handler{Store: s}, &idempotency.Keys{Store: s}
+	again := create(fresh.Handler())
+	if again.Code != first.Code || again.Body.String() != first.Body.String() || again.Header().Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay from the store: %d %s; want %d %s", again.Code, again.Body, first.Code, first.Body)
+	}
+	for _, h := range []string{"Location", "ETag", "Log-Position", "Content-Type"} {
+		if again.Header().Get(h) != first.Header().Get(h) {
+			t.Errorf("replay's %s %q, want %q", h, again.Header().Get(h), first.Header().Get(h))
+		}
 	}
 }

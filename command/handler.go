@@ -139,14 +139,23 @@ func WithKeyClaim(c KeyClaim) Option { return func(o *options) { o.key = c } }
 // appended first, on its own. If it is refused, so is the command: Handle returns its
 // *WrongExpectedRevisionError, which names its stream, and has written nothing.
 type KeyClaim interface {
-	// Pending returns the append to make, or false once it is made.
-	Pending() (eventstore.StreamAppend, bool)
+	// Pending returns the append to make, or false once it is made. done is nil, or, for a
+	// command that creates its order in the same step as that append, what the command comes
+	// to: the append may then record the key's outcome too.
+	Pending(done *Done) (eventstore.StreamAppend, bool)
 	// Made is told the append's result once it is durable.
 	Made(context.Context, eventstore.AppendResult)
 	// OnKept is given what to do once the claim's outcome is recorded by a claim that no other
 	// request ran: then the events of its key are this run's, and the order after them can be
 	// remembered.
 	OnKept(func())
+}
+
+// Done is what a command comes to, known before its append is made: its Result but for the
+// Position, and the refusal it records, if any.
+type Done struct {
+	Result Result
+	Err    error
 }
 
 // run is one command's way through Handle.
@@ -198,7 +207,7 @@ func (r *run) turn(ctx context.Context, attempt int) (res Result, again bool, er
 		}
 		return Result{State: o.State, Revision: o.Revision(), Position: o.Position}, false, decideErr
 	}
-	res, again, err = r.write(ctx, attempt, o, events)
+	res, again, err = r.write(ctx, attempt, o, events, decideErr)
 	if err != nil || again {
 		return res, again, err
 	}
@@ -209,14 +218,18 @@ func (r *run) turn(ctx context.Context, attempt int) (res Result, again bool, er
 // append names the stream that refused it: the order's moved (decide again, within the retry
 // budget), the claim is held (by this order after all?), or the one along with them
 // (returned as is).
-func (r *run) write(ctx context.Context, attempt int, o Order, events []order.Event) (res Result, again bool, err error) {
+func (r *run) write(ctx context.Context, attempt int, o Order, events []order.Event, decideErr error) (res Result, again bool, err error) {
 	var claim *eventstore.StreamAppend
 	if !r.claimed {
 		if claim, err = r.h.claim(ctx, r.id, r.c, r.md); err != nil {
 			return Result{}, false, err
 		}
 	}
-	res, err = r.h.append(ctx, r.id, o, events, r.md, r.opts.key, claim)
+	w := writing{md: r.md, along: r.opts.key, claim: claim, decideErr: decideErr,
+		// An order drawn for this command: the store writes its events, or refuses them; no
+		// other append can have written them first.
+		sure: r.opts.isNew && o.State.Version == 0}
+	res, err = r.h.append(ctx, r.id, o, events, w)
 	if err != nil {
 		r.h.forget(r.stream, o.State.Version)
 	}
@@ -336,11 +349,22 @@ func (h *Handler) now() time.Time {
 	return time.Now()
 }
 
+// writing is what an append writes besides the order's events: the metadata they carry, the
+// claim of the key they run under (along) and of what the command claims (claim).
+type writing struct {
+	md        Metadata
+	along     KeyClaim
+	claim     *eventstore.StreamAppend
+	decideErr error // the refusal the events record, if any
+	sure      bool  // the events will be this command's, if the store writes them at all
+}
+
 // append writes events to order id's stream after the revision o was loaded at. The order
 // after it is remembered at once if the append cannot have been another's: the command is
 // unkeyed, or the store says it wrote the events. Otherwise only when the key's claim is kept (KeyClaim.OnKept): no
 // other run of its key could have appended the same events.
-func (h *Handler) append(ctx context.Context, id string, o Order, events []order.Event, md Metadata, along KeyClaim, claim *eventstore.StreamAppend) (Result, error) {
+func (h *Handler) append(ctx context.Context, id string, o Order, events []order.Event, w writing) (Result, error) {
+	md := w.md
 	stream := StreamName(id)
 	data := make([]eventstore.EventData, len(events))
 	state := o.State
@@ -360,7 +384,11 @@ func (h *Handler) append(ctx context.Context, id string, o Order, events []order
 		data[i] = eventstore.EventData{ID: eventID(md, id, stream, i), Type: typ, Data: body, Metadata: meta}
 		state, prev = order.Evolve(state, e), hash
 	}
-	written, err := h.write(ctx, eventstore.StreamAppend{Stream: stream, Expected: o.expected(), Events: data}, along, claim)
+	var done *Done
+	if w.sure {
+		done = &Done{Result: Result{State: state, Revision: uint64(state.Version) - 1, Events: events}, Err: w.decideErr}
+	}
+	written, err := h.write(ctx, eventstore.StreamAppend{Stream: stream, Expected: o.expected(), Events: data}, w.along, done, w.claim)
 	if err != nil {
 		return Result{}, err
 	}
@@ -393,19 +421,24 @@ func (h *Handler) append(ctx context.Context, id string, o Order, events []order
 }
 
 // write makes the command's append, with along's if it is pending and its claim if there is
-// one: in one step where the store can, else those first, in that order.
-func (h *Handler) write(ctx context.Context, own eventstore.StreamAppend, along KeyClaim, claim *eventstore.StreamAppend) (eventstore.AppendResult, error) {
+// one: in one step where the store can, else those first, in that order. Along is told done
+// only for a step of its own with the command's events: then it may record their outcome.
+func (h *Handler) write(ctx context.Context, own eventstore.StreamAppend, along KeyClaim, done *Done, claim *eventstore.StreamAppend) (eventstore.AppendResult, error) {
+	ms, multi := h.Store.(eventstore.MultiStreamAppender)
+	if !multi {
+		done = nil
+	}
 	var first []eventstore.StreamAppend
 	alongAt := -1
 	if along != nil {
-		if a, ok := along.Pending(); ok {
+		if a, ok := along.Pending(done); ok {
 			alongAt, first = len(first), append(first, a)
 		}
 	}
 	if claim != nil {
 		first = append(first, *claim)
 	}
-	if ms, ok := h.Store.(eventstore.MultiStreamAppender); ok && len(first) > 0 {
+	if multi && len(first) > 0 {
 		results, err := ms.MultiStreamAppend(ctx, append(first, own)...)
 		if err != nil {
 			return eventstore.AppendResult{}, err

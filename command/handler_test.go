@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -390,10 +391,15 @@ func TestClientReferenceIsUniquePerCustomer(t *testing.T) {
 // along is a command.KeyClaim that records what it was told.
 type along struct {
 	append eventstore.StreamAppend
+	done   *command.Done // what Pending was told last
 	made   *eventstore.AppendResult
 }
 
-func (a *along) Pending() (eventstore.StreamAppend, bool)            { return a.append, a.made == nil }
+func (a *along) Pending(done *command.Done) (eventstore.StreamAppend, bool) {
+	a.done = done
+	return a.append, a.made == nil
+}
+
 func (a *along) Made(_ context.Context, res eventstore.AppendResult) { a.made = &res }
 func (a *along) OnKept(func())                                       {}
 
@@ -406,7 +412,8 @@ func newAlong(stream string) *along {
 type singleStore struct{ eventstore.Store }
 
 // An append along with the command's is made with it, all or nothing: in one step where the
-// store can, first on a store that cannot.
+// store can, first on a store that cannot. In one step, a create's along is told what the
+// command comes to, so that it may record its outcome.
 func TestHandleAppendsTheKeyClaimWithTheEvents(t *testing.T) {
 	ctx := context.Background()
 	for _, multi := range []bool{true, false} {
@@ -422,6 +429,12 @@ func TestHandleAppendsTheKeyClaimWithTheEvents(t *testing.T) {
 			}
 			if claim.made == nil || claim.made.Revision != 0 || claim.made.Position.Compare(res.Position) >= 0 {
 				t.Fatalf("along told %+v; want revision 0 before the order's event at %v", claim.made, res.Position)
+			}
+			switch d := claim.done; {
+			case multi && (d == nil || d.Err != nil || d.Result.Revision != res.Revision || !reflect.DeepEqual(d.Result.State, res.State) || len(d.Result.Events) != len(res.Events)):
+				t.Fatalf("along told %+v; want the result %+v but for its position", d, res)
+			case !multi && d != nil:
+				t.Fatalf("along told %+v on a store that makes it first; want nothing", d)
 			}
 			if evs := streamEvents(t, s, "o1"); len(evs) != len(res.Events) || len(evs) == 0 || !res.Written() {
 				t.Fatalf("order stream has %d events, written %v; want the command's %d, written", len(evs), res.Written(), len(res.Events))

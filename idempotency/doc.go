@@ -45,7 +45,11 @@
 // once (eventstore.MultiStreamAppender): Begin leaves it to the Run (Request.Defer), which
 // appends it with the command's events, or with the outcome if the command appends nothing; if
 // the store refuses it because the key exists after all, nothing was written and Do starts
-// again without deferring. Completed keys are kept in memory, bounded in bytes
+// again without deferring. A command that creates its order in that append records its outcome
+// there too (Claim.PendingWith), and is then one write: a new order's stream holds no other
+// run's events, so what was decided is what is written, and the outcome is known before the
+// append but for the order's log position, which a read of the key takes from the order's
+// event (Completed.PositionHeader). Completed keys are kept in memory, bounded in bytes
 // (Keys.RememberBytes), in a compact form (digests for the stream and fingerprint, the headers
 // and body as two strings): a completed key never changes until it expires, so its replays read
 // nothing. A key completed here also keeps the digest of its request's bytes: a retry with the

@@ -29,7 +29,8 @@ func TestKeyEventsAreEncodingJSONs(t *testing.T) {
 		claims.Note(c)
 		same(t, c, c.encode)
 		d := Completed{Outcome: Outcome{Status: r.IntN(600) - i%2, Code: pick(), Body: pick() + `{"id":"` + pick() + `"}` + "\n"},
-			OrderID: pick(), CompletedAt: at()}
+			OrderID: pick(), CompletedAt: at(),
+			PositionHeader: pick(), PositionStream: pick(), PositionRevision: uint64(r.IntN(2)) * r.Uint64N(1<<40)}
 		if n := r.IntN(12); n > 0 {
 			d.Headers = map[string]string{}
 			for range n {

@@ -47,6 +47,13 @@ type Completed struct {
 	Outcome
 	OrderID     string    `json:"orderId"`
 	CompletedAt time.Time `json:"completedAt"`
+	// PositionHeader, if set, is a header of the outcome whose value is the log position of
+	// the event PositionRevision of the stream PositionStream, written in the same append as
+	// this one (Claim.PendingWith), when the store had not told that position yet. It is not
+	// among the stored Headers: a read of the key adds it (Keys.read).
+	PositionHeader   string `json:"positionHeader,omitempty"`
+	PositionStream   string `json:"positionStream,omitempty"`
+	PositionRevision uint64 `json:"positionRevision,omitempty"`
 }
 
 // Released records that the holder gave the key up without an outcome to keep (a 5xx): the
@@ -132,11 +139,14 @@ func (c Completed) appendJSON(dst []byte) ([]byte, error) {
 	o.String("body", c.Body)
 	o.String("orderId", c.OrderID)
 	o.Time("completedAt", c.CompletedAt)
+	o.StringOmitEmpty("positionHeader", c.PositionHeader)
+	o.StringOmitEmpty("positionStream", c.PositionStream)
+	o.IntOmitEmpty("positionRevision", int64(c.PositionRevision))
 	return o.Close()
 }
 
 func (c Completed) encode() ([]byte, error) {
-	size := 200 + len(c.Code) + len(c.Body) + len(c.OrderID)
+	size := 200 + len(c.Code) + len(c.Body) + len(c.OrderID) + len(c.PositionHeader) + len(c.PositionStream)
 	for k, v := range c.Headers {
 		size += len(k) + len(v) + 6
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"strconv"
 	"time"
 
 	"github.com/acme/orders/eventstore"
@@ -106,7 +108,10 @@ type Claim struct {
 	first   Claimed                  // this claim, standing for the key's first: fingerprint and expiry
 	digest  Digest                   // of the request's bytes, whose fingerprint is the first's (Request.Digest)
 	pending *eventstore.StreamAppend // the claim's append, while it is not made (Request.Defer)
-	keys    *Keys
+	// along: the claim's pending append records the key's outcome too (PendingWith); recorded:
+	// that append is made.
+	along, recorded bool
+	keys            *Keys
 }
 
 // Pending returns the claim's append while it is not made: Begin left it to the caller, to
@@ -118,12 +123,56 @@ func (c *Claim) Pending() (eventstore.StreamAppend, bool) {
 	return *c.pending, true
 }
 
+// PendingWith is Pending for an append that records the key's outcome out as well, so that
+// the key is completed in the very step that makes the command's effect, and Complete writes
+// nothing. Use it only where what the command's events will say is certain before the store
+// writes them: another run's events in their place would leave an outcome that is not theirs.
+// Out's header at.Header is the log position of an event of that same append, which only the
+// store tells: it is left out of the outcome stored, and a read of the key adds it. PendingWith
+// returns false once the claim's append is made.
+func (c *Claim) PendingWith(out Outcome, at PositionOf) (eventstore.StreamAppend, bool) {
+	if c.pending == nil {
+		return eventstore.StreamAppend{}, false
+	}
+	done := Completed{Outcome: out, OrderID: c.OrderID, CompletedAt: c.keys.now(),
+		PositionHeader: at.Header, PositionStream: at.Stream, PositionRevision: at.Revision}
+	if _, ok := out.Headers[at.Header]; ok {
+		done.Headers = maps.Clone(out.Headers)
+		delete(done.Headers, at.Header)
+	}
+	data, err := done.encode()
+	if err != nil {
+		return c.Pending() // Complete records it, or tells why it cannot
+	}
+	c.along = true
+	a := *c.pending
+	a.Events = []eventstore.EventData{a.Events[0], newEvent(TypeCompleted, data)}
+	return a, true
+}
+
+// PositionOf is a header of an outcome whose value is the log position of an event, the one at
+// Revision in Stream.
+type PositionOf struct {
+	Header   string
+	Stream   string
+	Revision uint64
+}
+
+// Recorded reports whether the claim's append, made, recorded the key's outcome too
+// (PendingWith): Complete then only ends the claim.
+func (c *Claim) Recorded() bool { return c.recorded }
+
 // Made records that the claim's append was made, with its result; ctx is the request's, for
-// Keys.Observe, which hears only now that the key is claimed.
+// Keys.Observe, which hears only now that the key is claimed. If it was PendingWith's, the
+// key's outcome is recorded too.
 func (c *Claim) Made(ctx context.Context, res eventstore.AppendResult) {
 	c.pending = nil
 	c.Revision = res.Revision
-	c.keys.holds.hold(c.Stream, held{claimed: c.first, revision: res.Revision, claim: c})
+	if c.along {
+		c.Revision-- // the claim is the first of the two
+		c.recorded = true
+	}
+	c.keys.holds.hold(c.Stream, held{claimed: c.first, revision: c.Revision, claim: c})
 	c.keys.observe(ctx, EventClaimed, c.Stream)
 }
 
@@ -507,8 +556,12 @@ func (k *Keys) claimed(r Request, orderID string, now, expires time.Time) Claime
 // refused because the key stream exists after all, Complete records nothing and returns an
 // error for which Claim.Refused is true.
 func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
-	if c.pending != nil {
+	switch {
+	case c.pending != nil:
 		return k.completePending(ctx, c, out)
+	case c.recorded:
+		k.settle(ctx, c, &Completed{Outcome: out}) // recorded with the claim: out must be the outcome given it
+		return nil
 	}
 	defer k.holds.drop(c)
 	err := k.complete(ctx, c.Stream, c.Revision, c.OrderID, out)
@@ -539,22 +592,28 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 }
 
 func (k *Keys) completePending(ctx context.Context, c *Claim, out Outcome) error {
-	defer k.holds.drop(c)
 	data, err := Completed{Outcome: out, OrderID: c.OrderID, CompletedAt: k.now()}.encode()
-	if err != nil {
-		return err
+	var res eventstore.AppendResult
+	if err == nil {
+		res, err = k.Store.Append(ctx, c.Stream, c.pending.Expected, c.pending.Events[0], newEvent(TypeCompleted, data))
 	}
-	e := newEvent(TypeCompleted, data)
-	res, err := k.Store.Append(ctx, c.Stream, c.pending.Expected, append(c.pending.Events, e)...)
 	if err != nil {
+		k.holds.drop(c)
 		return err
 	}
 	c.pending, c.Revision = nil, res.Revision-1 // the claim is the first of the two
-	c.kept()
-	k.remember(c.Stream, c.first, &Completed{Outcome: out}, c.digest, false)
 	k.observe(ctx, EventClaimed, c.Stream)
-	k.observe(ctx, EventCompleted, c.Stream)
+	k.settle(ctx, c, &Completed{Outcome: out})
 	return nil
+}
+
+// settle ends a claim whose outcome is recorded with its own claim, so that no other request
+// can have run the key: it is kept.
+func (k *Keys) settle(ctx context.Context, c *Claim, done *Completed) {
+	c.kept()
+	k.remember(c.Stream, c.first, done, c.digest, false)
+	k.observe(ctx, EventCompleted, c.Stream)
+	k.holds.drop(c)
 }
 
 func (k *Keys) complete(ctx context.Context, stream string, rev uint64, orderID string, out Outcome) error {
@@ -610,7 +669,32 @@ func (k *Keys) read(ctx context.Context, stream string) (keyState, error) {
 			return keyState{}, err
 		}
 	}
+	if st.done != nil && st.done.PositionHeader != "" {
+		if err := k.position(ctx, st.done); err != nil {
+			return keyState{}, err
+		}
+	}
 	return st, nil
+}
+
+// position adds to an outcome recorded with the command's events (Claim.PendingWith) the header
+// that tells an event's log position, read from that event.
+func (k *Keys) position(ctx context.Context, done *Completed) error {
+	for e, err := range k.Store.ReadStream(ctx, done.PositionStream, eventstore.ReadStreamOptions{From: done.PositionRevision, Limit: 1}) {
+		if err != nil {
+			return fmt.Errorf("read the position of the key's outcome: %w", err)
+		}
+		if e.Revision != done.PositionRevision {
+			break
+		}
+		headers := make(map[string]string, len(done.Headers)+1)
+		maps.Copy(headers, done.Headers)
+		headers[done.PositionHeader] = strconv.FormatUint(e.Position.Commit, 10)
+		done.Headers = headers
+		return nil
+	}
+	return fmt.Errorf("the key's outcome takes its %s from event %d of %s, which the store does not hold",
+		done.PositionHeader, done.PositionRevision, done.PositionStream)
 }
 
 // Await waits until no claim of this process holds the key, so that a read of the key after it

@@ -111,6 +111,11 @@ func (p *Pipeline) Do(ctx context.Context, r Request, run Run) (Answer, error) {
 // asks Do to start over: the claim, written only with the outcome, was refused.
 func (p *Pipeline) finish(ctx context.Context, r Request, c *Claim, res Result) (ans Answer, again bool, err error) {
 	answer := Answer{Outcome: res.Outcome, Replayed: res.Repeated}
+	if c.Recorded() {
+		// Recorded with the command's events (Claim.PendingWith): nothing is left to write.
+		p.record(ctx, r, c, res)
+		return answer, false, nil
+	}
 	switch {
 	case !res.Keep:
 		if err := p.Keys.Release(ctx, c, http.StatusText(res.Outcome.Status)); err != nil {

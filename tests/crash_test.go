@@ -310,7 +310,8 @@ func startPayment(t *testing.T, s *server, id string) {
 func paid(t *testing.T, s *server, id string) { s.pay(t, id, "p-1") }
 
 // The server answers a command and dies before recording its outcome: the retry after a
-// restart gets the very answer given, byte for byte, rebuilt from the order's stream.
+// restart gets the very answer given, byte for byte, rebuilt from the order's stream (for a
+// create, read from its key, where it was recorded with the order's events).
 func TestCrashAfterAnswerBeforeOutcome(t *testing.T) {
 	t.Parallel()
 	for _, tc := range answeredCases {
@@ -325,7 +326,11 @@ func TestCrashAfterAnswerBeforeOutcome(t *testing.T) {
 			}
 			wantStatus(t, first, tc.status)
 			checkFirst(t, first)
-			if st := s.wait(t, stopTimeout); !killedBy(st, syscall.SIGKILL) {
+			if tc.name == "create" {
+				// The embedded store records a create's outcome with its events: there is no
+				// moment between its answer and its record for the hook. Die right after the answer.
+				s.kill(t)
+			} else if st := s.wait(t, stopTimeout); !killedBy(st, syscall.SIGKILL) {
 				t.Fatalf("the server ended with %v; want killed by SIGKILL (is %s honoured?)", st, crashAfterAnswer)
 			}
 			s.env = nil
