@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -534,6 +535,41 @@ func TestDeferredClaim(t *testing.T) {
 		}
 		if got := keyEvents(t, s, deferred); fmt.Sprint(got) != fmt.Sprint([]string{idempotency.TypeClaimed, idempotency.TypeCompleted}) {
 			t.Fatalf("key stream %v; want the claim and its outcome", got)
+		}
+	})
+	t.Run("MadeWithItsOutcome", func(t *testing.T) {
+		keys, _, s := newKeys(t)
+		claim, _, err := keys.Begin(ctx, deferred)
+		if err != nil {
+			t.Fatal(err)
+		}
+		effect := eventstore.StreamAppend{Stream: "order-fp", Expected: eventstore.NoStream, Events: []eventstore.EventData{{ID: uuid.New(), Type: "order.created.v1", Data: []byte(`{}`)}}}
+		own, pending := claim.PendingWith(created, idempotency.PositionOf{Header: "Log-Position", Stream: effect.Stream, Revision: 0})
+		if !pending || len(own.Events) != 2 {
+			t.Fatalf("PendingWith: %d events, pending %v; want the claim and its outcome", len(own.Events), pending)
+		}
+		results, err := s.MultiStreamAppend(ctx, own, effect)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claim.Made(ctx, results[0])
+		if !claim.Recorded() || claim.Revision != 0 {
+			t.Fatalf("after Made: recorded %v, revision %d; want recorded, the claim at 0", claim.Recorded(), claim.Revision)
+		}
+		answer := created
+		answer.Headers = maps.Clone(created.Headers)
+		answer.Headers["Log-Position"] = fmt.Sprint(results[1].Position.Commit)
+		if err := keys.Complete(ctx, claim, answer); err != nil || !claim.Kept {
+			t.Fatalf("Complete: %v, kept %v", err, claim.Kept)
+		}
+		if got := keyEvents(t, s, deferred); fmt.Sprint(got) != fmt.Sprint([]string{idempotency.TypeClaimed, idempotency.TypeCompleted}) {
+			t.Fatalf("key stream %v; want the claim and its outcome, written once", got)
+		}
+		// Another node reads the outcome from the store, its position from the effect's event.
+		other := &idempotency.Keys{Store: s, Now: keys.Now}
+		_, replay, err := other.Begin(ctx, request("fp"))
+		if err != nil || replay == nil || replay.Body != created.Body || !maps.Equal(replay.Headers, answer.Headers) {
+			t.Fatalf("Begin on another node: %+v, %v; want %+v replayed", replay, err, answer)
 		}
 	})
 	t.Run("WrittenWithItsOutcome", func(t *testing.T) {
