@@ -115,15 +115,22 @@ func signInMessage(t *testing.T, ctx context.Context) string {
 	return msg
 }
 
-// text reads the visible text of the element sel.
+// text reads the visible text of the element sel. The element found may belong to a page the
+// browser is just leaving (a form submitted, a link followed): then it is gone before its text
+// is read, and the element of the page that follows is read instead.
 func text(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
-	run(t, ctx, "find "+sel, chromedp.WaitVisible(chromedp.CSS(sel)))
-	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-	if err != nil {
-		t.Fatalf("read %s: %v", sel, err)
+	var err error
+	for range 3 {
+		run(t, ctx, "find "+sel, chromedp.WaitVisible(chromedp.CSS(sel)))
+		var s string
+		if s, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel))); err == nil {
+			return s
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return s
+	t.Fatalf("read %s: %v", sel, err)
+	return ""
 }
 
 // screenshot saves the page as name.png in -console-screenshots, if it is set.

@@ -304,13 +304,13 @@ func TestWebhooksDeliverEveryEventSignedAndInOrder(t *testing.T) {
 		t.Errorf("api webhooks deliveries:\n%s", out)
 	}
 	cli("retry", idA, deadID)
-	waitFor(t, 10*time.Second, "the retried dead letter", func() bool {
+	waitFor(t, 30*time.Second, "the retried dead letter", func() bool {
 		ra.mu.Lock()
 		defer ra.mu.Unlock()
 		_, ok := ra.done[deadID]
 		return ok
 	})
-	waitFor(t, 10*time.Second, "the dead letter leaves the list", func() bool { return len(failed()) == goneEvents+deadEvents-1 })
+	waitFor(t, 30*time.Second, "the dead letter leaves the list", func() bool { return len(failed()) == goneEvents+deadEvents-1 })
 
 	// Rebuilding the read models and restarting send nothing again.
 	attempts := func() (n int) {
