@@ -87,6 +87,7 @@ type runCmd struct {
 	Yardstick   bool          `default:"true" negatable:"" help:"Measure the durable yardstick of keyed creates (skipped with --no-baseline too)."`
 	Creates     bool          `default:"true" negatable:"" help:"Measure keyed creates alone on each target too, after its lifecycles."`
 	Client      string        `default:"go" enum:"go,wrk" help:"Clients of the keyed creates: the workload's Go clients (answers checked, replayed and verified after) or wrk (its own retries only; must be installed)."`
+	CreatePairs int           `help:"After the server's keyed creates, run this many paired windows of keyed creates (0 to 20), the yardstick's and then the server's, and judge the create targets on the medians of the pairs: a machine that drifts between two far-apart windows then moves both sides of each ratio alike."`
 	JSON        string        `help:"Write the figures as JSON to this file ('-' for stdout, instead of the table)."`
 	CPUProfile  string        `name:"cpu-profile" help:"Write a CPU profile of the started server over the measured window of its lifecycles to this file (the server runs with --pprof-addr)."`
 	Webhooks    int           `help:"Register this many webhook endpoints (0 to 1000) for the clients before the server's lifecycles, each at a receiver in the harness that checks every delivery; report the delivery lag and deliveries/s. A started server gets --webhooks-allow-private and a generated secret key."`
@@ -175,6 +176,9 @@ type Creates struct {
 	// VsBaseline and VsYardstick compare the server with each reference.
 	VsBaseline  *CreateRatios `json:"vsBaseline,omitempty"`
 	VsYardstick *CreateRatios `json:"vsYardstick,omitempty"`
+	// Pairs are the paired windows (--create-pairs), and Medians their medians.
+	Pairs   []CreatePair `json:"pairs,omitempty"`
+	Medians *PairMedians `json:"medians,omitempty"`
 }
 
 // CreateRatios compare the server's keyed creates with a reference's: the server's figure
@@ -224,6 +228,9 @@ type Machine struct {
 func (cmd *runCmd) Run(ctx context.Context, e *env) error {
 	if cmd.Webhooks < 0 || cmd.Webhooks > maxWebhookEndpoints {
 		return fmt.Errorf("--webhooks %d: want 0 to %d endpoints", cmd.Webhooks, maxWebhookEndpoints)
+	}
+	if cmd.CreatePairs < 0 || cmd.CreatePairs > maxCreatePairs || cmd.CreatePairs > 0 && !cmd.Creates {
+		return fmt.Errorf("--create-pairs %d: want 0 to %d pairs, with --creates", cmd.CreatePairs, maxCreatePairs)
 	}
 	dir, err := os.MkdirTemp("", "orders-load-")
 	if err != nil {
@@ -312,6 +319,9 @@ func (cmd *runCmd) Run(ctx context.Context, e *env) error {
 			say("verifying %d created orders against the ledger", len(creates.Orders()))
 			f.Creates.Verify, err = load.Verify(ctx, cmd.config(url, false), creates)
 		}
+		if err == nil && cmd.CreatePairs > 0 {
+			f.Creates.Pairs, err = cmd.createPairs(ctx, dir, url, pid, say)
+		}
 	}
 	if srv != nil {
 		if stopErr := srv.stop(); err == nil {
@@ -322,31 +332,7 @@ func (cmd *runCmd) Run(ctx context.Context, e *env) error {
 		return err
 	}
 	f.Server = p
-
-	f.Targets.P99 = p.Commands.Latency.P99 <= targetP99
-	f.Targets.Lag = p.CommandsLag.met()
-	if f.Baseline != nil {
-		f.Ratios = &Ratios{
-			Commands: p.Commands.CommandsPerSecond() / f.Baseline.Commands.CommandsPerSecond(),
-			Replays:  p.Replays.CommandsPerSecond() / f.Baseline.Replays.CommandsPerSecond(),
-		}
-		cm, rm := f.Ratios.Commands >= targetCommands, f.Ratios.Replays >= targetReplays
-		f.Targets.Commands, f.Targets.Replays = &cm, &rm
-	}
-	f.OK = f.Verify.OK() && p.Commands.Errors == 0 && p.Replays.Errors == 0
-	if c := f.Creates; c != nil {
-		if c.Baseline != nil {
-			c.VsBaseline = createRatios(c.Server, *c.Baseline)
-		}
-		if c.Yardstick != nil {
-			c.VsYardstick = createRatios(c.Server, *c.Yardstick)
-			cr, cpu := c.VsYardstick.Creates >= targetCreates, c.VsYardstick.CPUPerCreate <= targetCreateCPU
-			f.Targets.Creates, f.Targets.CreateCPU = &cr, &cpu
-		}
-		p99 := c.Server.Commands.Latency.P99 <= targetCreateP99
-		f.Targets.CreateP99 = &p99
-		f.OK = f.OK && c.Verify.OK() && c.Server.Commands.Errors == 0 && c.Server.Replays.Errors == 0
-	}
+	f.judge()
 	f.OK = f.OK && (f.Webhooks == nil || f.Webhooks.ok())
 
 	switch cmd.JSON {
@@ -372,6 +358,43 @@ func (cmd *runCmd) Run(ctx context.Context, e *env) error {
 		return fmt.Errorf("the server lost, duplicated or mismatched commands, answered with errors, or delivered webhooks wrongly (see above)")
 	}
 	return nil
+}
+
+// judge computes the ratios of the figures and which targets they meet, and whether the run
+// was OK as far as the server's phases tell.
+func (f *Figures) judge() {
+	f.Targets.P99 = f.Server.Commands.Latency.P99 <= targetP99
+	f.Targets.Lag = f.Server.CommandsLag.met()
+	if f.Baseline != nil {
+		f.Ratios = &Ratios{
+			Commands: f.Server.Commands.CommandsPerSecond() / f.Baseline.Commands.CommandsPerSecond(),
+			Replays:  f.Server.Replays.CommandsPerSecond() / f.Baseline.Replays.CommandsPerSecond(),
+		}
+		cm, rm := f.Ratios.Commands >= targetCommands, f.Ratios.Replays >= targetReplays
+		f.Targets.Commands, f.Targets.Replays = &cm, &rm
+	}
+	f.OK = f.Verify.OK() && f.Server.Commands.Errors == 0 && f.Server.Replays.Errors == 0
+	if c := f.Creates; c != nil {
+		if c.Baseline != nil {
+			c.VsBaseline = createRatios(c.Server, *c.Baseline)
+		}
+		judged, p99 := c.VsYardstick, c.Server.Commands.Latency.P99
+		if c.Yardstick != nil {
+			c.VsYardstick = createRatios(c.Server, *c.Yardstick)
+			judged = c.VsYardstick
+		}
+		if len(c.Pairs) > 0 {
+			m := pairMedians(c.Pairs)
+			c.Medians, judged, p99 = &m, &m.Ratios, m.P99
+		}
+		if judged != nil {
+			cr, cpu := judged.Creates >= targetCreates, judged.CPUPerCreate <= targetCreateCPU
+			f.Targets.Creates, f.Targets.CreateCPU = &cr, &cpu
+		}
+		p99Met := p99 <= targetCreateP99
+		f.Targets.CreateP99 = &p99Met
+		f.OK = f.OK && c.Verify.OK() && c.Server.Commands.Errors == 0 && c.Server.Replays.Errors == 0 && pairsOK(c.Pairs)
+	}
 }
 
 // registerHooks starts the harness's webhook receiver and registers --webhooks endpoints at
@@ -589,6 +612,9 @@ func report(w io.Writer, f Figures) {
 	fmt.Fprintln(w)
 	if f.Creates != nil {
 		reportCreates(w, *f.Creates)
+		if m := f.Creates.Medians; m != nil {
+			reportPairs(w, f.Creates.Pairs, *m)
+		}
 	}
 	if l := f.Server.CommandsLag; l != nil {
 		fmt.Fprintf(tw, "projection lag, server commands\tsamples\tfailed\tp50\tp99\tmax\t\n")
@@ -612,11 +638,15 @@ func report(w io.Writer, f Figures) {
 			round(l.P99), round(l.Max), l.Samples, l.Failed, targetLag, met(f.Targets.Lag))
 	}
 	if c := f.Creates; c != nil {
-		if r := c.VsYardstick; r != nil {
-			fmt.Fprintf(w, "creates/s vs yardstick: %.3f (target ≥ %.2f: %s)\n", r.Creates, targetCreates, met(*f.Targets.Creates))
-			fmt.Fprintf(w, "CPU/create vs yardstick: %.2f× (target ≤ %.0f×: %s)\n", r.CPUPerCreate, targetCreateCPU, met(*f.Targets.CreateCPU))
+		r, p99, of := c.VsYardstick, c.Server.Commands.Latency.P99, ""
+		if m := c.Medians; m != nil {
+			r, p99, of = &m.Ratios, m.P99, fmt.Sprintf(", median of %d paired windows", len(c.Pairs))
 		}
-		fmt.Fprintf(w, "create p99:             %v (target ≤ %v: %s)\n", round(c.Server.Commands.Latency.P99), targetCreateP99, met(*f.Targets.CreateP99))
+		if r != nil {
+			fmt.Fprintf(w, "creates/s vs yardstick: %.3f (target ≥ %.2f: %s%s)\n", r.Creates, targetCreates, met(*f.Targets.Creates), of)
+			fmt.Fprintf(w, "CPU/create vs yardstick: %.2f× (target ≤ %.0f×: %s%s)\n", r.CPUPerCreate, targetCreateCPU, met(*f.Targets.CreateCPU), of)
+		}
+		fmt.Fprintf(w, "create p99:             %v (target ≤ %v: %s%s)\n", round(p99), targetCreateP99, met(*f.Targets.CreateP99), of)
 	}
 	if f.Webhooks != nil {
 		reportHooks(w, *f.Webhooks)
