@@ -120,6 +120,7 @@ func (c *Claim) Pending() (eventstore.StreamAppend, bool) {
 	if c.pending == nil {
 		return eventstore.StreamAppend{}, false
 	}
+	c.along = false // this append is the claim alone, whatever a PendingWith before it gave
 	return *c.pending, true
 }
 

@@ -572,6 +572,32 @@ func TestDeferredClaim(t *testing.T) {
 			t.Fatalf("Begin on another node: %+v, %v; want %+v replayed", replay, err, answer)
 		}
 	})
+	t.Run("MadeWithoutTheOutcomeAskedBefore", func(t *testing.T) {
+		// A command asked for the claim with its outcome, was refused, and made the claim alone
+		// at its next turn: the outcome is not recorded, and Complete records it.
+		keys, _, s := newKeys(t)
+		claim, _, err := keys.Begin(ctx, deferred)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claim.PendingWith(created, idempotency.PositionOf{Header: "Log-Position", Stream: "order-fp"})
+		own, _ := claim.Pending()
+		results, err := s.MultiStreamAppend(ctx, own, eventstore.StreamAppend{Stream: "order-fp", Expected: eventstore.NoStream,
+			Events: []eventstore.EventData{{ID: uuid.New(), Type: "order.created.v1", Data: []byte(`{}`)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		claim.Made(ctx, results[0])
+		if claim.Recorded() || claim.Revision != 0 {
+			t.Fatalf("after Made: recorded %v, revision %d; want the claim alone, at 0", claim.Recorded(), claim.Revision)
+		}
+		if err := keys.Complete(ctx, claim, created); err != nil {
+			t.Fatal(err)
+		}
+		if got := keyEvents(t, s, deferred); fmt.Sprint(got) != fmt.Sprint([]string{idempotency.TypeClaimed, idempotency.TypeCompleted}) {
+			t.Fatalf("key stream %v; want the claim and its outcome", got)
+		}
+	})
 	t.Run("WrittenWithItsOutcome", func(t *testing.T) {
 		keys, _, s := newKeys(t)
 		claim, _, err := keys.Begin(ctx, deferred)
