@@ -50,7 +50,8 @@ type Completed struct {
 	// PositionHeader, if set, is a header of the outcome whose value is the log position of
 	// the event PositionRevision of the stream PositionStream, written in the same append as
 	// this one (Claim.PendingWith), when the store had not told that position yet. It is not
-	// among the stored Headers: a read of the key adds it (Keys.read).
+	// among the stored Headers: it is added from that event before the outcome is answered
+	// (Keys.position).
 	PositionHeader   string `json:"positionHeader,omitempty"`
 	PositionStream   string `json:"positionStream,omitempty"`
 	PositionRevision uint64 `json:"positionRevision,omitempty"`

@@ -387,6 +387,9 @@ func (a *attempt) take(ctx context.Context, step Step, v view, now time.Time) (d
 		if v.here && v.held.answer != nil {
 			return &begun{replay: v.held.answer}, false // its outcome on its way to the store
 		}
+		if err := k.position(ctx, v.st.done); err != nil {
+			return &begun{err: err}, false
+		}
 		k.remember(a.stream, v.st.first, v.st.done, Digest{}, true)
 		return &begun{replay: &v.st.done.Outcome}, false
 	case StepTakeOver:
@@ -582,6 +585,9 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 	case err != nil:
 		return err
 	case st.done != nil:
+		if err := k.position(ctx, st.done); err != nil {
+			return err
+		}
 		k.remember(c.Stream, st.first, st.done, Digest{}, false)
 		c.Prior = &st.done.Outcome
 		return nil
@@ -670,17 +676,16 @@ func (k *Keys) read(ctx context.Context, stream string) (keyState, error) {
 			return keyState{}, err
 		}
 	}
-	if st.done != nil && st.done.PositionHeader != "" {
-		if err := k.position(ctx, st.done); err != nil {
-			return keyState{}, err
-		}
-	}
 	return st, nil
 }
 
 // position adds to an outcome recorded with the command's events (Claim.PendingWith) the header
-// that tells an event's log position, read from that event.
+// that tells an event's log position, read from that event: before the outcome is answered or
+// remembered, and only then (a sweep or a decision needs no position).
 func (k *Keys) position(ctx context.Context, done *Completed) error {
+	if done.PositionHeader == "" || done.Headers[done.PositionHeader] != "" {
+		return nil // none to add, or added
+	}
 	for e, err := range k.Store.ReadStream(ctx, done.PositionStream, eventstore.ReadStreamOptions{From: done.PositionRevision, Limit: 1}) {
 		if err != nil {
 			return fmt.Errorf("read the position of the key's outcome: %w", err)

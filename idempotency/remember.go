@@ -270,5 +270,8 @@ func (k *Keys) outcomeOnDisk(ctx context.Context, stream string, r remembered) (
 		fromStore.remove(keyOf(stream))
 		return nil, nil
 	}
+	if err := k.position(ctx, st.done); err != nil {
+		return nil, err
+	}
 	return &st.done.Outcome, nil
 }
