@@ -48,7 +48,7 @@
 // again without deferring. A command that creates its order in that append records its outcome
 // there too (Claim.PendingWith), and is then one write: a new order's stream holds no other
 // run's events, so what was decided is what is written, and the outcome is known before the
-// append but for the order's log position, which a read of the key takes from the order's
+// append but for the order's log position, which a replay from the store takes from the order's
 // event (Completed.PositionHeader). Completed keys are kept in memory, bounded in bytes
 // (Keys.RememberBytes), in a compact form (digests for the stream and fingerprint, the headers
 // and body as two strings): a completed key never changes until it expires, so its replays read
