@@ -130,7 +130,7 @@ type keyClaim struct {
 	*idempotency.Claim
 	s   *Server
 	rt  route
-	out idempotency.Outcome // the outcome recorded with the claim, but for its Log-Position
+	out idempotency.Outcome // the outcome recorded with the claim, its Log-Position not yet told
 }
 
 // Pending implements command.KeyClaim.
@@ -142,7 +142,6 @@ func (k *keyClaim) Pending(done *command.Done) (eventstore.StreamAppend, bool) {
 	if !keep(out, done.Err) {
 		return k.Claim.Pending()
 	}
-	delete(out.Headers, logPosition) // the store tells it
 	k.out = out
 	return k.Claim.PendingWith(out, idempotency.PositionOf{Header: logPosition, Stream: command.StreamName(k.OrderID), Revision: done.Result.Revision})
 }

@@ -683,8 +683,8 @@ func (k *Keys) read(ctx context.Context, stream string) (keyState, error) {
 // that tells an event's log position, read from that event: before the outcome is answered or
 // remembered, and only then (a sweep or a decision needs no position).
 func (k *Keys) position(ctx context.Context, done *Completed) error {
-	if done.PositionHeader == "" || done.Headers[done.PositionHeader] != "" {
-		return nil // none to add, or added
+	if done.PositionHeader == "" {
+		return nil
 	}
 	for e, err := range k.Store.ReadStream(ctx, done.PositionStream, eventstore.ReadStreamOptions{From: done.PositionRevision, Limit: 1}) {
 		if err != nil {
