@@ -378,7 +378,8 @@ func (f *Figures) judge() {
 		if c.Baseline != nil {
 			c.VsBaseline = createRatios(c.Server, *c.Baseline)
 		}
-		judged, p99 := c.VsYardstick, c.Server.Commands.Latency.P99
+		var judged *CreateRatios // the ratios the create targets are judged on
+		p99 := c.Server.Commands.Latency.P99
 		if c.Yardstick != nil {
 			c.VsYardstick = createRatios(c.Server, *c.Yardstick)
 			judged = c.VsYardstick
