@@ -32,8 +32,8 @@ func projectionNames() string {
 
 // startProjections opens the read models and runs their projections from feed. stop lets them
 // catch up with the log, waits for them to halt at a checkpoint and closes the database.
-func startProjections(ctx context.Context, dataDir string, feed eventstore.Feed, log *slog.Logger) (*projections.Runner, func(), error) {
-	db, err := sqlite.OpenDB(filepath.Join(dataDir, readModelsFile))
+func startProjections(ctx context.Context, dataDir string, feed eventstore.Feed, cfg sqlite.DBConfig, log *slog.Logger) (*projections.Runner, func(), error) {
+	db, err := sqlite.OpenDBWith(filepath.Join(dataDir, readModelsFile), cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read models: %w", err)
 	}

@@ -32,6 +32,7 @@ type serveCmd struct {
 	KeyLease  time.Duration `default:"10s" env:"API_KEY_LEASE" help:"How long a claim holds its key before another request may take it over."`
 	KeyMemory uint          `default:"64" env:"API_KEY_MEMORY" help:"MiB of memory for the outcomes of Idempotency-Keys, so that their replays read nothing from the store (0 for none); an eighth of it keeps the keys read back from the store for a replay. An outcome over 64 KiB stays in the store: its replays read it."`
 	Shutdown  time.Duration `name:"shutdown-timeout" default:"15s" env:"API_SHUTDOWN_TIMEOUT" help:"How long a graceful shutdown waits for in-flight requests."`
+	Writeback time.Duration `default:"100ms" env:"API_WRITEBACK" help:"How often the disk is asked to start writing what the checkpoints of the embedded store and of the read models copied, without waiting for it (Linux), so that their syncs do not hold the commits; 0 for never."`
 
 	PprofAddr string `env:"API_PPROF_ADDR" help:"Loopback address to serve runtime profiles (net/http/pprof) on; none if empty."`
 
@@ -76,14 +77,15 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	}
 	defer release()
 	metrics := api.NewMetrics()
-	store, err := cmd.Backend.openWith(ctx, cmd.Data, log, sqlite.Config{OnBatch: metrics.ObserveBatch, OnWAL: metrics.ObserveWAL})
+	writeback := cmp.Or(cmd.Writeback, -1) // never, for 0
+	store, err := cmd.Backend.openWith(ctx, cmd.Data, log, sqlite.Config{OnBatch: metrics.ObserveBatch, OnWAL: metrics.ObserveWAL, Writeback: writeback})
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	timed := metrics.TimeAppends(store)
 	idem := &idempotency.Keys{Store: timed, TTL: cmd.KeyTTL, Lease: cmd.KeyLease, Wait: cmd.KeyWait, RememberBytes: cmp.Or(int64(cmd.KeyMemory)<<20, -1)}
-	runner, stopProjections, err := startProjections(ctx, cmd.Data, store, log)
+	runner, stopProjections, err := startProjections(ctx, cmd.Data, store, sqlite.DBConfig{Writeback: writeback}, log)
 	if err != nil {
 		return err
 	}

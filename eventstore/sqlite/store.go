@@ -46,6 +46,10 @@ type Config struct {
 	// writes, with the frames in the WAL and how many of them are not yet copied into the
 	// database file. It must not block.
 	OnWAL func(frames, notCopied int)
+	// Writeback is how often the kernel is asked to start writing what the checkpoints copied
+	// into the database file, so that their syncs do not hold the commits (see writeback);
+	// 0 means DefaultWriteback, a negative value never.
+	Writeback time.Duration
 
 	hooks *testHooks
 }
@@ -84,6 +88,7 @@ type Store struct {
 	finish       chan chan struct{}
 	wrote        atomic.Bool
 	checkpointed chan struct{} // closed when the checkpointer has stopped
+	writeback    *writeback    // of the database file; nil until the store is open
 
 	head   atomic.Uint64          // position of the last committed event
 	flight atomic.Pointer[flight] // the transaction being committed, for its rivals
@@ -180,6 +185,8 @@ func Open(dir string, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("open event store %s: %w", path, err)
 	}
 	go s.checkpointer()
+	// Not the WAL, which every commit syncs anyway.
+	s.writeback = startWriteback(cfg.Writeback, path)
 	return s, nil
 }
 
@@ -311,7 +318,11 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) closeDBs() error {
-	return errors.Join(s.rdb.Close(), s.logs.Close(), s.ckpt.Close(), s.wdb.Close())
+	err := errors.Join(s.rdb.Close(), s.logs.Close(), s.ckpt.Close(), s.wdb.Close())
+	if s.writeback != nil {
+		s.writeback.Close() // after the connections: see writeback
+	}
+	return err
 }
 
 // Head returns the position of the last committed event (which a delete may have removed).

@@ -1,0 +1,123 @@
+//go:build linux
+
+package sqlite
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/eventstore/eventstoretest"
+)
+
+// openedAs lists this process's descriptors of path, as /proc names their files: a file
+// removed since it was opened ends in " (deleted)".
+func openedAs(t *testing.T, path string) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		name, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		if err == nil && strings.TrimSuffix(name, " (deleted)") == path {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// eventually waits up to 5 s for ok.
+func eventually(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 5 s: %s", what)
+		}
+	}
+}
+
+func TestWritebackFollowsItsFilesAndClosesThem(t *testing.T) {
+	dir := t.TempDir()
+	db, wal := filepath.Join(dir, "a.db"), filepath.Join(dir, "a.db-wal")
+	if err := os.WriteFile(db, []byte("db"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := startWriteback(time.Millisecond, db, wal)
+	eventually(t, "the database file held once", func() bool { return len(openedAs(t, db)) == 1 })
+	if got := openedAs(t, wal); len(got) != 0 {
+		t.Fatalf("a WAL that does not exist is held: %q", got)
+	}
+
+	// A WAL appears, goes (the last connection removes it), and appears again as another file.
+	if err := os.WriteFile(wal, []byte("wal"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the WAL held once it exists", func() bool { return len(openedAs(t, wal)) == 1 })
+	if err := os.Remove(wal); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(wal, []byte("new wal"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new WAL held instead of the removed one", func() bool {
+		got := openedAs(t, wal)
+		return len(got) == 1 && got[0] == wal
+	})
+
+	w.Close()
+	if got := append(openedAs(t, db), openedAs(t, wal)...); len(got) != 0 {
+		t.Fatalf("still open after Close: %q", got)
+	}
+	w.Close() // a second Close is harmless
+}
+
+func TestWritebackNever(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.db")
+	if err := os.WriteFile(path, []byte("db"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := startWriteback(-1, path)
+	time.Sleep(20 * time.Millisecond)
+	if got := openedAs(t, path); len(got) != 0 {
+		t.Fatalf("a negative interval opened %q", got)
+	}
+	w.Close()
+}
+
+// The store and a read-model database leave no file open once closed: their writebacks close
+// their descriptors with them, after SQLite's, whose locks a close of any descriptor of the
+// file would drop.
+func TestClosedDatabasesLeaveNoFileOpen(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Config{Writeback: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventstoretest.MustAppend(t, s, "s", eventstore.NoStream, eventstoretest.NewEvents(1)...)
+	rm := filepath.Join(dir, "readmodels.db")
+	db, err := OpenDBWith(rm, DBConfig{Writeback: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE t (x); INSERT INTO t VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(dir, FileName)
+	time.Sleep(50 * time.Millisecond) // many turns of the writebacks, which hold the files by now
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{store, store + "-wal", rm, rm + "-wal"} {
+		if got := openedAs(t, path); len(got) != 0 {
+			t.Errorf("%s still open after Close: %q", path, got)
+		}
+	}
+}
