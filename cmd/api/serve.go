@@ -32,7 +32,7 @@ type serveCmd struct {
 	KeyLease  time.Duration `default:"10s" env:"API_KEY_LEASE" help:"How long a claim holds its key before another request may take it over."`
 	KeyMemory uint          `default:"64" env:"API_KEY_MEMORY" help:"MiB of memory for the outcomes of Idempotency-Keys, so that their replays read nothing from the store (0 for none); an eighth of it keeps the keys read back from the store for a replay. An outcome over 64 KiB stays in the store: its replays read it."`
 	Shutdown  time.Duration `name:"shutdown-timeout" default:"15s" env:"API_SHUTDOWN_TIMEOUT" help:"How long a graceful shutdown waits for in-flight requests."`
-	Writeback time.Duration `default:"100ms" env:"API_WRITEBACK" help:"How often the disk is asked to start writing what the checkpoints of the embedded store and of the read models copied, without waiting for it (Linux), so that their syncs do not hold the commits; 0 for never."`
+	Writeback time.Duration `default:"50ms" env:"API_WRITEBACK" help:"How often the disk is asked to start writing what the checkpoints of the embedded store and of the read models copied, without waiting for it (Linux), so that their syncs do not hold the commits; 0 for never."`
 
 	PprofAddr string `env:"API_PPROF_ADDR" help:"Loopback address to serve runtime profiles (net/http/pprof) on; none if empty."`
 

@@ -8,15 +8,15 @@ import (
 
 // DefaultWriteback is how often a database's files are handed to the disk when a Config or a
 // DBConfig leaves it at 0.
-const DefaultWriteback = 100 * time.Millisecond
+const DefaultWriteback = 50 * time.Millisecond
 
 // writeback starts the disk's writing of the pages of some files every interval, without
 // waiting for it (startWriteback). A checkpoint writes tens of megabytes into a database file
 // and then syncs it; until the sync, the kernel leaves most of them in memory, and the sync
 // then sends them all at once. The store's commits sync its WAL on the same disk, and each
-// one that comes during such a burst waits behind it: under the load that was the create p99,
-// 97–108 ms against 49–59 ms with this (docs/benchmarks.md). Started every 100 ms, the
-// writing goes out in small pieces, and the syncs find little left to do. RocksDB's
+// one that comes during such a burst waits behind it. Started every 50 ms, the writing goes
+// out in small pieces, and the syncs find little left to do: under the load harness's paired
+// windows the create p99 went from 77–140 ms to 44–65 ms (docs/benchmarks.md). RocksDB's
 // bytes_per_sync and PostgreSQL's checkpoint_flush_after do the same for the same reason.
 //
 // A file is opened once, read-only, and kept open until Close: closing a descriptor of a
