@@ -50,6 +50,12 @@
 // (or more, for a larger threshold) when it starts over. The read models' database (OpenDB)
 // checkpoints in its commits, every 10,000 pages instead of SQLite's 1,000.
 //
+// A copy's pages reach the disk before the syncs that need them. The checkpointer syncs the
+// database file itself after its passes, so the writer's part does not have to. Every 50 ms
+// (Config.Writeback, DBConfig.Writeback), the kernel is asked to start writing the store's
+// database file and the read models' files, without waiting for it. A checkpoint's sync then
+// finds little left to write, and does not hold the store's commits on the same disk.
+//
 // # Reads
 //
 // Readers of streams share a pool of up to 16 connections, and readers of the log one of up to
