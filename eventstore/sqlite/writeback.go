@@ -15,9 +15,10 @@ const DefaultWriteback = 50 * time.Millisecond
 // and then syncs it; until the sync, the kernel leaves most of them in memory, and the sync
 // then sends them all at once. The store's commits sync its WAL on the same disk, and each
 // one that comes during such a burst waits behind it. Started every 50 ms, the writing goes
-// out in small pieces, and the syncs find little left to do: under the load harness's paired
-// windows the create p99 went from 77–140 ms to 44–65 ms (docs/benchmarks.md). RocksDB's
-// bytes_per_sync and PostgreSQL's checkpoint_flush_after do the same for the same reason.
+// out in small pieces, and the syncs find little left to do: in the load harness's paired
+// windows, the worst create p99 of a run went from 120–143 ms to at most 65 ms
+// (docs/benchmarks.md). RocksDB's bytes_per_sync and PostgreSQL's checkpoint_flush_after do
+// the same for the same reason.
 //
 // A file is opened once, read-only, and kept open until Close: closing a descriptor of a
 // file drops every POSIX lock this process holds on it, SQLite's among them, so Close must
