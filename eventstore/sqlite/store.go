@@ -119,17 +119,8 @@ func Open(dir string, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("open event store: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
-
-	wdb, err := sql.Open(driverName, dsn(path, "FULL")+storeOptions)
+	wdb, err := openWriterDB(path)
 	if err != nil {
-		return nil, fmt.Errorf("open event store %s: %w", path, err)
-	}
-	wdb.SetMaxOpenConns(1)
-	wdb.SetMaxIdleConns(1)
-	wdb.SetConnMaxLifetime(0)
-	wdb.SetConnMaxIdleTime(0)
-	if err := migrate(wdb); err != nil {
-		wdb.Close()
 		return nil, fmt.Errorf("open event store %s: %w", path, err)
 	}
 	base, err := connector(dsn(path, "FULL") + storeOptions)
@@ -147,7 +138,6 @@ func Open(dir string, cfg Config) (*Store, error) {
 		db.SetConnMaxIdleTime(0)
 		return db
 	}
-	rdb, logs := pool(readConnector{Connector: base}, readers), pool(readConnector{Connector: base, mmap: true}, logReaders)
 	// The checkpointer's connection must not be synchronous=OFF, with which a copy would not
 	// sync the database file before the WAL may start over and its frames be written again.
 	ckpt := sql.OpenDB(base)
@@ -156,8 +146,8 @@ func Open(dir string, cfg Config) (*Store, error) {
 	s := &Store{
 		cfg:          cfg,
 		wdb:          wdb,
-		rdb:          rdb,
-		logs:         logs,
+		rdb:          pool(readConnector{Connector: base}, readers),
+		logs:         pool(readConnector{Connector: base, mmap: true}, logReaders),
 		ckpt:         ckpt,
 		requests:     make(chan *request),
 		finish:       make(chan chan struct{}),
@@ -168,33 +158,56 @@ func Open(dir string, cfg Config) (*Store, error) {
 		streams:      map[string]streamRow{},
 		undo:         map[string]cachedRow{},
 	}
-	var head sql.NullInt64
-	err = wdb.QueryRow(`SELECT seq FROM sqlite_sequence WHERE name = 'events'`).Scan(&head)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	if err := s.start(path); err != nil {
 		s.closeDBs()
-		return nil, fmt.Errorf("open event store %s: read head: %w", path, err)
+		return nil, fmt.Errorf("open event store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// openWriterDB opens the writer's database, of one connection, and migrates its schema.
+func openWriterDB(path string) (*sql.DB, error) {
+	wdb, err := sql.Open(driverName, dsn(path, "FULL")+storeOptions)
+	if err != nil {
+		return nil, err
+	}
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
+	wdb.SetConnMaxLifetime(0)
+	wdb.SetConnMaxIdleTime(0)
+	if err := migrate(wdb); err != nil {
+		wdb.Close()
+		return nil, err
+	}
+	return wdb, nil
+}
+
+// start reads the head of the log and starts the writer, the checkpointer and the writeback of
+// the database file at path. If it fails, the caller closes the databases.
+func (s *Store) start(path string) error {
+	var head sql.NullInt64
+	err := s.wdb.QueryRow(`SELECT seq FROM sqlite_sequence WHERE name = 'events'`).Scan(&head)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("read head: %w", err)
 	}
 	s.head.Store(uint64(head.Int64))
 	s.tail.from = uint64(head.Int64)
 	if s.file, err = os.Open(path); err != nil {
-		s.closeDBs()
-		return nil, fmt.Errorf("open event store %s: %w", path, err)
+		return err
 	}
-	conn, err := wdb.Conn(context.Background())
+	conn, err := s.wdb.Conn(context.Background())
 	if err != nil {
-		s.closeDBs()
-		return nil, fmt.Errorf("open event store %s: %w", path, err)
+		return err
 	}
 	ready := make(chan error, 1)
 	go s.writer(conn, ready)
 	if err := <-ready; err != nil {
-		s.closeDBs()
-		return nil, fmt.Errorf("open event store %s: %w", path, err)
+		return err
 	}
 	go s.checkpointer()
 	// Not the WAL, which every commit syncs anyway.
-	s.writeback = startWriteback(cfg.Writeback, path)
-	return s, nil
+	s.writeback = startWriteback(s.cfg.Writeback, path)
+	return nil
 }
 
 // The checkpointer looks at the WAL every checkpointTick, and copies it once it holds
