@@ -20,21 +20,25 @@ const DefaultWriteback = 50 * time.Millisecond
 // (docs/benchmarks.md). RocksDB's bytes_per_sync and PostgreSQL's checkpoint_flush_after do
 // the same for the same reason.
 //
-// A file is opened once, read-only, and kept open until Close: closing a descriptor of a
-// file drops every POSIX lock this process holds on it, SQLite's among them, so Close must
-// come after the connections to the database are closed.
+// The database file is opened once, read-only, and kept open until Close, even should another
+// file take its name: closing a descriptor of a file drops every POSIX lock this process holds
+// on it, SQLite's among them, so Close must come after the connections to the database are
+// closed. A WAL, on which SQLite takes no lock, is followed: the last connection to close
+// removes it, and the next one to write creates another.
 type writeback struct {
-	paths []string
-	stop  chan struct{}
-	done  chan struct{}
-	once  sync.Once
+	db   string
+	wals []string
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
 }
 
-// startWriteback starts the writeback of paths every interval, and none if interval is
-// negative or the system cannot start a writeback without waiting for it. A path that does
-// not exist yet (a WAL before the first write) is looked for again at each turn.
-func startWriteback(interval time.Duration, paths ...string) *writeback {
-	w := &writeback{paths: paths, stop: make(chan struct{}), done: make(chan struct{})}
+// startWriteback starts the writeback of the database file db and of the WALs every interval,
+// and none if interval is negative or the system cannot start a writeback without waiting for
+// it. A file that does not exist yet (a WAL before the first write) is looked for again at
+// each turn.
+func startWriteback(interval time.Duration, db string, wals ...string) *writeback {
+	w := &writeback{db: db, wals: wals, stop: make(chan struct{}), done: make(chan struct{})}
 	if interval == 0 {
 		interval = DefaultWriteback
 	}
@@ -48,7 +52,7 @@ func startWriteback(interval time.Duration, paths ...string) *writeback {
 
 func (w *writeback) run(interval time.Duration) {
 	defer close(w.done)
-	files := make([]*os.File, len(w.paths))
+	files := make([]*os.File, 1+len(w.wals)) // the database file's, then the WALs'
 	defer func() {
 		for _, f := range files {
 			if f != nil {
@@ -64,18 +68,22 @@ func (w *writeback) run(interval time.Duration) {
 		case <-w.stop:
 			return
 		}
-		for i, path := range w.paths {
-			files[i] = current(files[i], path)
-			if files[i] != nil {
-				startWriting(files[i]) // an error here is the next sync's to report
+		if files[0] == nil {
+			files[0], _ = os.Open(w.db) // nil until it exists
+		}
+		for i, path := range w.wals {
+			files[1+i] = current(files[1+i], path)
+		}
+		for _, f := range files {
+			if f != nil {
+				startWriting(f) // an error here is the next sync's to report
 			}
 		}
 	}
 }
 
-// current returns the file at path: f while it is still that file or nothing is there, else
-// the file now there, if any. A WAL removed by the last connection to close is created again
-// by the next one to write.
+// current returns the WAL at path: f while it is still that file or nothing is there, else
+// the file now there, if any.
 func current(f *os.File, path string) *os.File {
 	if f != nil {
 		now, err := os.Stat(path)

@@ -69,6 +69,19 @@ func TestWritebackFollowsItsFilesAndClosesThem(t *testing.T) {
 		return len(got) == 1 && got[0] == wal
 	})
 
+	// Another file takes the database's name: the first stays held, as SQLite's locks on it
+	// would go with a close of any descriptor of it.
+	if err := os.WriteFile(db+".new", []byte("other db"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(db+".new", db); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // many turns
+	if got := openedAs(t, db); len(got) != 1 || got[0] != db+" (deleted)" {
+		t.Fatalf("after the database file was replaced, held %q, want the first file alone", got)
+	}
+
 	w.Close()
 	if got := append(openedAs(t, db), openedAs(t, wal)...); len(got) != 0 {
 		t.Fatalf("still open after Close: %q", got)
