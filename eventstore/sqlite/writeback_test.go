@@ -121,7 +121,9 @@ func TestClosedDatabasesLeaveNoFileOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := filepath.Join(dir, FileName)
-	time.Sleep(50 * time.Millisecond) // many turns of the writebacks, which hold the files by now
+	// The read models' idle connection holds their WAL; a second descriptor is the writeback's,
+	// whose turns come every millisecond, the store's too.
+	eventually(t, "the read models' WAL held by the writeback", func() bool { return len(openedAs(t, rm+"-wal")) >= 2 })
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
