@@ -509,6 +509,11 @@ func TestSelectiveProjectionSkipsWithoutWriting(t *testing.T) {
 	}
 
 	kept := appendTyped("kept")
+	// Applied before any other event is appended, kept's batch holds it alone: a live batch
+	// may otherwise take whatever the log holds, up to ten BatchSizes.
+	if err := r.WaitFor(ctx, "counted", kept); err != nil {
+		t.Fatal(err)
+	}
 	var skipped eventstore.Position
 	for range 20 {
 		skipped = appendTyped("other")
@@ -519,10 +524,9 @@ func TestSelectiveProjectionSkipsWithoutWriting(t *testing.T) {
 	if diff := cmp.Diff([]int{1}, p.sizes()); diff != "" {
 		t.Fatalf("events per Apply (-want +got):\n%s", diff)
 	}
-	// The checkpoint is stored with the batch that applied kept: it ends at kept or at one of
-	// the few skipped events read with it, never further.
-	if got := storedCheckpoint(t, r.DB, "counted"); got < kept.Commit || got >= kept.Commit+uint64(r.BatchSize) {
-		t.Fatalf("stored checkpoint at %d; want the end of the batch of %d, the last event applied", got, kept.Commit)
+	// The checkpoint is stored with the batch that applied kept, and not with the skipped ones.
+	if got := storedCheckpoint(t, r.DB, "counted"); got != kept.Commit {
+		t.Fatalf("stored checkpoint at %d; want %d, the last event applied", got, kept.Commit)
 	}
 
 	// Ten batch sizes more of skipped events: however many the batch of kept took, at least
