@@ -14,7 +14,12 @@ type CPU struct {
 	Target  float64 `json:"targetCores"`  // the server (or baseline) process
 	Harness float64 `json:"harnessCores"` // this tool: the clients
 	Others  float64 `json:"otherCores"`   // every other process on the machine
-	Idle    float64 `json:"idleCores"`
+	// Stolen is the time the hypervisor gave this machine's processors to other machines
+	// (steal in /proc/stat). Neither the target nor anything else here ran then, and a
+	// neighbour busy enough to take it slows what does run (shared caches): figures of a
+	// window with much of it are not comparable with a quiet one's.
+	Stolen float64 `json:"stolenCores"`
+	Idle   float64 `json:"idleCores"`
 	// TargetPerCommand is the target's processor time per acknowledged command.
 	TargetPerCommand time.Duration `json:"targetPerCommandNs"`
 }
@@ -24,6 +29,7 @@ type cpuSample struct {
 	at                      time.Time
 	target, harness         time.Duration
 	machineBusy, machineAll time.Duration
+	machineStolen           time.Duration // in machineBusy too
 }
 
 // clockTick is the unit of /proc times (USER_HZ), 100 on Linux for every architecture Go
@@ -48,6 +54,9 @@ func sampleCPU(pid int) cpuSample {
 		s.machineAll += time.Duration(n) * clockTick
 		if i != 3 && i != 4 { // idle, iowait
 			s.machineBusy += time.Duration(n) * clockTick
+		}
+		if i == 7 {
+			s.machineStolen = time.Duration(n) * clockTick
 		}
 	}
 	return s
@@ -83,9 +92,10 @@ func cpuBetween(a, b cpuSample, commands int) CPU {
 	c := CPU{
 		Target:  cores(b.target - a.target),
 		Harness: cores(b.harness - a.harness),
+		Stolen:  cores(b.machineStolen - a.machineStolen),
 		Idle:    cores((b.machineAll - a.machineAll) - (b.machineBusy - a.machineBusy)),
 	}
-	c.Others = max(0, cores(b.machineBusy-a.machineBusy)-c.Target-c.Harness)
+	c.Others = max(0, cores(b.machineBusy-a.machineBusy)-c.Stolen-c.Target-c.Harness)
 	if commands > 0 {
 		c.TargetPerCommand = (b.target - a.target) / time.Duration(commands)
 	}

@@ -118,14 +118,14 @@ func pairsOK(pairs []CreatePair) bool {
 // reportPairs prints each paired window and the medians.
 func reportPairs(w io.Writer, pairs []CreatePair, m PairMedians) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "paired window\tyardstick creates/s\tserver creates/s\tratio\tyardstick time per create\tserver time per create\tratio\tserver p99\t")
+	fmt.Fprintln(tw, "paired window\tyardstick creates/s\tserver creates/s\tratio\tyardstick time per create\tserver time per create\tratio\tserver p99\tstolen cores (yardstick/server)\t")
 	for i, p := range pairs {
-		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.3f\t%v\t%v\t%.2f×\t%v\t\n", i+1,
+		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.3f\t%v\t%v\t%.2f×\t%v\t%.2f/%.2f\t\n", i+1,
 			p.Yardstick.Commands.CommandsPerSecond(), p.Server.Commands.CommandsPerSecond(), p.Ratios.Creates,
 			p.Yardstick.CommandsCPU.TargetPerCommand.Round(time.Microsecond), p.Server.CommandsCPU.TargetPerCommand.Round(time.Microsecond),
-			p.Ratios.CPUPerCreate, round(p.Server.Commands.Latency.P99))
+			p.Ratios.CPUPerCreate, round(p.Server.Commands.Latency.P99), p.Yardstick.CommandsCPU.Stolen, p.Server.CommandsCPU.Stolen)
 	}
-	fmt.Fprintf(tw, "median\t\t\t%.3f\t\t\t%.2f×\t%v\t\n", m.Ratios.Creates, m.Ratios.CPUPerCreate, round(m.P99))
+	fmt.Fprintf(tw, "median\t\t\t%.3f\t\t\t%.2f×\t%v\t\t\n", m.Ratios.Creates, m.Ratios.CPUPerCreate, round(m.P99))
 	tw.Flush()
 	for i, p := range pairs {
 		for _, s := range append(p.Server.Commands.Samples, p.Server.Replays.Samples...) {
