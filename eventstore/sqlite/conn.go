@@ -16,6 +16,19 @@ import (
 // its commits at all (see Store.checkpointer).
 const checkpointPages = "10000"
 
+// The page cache of a connection, in KiB (SQLite's cache_size, negated). A connection that
+// commits has a small one, on purpose: a commit that splits a B-tree page swaps page numbers
+// through a spare one past the end of the file (balance_nonroot), and the pager then frees the
+// pages past the end by walking the connection's whole page cache. With 16 MiB the walk was
+// 2.3–2.9% of the server's processor time under keyed creates, 0.6–0.8% with 4 MiB, for
+// 0.2–0.3% more spent reading again pages the cache no longer held, from the file's memory map
+// or the WAL (perf, docs/benchmarks.md). The store's readers of streams, which read the file
+// without the map, keep a larger cache.
+const (
+	commitCacheKiB = 4000
+	readCacheKiB   = 16000
+)
+
 // writeConn is the writer's driver connection and its prepared statements. It speaks
 // database/sql/driver, so it works with any SQLite driver.
 type writeConn struct {

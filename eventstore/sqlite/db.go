@@ -34,7 +34,7 @@ func OpenDBWith(path string, cfg DBConfig) (*sql.DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
-	c, err := connector(dsn(path, "NORMAL"))
+	c, err := connector(dsn(path, "NORMAL", commitCacheKiB))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}

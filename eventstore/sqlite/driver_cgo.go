@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"net/url"
+	"strconv"
 
 	"github.com/mattn/go-sqlite3" // cgo SQLite; chosen by measurement, see docs/benchmarks.md
 )
@@ -50,7 +51,7 @@ func (c dsnConnector) Driver() driver.Driver                        { return sql
 const storeOptions = "&_mutex=no"
 
 // dsn opens path in WAL mode with the given synchronous setting (see the package doc).
-func dsn(path, synchronous string) string {
+func dsn(path, synchronous string, cacheKiB int) string {
 	return "file:" + url.PathEscape(path) +
-		"?_journal_mode=WAL&_synchronous=" + synchronous + "&_busy_timeout=10000&_txlock=immediate&_cache_size=-16000&_stmt_cache_size=16"
+		"?_journal_mode=WAL&_synchronous=" + synchronous + "&_busy_timeout=10000&_txlock=immediate&_cache_size=-" + strconv.Itoa(cacheKiB) + "&_stmt_cache_size=16"
 }

@@ -35,8 +35,9 @@ func MustOpen(tb testing.TB, dir string) *sqlite.Store {
 	return s
 }
 
-// Every connection of the read models checkpoints at 10,000 pages of WAL, not SQLite's 1,000.
-func TestReadModelsCheckpointEvery10000Pages(t *testing.T) {
+// Every connection of the read models checkpoints at 10,000 pages of WAL, not SQLite's 1,000,
+// and has a page cache of 4,000 KiB (see commitCacheKiB).
+func TestReadModelsCheckpointEvery10000PagesWithASmallCache(t *testing.T) {
 	db, err := sqlite.OpenDB(filepath.Join(t.TempDir(), "readmodels.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +56,13 @@ func TestReadModelsCheckpointEvery10000Pages(t *testing.T) {
 		}
 		if pages != 10000 {
 			t.Errorf("connection %d: wal_autocheckpoint = %d, want 10000", i, pages)
+		}
+		var cache int
+		if err := conns[i].QueryRowContext(context.Background(), `PRAGMA cache_size`).Scan(&cache); err != nil {
+			t.Fatal(err)
+		}
+		if cache != -4000 {
+			t.Errorf("connection %d: cache_size = %d, want -4000", i, cache)
 		}
 	}
 }

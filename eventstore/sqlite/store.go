@@ -123,7 +123,7 @@ func Open(dir string, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open event store %s: %w", path, err)
 	}
-	base, err := connector(dsn(path, "FULL") + storeOptions)
+	base, err := connector(dsn(path, "FULL", readCacheKiB) + storeOptions)
 	if err != nil {
 		wdb.Close()
 		return nil, fmt.Errorf("open event store %s: %w", path, err)
@@ -167,7 +167,7 @@ func Open(dir string, cfg Config) (*Store, error) {
 
 // openWriterDB opens the writer's database, of one connection, and migrates its schema.
 func openWriterDB(path string) (*sql.DB, error) {
-	wdb, err := sql.Open(driverName, dsn(path, "FULL")+storeOptions)
+	wdb, err := sql.Open(driverName, dsn(path, "FULL", commitCacheKiB)+storeOptions)
 	if err != nil {
 		return nil, err
 	}
