@@ -77,7 +77,18 @@ func TestWritebackFollowsItsFilesAndClosesThem(t *testing.T) {
 	if err := os.Rename(db+".new", db); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(20 * time.Millisecond) // many turns
+	// The WAL replaced once more: once the new one is held, the loop has taken a turn since the
+	// rename, and a turn looks at the database file before the WALs.
+	if err := os.Remove(wal); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(wal, []byte("newer wal"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the newer WAL held", func() bool {
+		got := openedAs(t, wal)
+		return len(got) == 1 && got[0] == wal
+	})
 	if got := openedAs(t, db); len(got) != 1 || got[0] != db+" (deleted)" {
 		t.Fatalf("after the database file was replaced, held %q, want the first file alone", got)
 	}
