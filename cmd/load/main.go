@@ -249,54 +249,80 @@ func (cmd *runCmd) Run(ctx context.Context, e *env) error {
 		}
 	}
 
-	url := cmd.URL
+	url, pid := cmd.URL, 0 // pid unknown for --url: its time counts as the others'
 	var srv *child
 	var pprofAddr string
 	if url == "" {
-		bin := cmd.Bin
-		if bin == "" {
-			say("building ./cmd/api")
-			if bin, err = buildServer(ctx, dir); err != nil {
-				return err
-			}
-		}
-		data := cmd.Data
-		if data == "" {
-			data = dir + "/data"
-		}
-		args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data", data}, cmd.ServerArg...)
-		if cmd.CPUProfile != "" {
-			if pprofAddr, err = freeAddr(); err != nil {
-				return err
-			}
-			args = append(args, "--pprof-addr", pprofAddr)
-		}
-		if cmd.Webhooks > 0 {
-			args = append(args, "--webhooks-allow-private", "--webhooks-generate-key", "--webhooks-secret-key-file", filepath.Join(dir, "webhooks.key"))
-		}
-		if srv, err = startChild(ctx, dir, "server", bin, args...); err != nil {
+		if srv, pprofAddr, err = cmd.startServer(ctx, dir, say); err != nil {
 			return err
 		}
-		url = srv.url
-		say("server at %s, data in %s", url, data)
+		url, pid = srv.url, srv.cmd.Process.Pid
 	}
+	hookCtx, stopHooks := context.WithCancel(ctx)
+	defer stopHooks()
+	err = cmd.measure(ctx, hookCtx, dir, url, pid, pprofAddr, &f, say)
+	if srv != nil {
+		if stopErr := srv.stop(); err == nil {
+			err = stopErr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	f.judge()
+	f.OK = f.OK && (f.Webhooks == nil || f.Webhooks.ok())
+	if err := cmd.output(e.stdout, f); err != nil {
+		return err
+	}
+	if !f.OK {
+		return fmt.Errorf("the server lost, duplicated or mismatched commands, answered with errors, or delivered webhooks wrongly (see above)")
+	}
+	return nil
+}
+
+// startServer builds the service unless --bin names it, and starts it on a data directory in
+// dir unless --data names one. pprofAddr is where it serves its profiles, with --cpu-profile.
+func (cmd *runCmd) startServer(ctx context.Context, dir string, say func(string, ...any)) (srv *child, pprofAddr string, err error) {
+	bin := cmd.Bin
+	if bin == "" {
+		say("building ./cmd/api")
+		if bin, err = buildServer(ctx, dir); err != nil {
+			return nil, "", err
+		}
+	}
+	data := cmd.Data
+	if data == "" {
+		data = dir + "/data"
+	}
+	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data", data}, cmd.ServerArg...)
+	if cmd.CPUProfile != "" {
+		if pprofAddr, err = freeAddr(); err != nil {
+			return nil, "", err
+		}
+		args = append(args, "--pprof-addr", pprofAddr)
+	}
+	if cmd.Webhooks > 0 {
+		args = append(args, "--webhooks-allow-private", "--webhooks-generate-key", "--webhooks-secret-key-file", filepath.Join(dir, "webhooks.key"))
+	}
+	if srv, err = startChild(ctx, dir, "server", bin, args...); err != nil {
+		return nil, "", err
+	}
+	say("server at %s, data in %s", srv.url, data)
+	return srv, pprofAddr, nil
+}
+
+// measure runs the server's phases against url into f: the lifecycles and their replays, the
+// webhook deliveries, the check of the ledger, then the keyed creates and their paired windows.
+// The webhook endpoints receive until hookCtx ends.
+func (cmd *runCmd) measure(ctx, hookCtx context.Context, dir, url string, pid int, pprofAddr string, f *Figures, say func(string, ...any)) error {
 	profiled := make(chan error, 1)
 	if pprofAddr != "" {
 		go func() { profiled <- cmd.profile(ctx, pprofAddr) }()
 	} else {
 		profiled <- nil
 	}
-	pid := 0 // unknown for --url: its time counts as the others'
-	if srv != nil {
-		pid = srv.cmd.Process.Pid
-	}
-	hookCtx, stopHooks := context.WithCancel(ctx)
-	defer stopHooks()
 	hooks, err := cmd.registerHooks(hookCtx, url, say)
 	if err != nil {
-		if srv != nil {
-			srv.stop()
-		}
 		return err
 	}
 	p, ledger, err := cmd.phase(ctx, url, pid, false, say)
@@ -323,39 +349,27 @@ func (cmd *runCmd) Run(ctx context.Context, e *env) error {
 			f.Creates.Pairs, err = cmd.createPairs(ctx, dir, url, pid, say)
 		}
 	}
-	if srv != nil {
-		if stopErr := srv.stop(); err == nil {
-			err = stopErr
-		}
-	}
-	if err != nil {
-		return err
-	}
 	f.Server = p
-	f.judge()
-	f.OK = f.OK && (f.Webhooks == nil || f.Webhooks.ok())
+	return err
+}
 
+// output writes f as --json asks: the report, the JSON on standard output, or both, the JSON
+// into a file.
+func (cmd *runCmd) output(stdout io.Writer, f Figures) error {
 	switch cmd.JSON {
 	case "":
-		report(e.stdout, f)
+		report(stdout, f)
 	case "-":
-		enc := json.NewEncoder(e.stdout)
+		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(f); err != nil {
-			return err
-		}
+		return enc.Encode(f)
 	default:
-		report(e.stdout, f)
+		report(stdout, f)
 		b, err := json.MarshalIndent(f, "", "  ")
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(cmd.JSON, append(b, '\n'), 0o644); err != nil {
-			return err
-		}
-	}
-	if !f.OK {
-		return fmt.Errorf("the server lost, duplicated or mismatched commands, answered with errors, or delivered webhooks wrongly (see above)")
+		return os.WriteFile(cmd.JSON, append(b, '\n'), 0o644)
 	}
 	return nil
 }
@@ -564,13 +578,33 @@ func (cmd *runCmd) phase(ctx context.Context, url string, pid int, baseline bool
 	return p, res.Ledger, nil
 }
 
+// report prints the figures of a run, its targets and its verdict.
 func report(w io.Writer, f Figures) {
 	c := f.Config
 	fmt.Fprintf(w, "%d clients, %v per phase after %v warm-up, seed %d; retry share %.2f, %d deliveries per payment, cancel %.2f, fail %.2f, refund %.2f\n",
 		c.Clients, c.Duration, c.Warmup, c.Seed, c.RetryShare, c.Deliveries, c.CancelShare, c.FailShare, c.RefundShare)
 	m := f.Machine
 	fmt.Fprintf(w, "machine: %s/%s, %d CPUs (%s), %s, commit %s\n\n", m.OS, m.Arch, m.CPUs, m.CPU, m.Go, m.Commit)
+	reportPhases(w, f)
+	if f.Creates != nil {
+		reportCreates(w, *f.Creates)
+		if m := f.Creates.Medians; m != nil {
+			reportPairs(w, f.Creates.Pairs, *m)
+		}
+	}
+	if l := f.Server.CommandsLag; l != nil {
+		reportLag(w, *l)
+	}
+	reportTargets(w, f)
+	if f.Webhooks != nil {
+		reportHooks(w, *f.Webhooks)
+	}
+	reportVerdict(w, f)
+}
 
+// reportPhases prints the lifecycles and replays of the baseline and the server: throughput
+// and latency, the server's by command, and the processor use of each.
+func reportPhases(w io.Writer, f Figures) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "phase\ttarget\tcommands/s\trequests/s\tp50\tp95\tp99\treplays\t409s\terrors\tunanswered\t")
 	row := func(phase, target string, s load.Stats) {
@@ -611,23 +645,23 @@ func report(w io.Writer, f Figures) {
 	cpu("replays", "server", f.Server.ReplaysCPU)
 	tw.Flush()
 	fmt.Fprintln(w)
-	if f.Creates != nil {
-		reportCreates(w, *f.Creates)
-		if m := f.Creates.Medians; m != nil {
-			reportPairs(w, f.Creates.Pairs, *m)
-		}
-	}
-	if l := f.Server.CommandsLag; l != nil {
-		fmt.Fprintf(tw, "projection lag, server commands\tsamples\tfailed\tp50\tp99\tmax\t\n")
-		fmt.Fprintf(tw, "acknowledged → GET ?minPosition= answers 200\t%d\t%d\t%v\t%v\t%v\t\n", l.Samples, l.Failed, round(l.P50), round(l.P99), round(l.Max))
-		fmt.Fprintf(tw, "server's view (%d polls, %d failed)\tmax lagEvents\tmax lagSeconds\t\t\t\t\n", l.StatusPolls, l.StatusErrors)
-		for _, p := range l.Projections {
-			fmt.Fprintf(tw, "%s\t%d\t%.3f\t\t\t\t\n", p.Name, p.MaxLagEvents, p.MaxLagSeconds)
-		}
-		tw.Flush()
-		fmt.Fprintf(w, "(one sample every %v, one request at a time; a sample includes one HTTP round trip)\n\n", lagEvery)
-	}
+}
 
+// reportLag prints the projection lag over the server's lifecycles.
+func reportLag(w io.Writer, l Lag) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "projection lag, server commands\tsamples\tfailed\tp50\tp99\tmax\t\n")
+	fmt.Fprintf(tw, "acknowledged → GET ?minPosition= answers 200\t%d\t%d\t%v\t%v\t%v\t\n", l.Samples, l.Failed, round(l.P50), round(l.P99), round(l.Max))
+	fmt.Fprintf(tw, "server's view (%d polls, %d failed)\tmax lagEvents\tmax lagSeconds\t\t\t\t\n", l.StatusPolls, l.StatusErrors)
+	for _, p := range l.Projections {
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t\t\t\t\n", p.Name, p.MaxLagEvents, p.MaxLagSeconds)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "(one sample every %v, one request at a time; a sample includes one HTTP round trip)\n\n", lagEvery)
+}
+
+// reportTargets prints each target's figure and whether it was met.
+func reportTargets(w io.Writer, f Figures) {
 	met := func(ok bool) string { return map[bool]string{true: "met", false: "MISSED"}[ok] }
 	if f.Ratios != nil {
 		fmt.Fprintf(w, "commands/s vs baseline: %.3f (target ≥ %.2f: %s)\n", f.Ratios.Commands, targetCommands, met(*f.Targets.Commands))
@@ -649,9 +683,10 @@ func report(w io.Writer, f Figures) {
 		}
 		fmt.Fprintf(w, "create p99:             %v (target ≤ %v: %s%s)\n", round(p99), targetCreateP99, met(*f.Targets.CreateP99), of)
 	}
-	if f.Webhooks != nil {
-		reportHooks(w, *f.Webhooks)
-	}
+}
+
+// reportVerdict prints the checks of the ledgers, every problem and error found, and the verdict.
+func reportVerdict(w io.Writer, f Figures) {
 	v := f.Verify
 	fmt.Fprintf(w, "ledger: %d orders, %d commands acknowledged (%d unanswered), %d events: %d lost, %d duplicated, %d mismatched, %d phantom\n",
 		v.Orders, v.Commands, v.Unknown, v.Events, v.Lost, v.Duplicated, v.Mismatched, v.Phantoms)
@@ -665,20 +700,7 @@ func report(w io.Writer, f Figures) {
 	if c := f.Creates; c != nil && f.Config.Client == "wrk" {
 		fmt.Fprintln(w, "keyed creates driven by wrk: no ledger, nothing verified after")
 	} else if c != nil {
-		v := c.Verify
-		fmt.Fprintf(w, "ledger of keyed creates: %d orders, %d acknowledged (%d unanswered), %d events: %d lost, %d duplicated, %d mismatched, %d phantom\n",
-			v.Orders, v.Commands, v.Unknown, v.Events, v.Lost, v.Duplicated, v.Mismatched, v.Phantoms)
-		for _, p := range v.Problems {
-			fmt.Fprintln(w, "  problem:", p)
-		}
-		samples := append(c.Server.Commands.Samples, c.Server.Replays.Samples...)
-		if c.Yardstick != nil {
-			samples = append(samples, c.Yardstick.Commands.Samples...)
-			samples = append(samples, c.Yardstick.Replays.Samples...)
-		}
-		for _, s := range samples {
-			fmt.Fprintln(w, "  error:", s)
-		}
+		reportCreatesLedger(w, *c)
 	}
 	if l := f.Server.CommandsLag; l != nil {
 		for _, s := range l.Errors {
@@ -689,6 +711,24 @@ func report(w io.Writer, f Figures) {
 		}
 	}
 	fmt.Fprintf(w, "verdict: %s\n", map[bool]string{true: "OK: nothing lost, nothing applied twice, every replay identical", false: "FAILED"}[f.OK])
+}
+
+// reportCreatesLedger prints the check of the keyed creates' ledger, and their errors.
+func reportCreatesLedger(w io.Writer, c Creates) {
+	v := c.Verify
+	fmt.Fprintf(w, "ledger of keyed creates: %d orders, %d acknowledged (%d unanswered), %d events: %d lost, %d duplicated, %d mismatched, %d phantom\n",
+		v.Orders, v.Commands, v.Unknown, v.Events, v.Lost, v.Duplicated, v.Mismatched, v.Phantoms)
+	for _, p := range v.Problems {
+		fmt.Fprintln(w, "  problem:", p)
+	}
+	samples := append(c.Server.Commands.Samples, c.Server.Replays.Samples...)
+	if c.Yardstick != nil {
+		samples = append(samples, c.Yardstick.Commands.Samples...)
+		samples = append(samples, c.Yardstick.Replays.Samples...)
+	}
+	for _, s := range samples {
+		fmt.Fprintln(w, "  error:", s)
+	}
 }
 
 // reportCreates prints the keyed creates of every target, and the server's figures as ratios
