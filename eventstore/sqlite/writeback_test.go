@@ -58,16 +58,7 @@ func TestWritebackFollowsItsFilesAndClosesThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the WAL held once it exists", func() bool { return len(openedAs(t, wal)) == 1 })
-	if err := os.Remove(wal); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(wal, []byte("new wal"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the new WAL held instead of the removed one", func() bool {
-		got := openedAs(t, wal)
-		return len(got) == 1 && got[0] == wal
-	})
+	replaceWAL(t, wal)
 
 	// Another file takes the database's name: the first stays held, as SQLite's locks on it
 	// would go with a close of any descriptor of it.
@@ -79,16 +70,7 @@ func TestWritebackFollowsItsFilesAndClosesThem(t *testing.T) {
 	}
 	// The WAL replaced once more: once the new one is held, the loop has taken a turn since the
 	// rename, and a turn looks at the database file before the WALs.
-	if err := os.Remove(wal); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(wal, []byte("newer wal"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the newer WAL held", func() bool {
-		got := openedAs(t, wal)
-		return len(got) == 1 && got[0] == wal
-	})
+	replaceWAL(t, wal)
 	if got := openedAs(t, db); len(got) != 1 || got[0] != db+" (deleted)" {
 		t.Fatalf("after the database file was replaced, held %q, want the first file alone", got)
 	}
@@ -98,6 +80,22 @@ func TestWritebackFollowsItsFilesAndClosesThem(t *testing.T) {
 		t.Fatalf("still open after Close: %q", got)
 	}
 	w.Close() // a second Close is harmless
+}
+
+// replaceWAL removes the WAL at path and creates another there, as the last connection to
+// close and the next one to write do, and waits until the writeback holds the new one alone.
+func replaceWAL(t *testing.T, path string) {
+	t.Helper()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("new wal"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new WAL held instead of the removed one", func() bool {
+		got := openedAs(t, path)
+		return len(got) == 1 && got[0] == path
+	})
 }
 
 func TestWritebackNever(t *testing.T) {
