@@ -15,7 +15,9 @@ import (
 // Keys runs the key protocol on an event store. Set Store; the other fields have defaults.
 type Keys struct {
 	Store eventstore.Store
-	// TTL is how long a key is kept; 0 means 24 hours.
+	// TTL is how long a key is kept from its first claim; 0 means 24 hours. It is the TTL of
+	// every key this process reads, whatever TTL the key was claimed under, so that an operator's
+	// change of it holds for the keys already kept (see Keys.expiry).
 	TTL time.Duration
 	// Lease is how long a claim holds the key before another request may take it over; 0
 	// means 10 seconds.
@@ -676,7 +678,18 @@ func (k *Keys) read(ctx context.Context, stream string) (keyState, error) {
 			return keyState{}, err
 		}
 	}
+	st.first.ExpiresAt = k.expiry(st.first)
 	return st, nil
+}
+
+// expiry is when the key of its first claim c expires under this process's TTL. The expiry
+// recorded in the claim is the one of the TTL it was claimed under; it stands only for claims
+// that tell no time.
+func (k *Keys) expiry(c Claimed) time.Time {
+	if c.ClaimedAt.IsZero() {
+		return c.ExpiresAt
+	}
+	return c.ClaimedAt.Add(k.ttl())
 }
 
 // position adds to an outcome recorded with the command's events (Claim.PendingWith) the header

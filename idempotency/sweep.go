@@ -148,7 +148,7 @@ func (k *Keys) walk(ctx context.Context, st *sweepState, now time.Time) error {
 		if e.Position.Compare(st.after) <= 0 {
 			continue // From is inclusive
 		}
-		expires, claim := claimExpiry(e)
+		expires, claim := k.claimExpiry(e)
 		switch {
 		case !claim:
 			if !stopped {
@@ -185,13 +185,21 @@ func (k *Keys) walk(ctx context.Context, st *sweepState, now time.Time) error {
 	return nil
 }
 
-// claimExpiry returns the expiry of a key claim; claim is false for other events.
-func claimExpiry(e eventstore.RecordedEvent) (expires time.Time, claim bool) {
+// claimExpiry returns when the walk sweeps the key of a claim; claim is false for other
+// events. That is the later of the expiry the claim records and the one of this process's TTL
+// (Keys.expiry): a takeover's claim records its key's expiry but tells its own, later time,
+// and under a TTL changed since, either may be the key's. Never early, so the walk never
+// passes a key it should have swept.
+func (k *Keys) claimExpiry(e eventstore.RecordedEvent) (expires time.Time, claim bool) {
 	var c Claimed
 	if e.Type != TypeClaimed || json.Unmarshal(e.Data, &c) != nil {
 		return time.Time{}, false
 	}
-	return c.ExpiresAt, true
+	expires = k.expiry(c)
+	if c.ExpiresAt.After(expires) {
+		expires = c.ExpiresAt
+	}
+	return expires, true
 }
 
 // sweepKey deletes the key stream if it is expired at now, by the rule Begin applies, at the

@@ -141,6 +141,30 @@ func TestSweepDeletesKeysClaimedBeforeIt(t *testing.T) {
 	waitFor(t, "sweep of the second key", func() bool { return gone(s, young.Stream) })
 }
 
+// A key's TTL is the one of the process that reads it: keys claimed under a TTL of an hour
+// live a day once the TTL is raised to a day, for requests and for the sweep alike, and a key
+// claimed before is replayed rather than claimed anew.
+func TestKeysLiveByTheTTLOfTheirReader(t *testing.T) {
+	earlier, clk, s := newKeys(t) // TTL: an hour
+	c := claimKey(t, earlier, "k1", "fp")
+	if err := earlier.Complete(t.Context(), c, created); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(2 * time.Hour)
+
+	keys := &idempotency.Keys{Store: s, TTL: 24 * time.Hour, Now: clk.Now, RememberBytes: -1}
+	sw := startSweep(t, keys, s)
+	sw.waitRound(t)
+	if gone(s, c.Stream) {
+		t.Fatal("a key younger than the TTL was swept")
+	}
+	if _, replay, err := keys.Begin(t.Context(), request("fp")); err != nil || replay == nil || replay.Body != created.Body {
+		t.Fatalf("a request two hours after its key's claim, under a TTL of a day: %+v, %v; want the replay", replay, err)
+	}
+	clk.Add(22 * time.Hour)
+	waitFor(t, "sweep of the key a day old", func() bool { return gone(s, c.Stream) })
+}
+
 // Keys claimed after the sweeper started note their expiry themselves: the sweeper reads the
 // log at its start, and then only once a key is due.
 func TestSweepDeletesKeysClaimedAfterItStarts(t *testing.T) {

@@ -36,28 +36,16 @@ var orderFieldsAdded = map[string]any{"channel": "unknown"}
 // (apart from upcasting's documented, additive fields), the read models rebuilt from it, its
 // keys replayed with their bodies, new commands on its orders, the marker of no legacy
 // client-reference claims written by the scan at start, and an audit without findings.
+//
+// A release's keys are as old as its store, so the store is served with a key TTL that covers
+// its age on whatever day the test runs; TestReleaseKeysPastTTL shows what they do past it.
 func TestReleaseStoresStayReadable(t *testing.T) {
 	t.Parallel()
-	stores, err := filepath.Glob(filepath.Join("testdata", "store-*"))
-	if err != nil || len(stores) == 0 {
-		t.Fatalf("no release store under testdata (%v)", err)
-	}
-	for _, store := range stores {
+	for _, store := range releaseStores(t) {
 		t.Run(filepath.Base(store), func(t *testing.T) {
 			t.Parallel()
-			var rec recordedStore
-			raw, err := os.ReadFile(filepath.Join(store, "recorded.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(raw, &rec); err != nil {
-				t.Fatal(err)
-			}
-			dir := t.TempDir()
-			if err := os.CopyFS(dir, os.DirFS(filepath.Join(store, "data"))); err != nil {
-				t.Fatal(err)
-			}
-			s := startServer(t, dir)
+			rec, dir := openReleaseStore(t, store)
+			s := startServer(t, dir, "--key-ttl", keyTTLCovering(t, rec).String())
 			// Release stores hold per-principal client-reference claims only: the scan at
 			// start finds no legacy one and writes the marker.
 			waitForLegacyScan(t, s, legacyNone)
@@ -82,6 +70,120 @@ func TestReleaseStoresStayReadable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Past any key TTL, a release's keys are gone, but its commands on its orders are still
+// recognised from the order's events, which carry their keys: each accepted one answers what
+// the release answered, each refused charge is refused again, and no order gains an event. A create is recognised by nothing once its key is
+// gone: with a client reference it is refused as that reference's second order; without one
+// it is a new order, as any create with an unknown key.
+func TestReleaseKeysPastTTL(t *testing.T) {
+	t.Parallel()
+	for _, store := range releaseStores(t) {
+		t.Run(filepath.Base(store), func(t *testing.T) {
+			t.Parallel()
+			rec, dir := openReleaseStore(t, store)
+			s := startServer(t, dir, "--key-ttl", "1s")
+			for _, q := range rec.Requests {
+				var body any
+				if string(q.Body) != "null" {
+					body = []byte(q.Body)
+				}
+				r := s.do(t, q.Method, q.Path, q.Key, body)
+				if q.Method == "POST" && q.Path == "/v1/orders" {
+					checkCreatePastTTL(t, q, r)
+					continue
+				}
+				if q.Status >= 300 {
+					// A refused charge is found among the order's duplicate charges, and refused
+					// again in today's words.
+					if r.status < 400 || r.status >= 500 {
+						t.Errorf("key %s past its TTL, refused by the release: %v; want a 4xx", q.Key, r)
+					}
+					continue
+				}
+				if r.status != q.Status || !cmp.Equal(any(asRecorded(t, r.json)), decodeJSON(t, q.Answer)) {
+					t.Errorf("key %s past its TTL: %v\nwant %d %s", q.Key, r, q.Status, q.Answer)
+				}
+			}
+			checkRecordedOrders(t, s, rec)
+		})
+	}
+}
+
+// checkCreatePastTTL checks r, the answer to q, a release's create sent again once its key
+// is gone.
+func checkCreatePastTTL(t *testing.T, q recordedRequest, r *response) {
+	t.Helper()
+	var sent, answered struct {
+		ID              string `json:"id"`
+		ClientReference string `json:"clientReference"`
+	}
+	_ = json.Unmarshal(q.Body, &sent)
+	_ = json.Unmarshal(q.Answer, &answered)
+	switch {
+	case q.Status != http.StatusCreated:
+		// A refused create was never an order: refused again or made now, never replayed.
+		if r.replayed() == "true" {
+			t.Errorf("create %s past its TTL, refused by the release: replayed %v", q.Key, r)
+		}
+	case sent.ClientReference != "":
+		if r.status != http.StatusUnprocessableEntity || !strings.Contains(string(r.body), "client reference already used") {
+			t.Errorf("create %s with client reference %q past its TTL: %v; want 422, the reference in use", q.Key, sent.ClientReference, r)
+		}
+	default:
+		if r.status != http.StatusCreated || r.replayed() == "true" || r.str("id") == answered.ID {
+			t.Errorf("create %s past its TTL: %v; want a new order, not %s", q.Key, r, answered.ID)
+		}
+	}
+}
+
+// releaseStores are the committed stores of earlier releases.
+func releaseStores(t *testing.T) []string {
+	t.Helper()
+	stores, err := filepath.Glob(filepath.Join("testdata", "store-*"))
+	if err != nil || len(stores) == 0 {
+		t.Fatalf("no release store under testdata (%v)", err)
+	}
+	return stores
+}
+
+// openReleaseStore reads what the release under store recorded and copies its data to a
+// fresh directory, which it returns.
+func openReleaseStore(t *testing.T, store string) (recordedStore, string) {
+	t.Helper()
+	var rec recordedStore
+	raw, err := os.ReadFile(filepath.Join(store, "recorded.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(store, "data"))); err != nil {
+		t.Fatal(err)
+	}
+	return rec, dir
+}
+
+// keyTTLCovering is a key TTL under which every key of rec's store is still kept today: the
+// age of its oldest order, and a day.
+func keyTTLCovering(t *testing.T, rec recordedStore) time.Duration {
+	t.Helper()
+	oldest := time.Now()
+	for _, o := range rec.Orders {
+		var v struct {
+			CreatedAt time.Time `json:"createdAt"`
+		}
+		if err := json.Unmarshal(o.Order, &v); err != nil || v.CreatedAt.IsZero() {
+			t.Fatalf("order %s: no createdAt (%v)", o.ID, err)
+		}
+		if v.CreatedAt.Before(oldest) {
+			oldest = v.CreatedAt
+		}
+	}
+	return time.Since(oldest).Truncate(time.Hour) + 24*time.Hour
 }
 
 // decodeJSON decodes raw with numbers as json.Number.

@@ -27,7 +27,7 @@ type serveCmd struct {
 	Addr      string        `default:"127.0.0.1:8080" env:"API_ADDR" help:"Address to listen on."`
 	Data      string        `default:"./data" env:"API_DATA" help:"Data directory of the embedded event store."`
 	KeysFile  string        `env:"API_KEYS_FILE" help:"File of API keys, one '<principal> <sha256-hex-of-key> [role,...]' per line (roles client, auditor, admin; client if none; see 'api keys add'). Without it the service runs in development mode: every request is the principal 'local', and only a loopback address is allowed."`
-	KeyTTL    time.Duration `default:"24h" env:"API_KEY_TTL" help:"How long an Idempotency-Key is kept."`
+	KeyTTL    time.Duration `default:"24h" env:"API_KEY_TTL" help:"How long an Idempotency-Key is kept from its first claim, for every key kept."`
 	KeyWait   time.Duration `default:"2s" env:"API_KEY_WAIT" help:"How long a duplicate waits for the request that holds its key."`
 	KeyLease  time.Duration `default:"10s" env:"API_KEY_LEASE" help:"How long a claim holds its key before another request may take it over."`
 	KeyMemory uint          `default:"64" env:"API_KEY_MEMORY" help:"MiB of memory for the outcomes of Idempotency-Keys, so that their replays read nothing from the store (0 for none); an eighth of it keeps the keys read back from the store for a replay. An outcome over 64 KiB stays in the store: its replays read it."`
