@@ -31,34 +31,68 @@ func TestDecide(t *testing.T) {
 		"pending":  {Here: true, Pending: true},
 		"answered": {Here: true, Answered: true},
 	}
+	// The protocol, one row per phase × holding × fingerprint (same: the request's fingerprint
+	// is the key's). A pending claim stands for nothing until its append is made, so a
+	// duplicate of its holder waits whatever its fingerprint; a claim answered here replays its
+	// answer before the store has it.
 	type cell struct {
 		phase   Phase
 		holding string
-		same    bool // the request's fingerprint is the key's
+		same    bool
+	}
+	rows := []struct {
+		phase   Phase
+		holding string
+		same    bool
+		step    Step
+	}{
+		{Unclaimed, "none", true, StepClaim},
+		{Unclaimed, "none", false, StepClaim},
+		{Unclaimed, "here", true, StepClaim},
+		{Unclaimed, "here", false, StepClaim},
+		{Unclaimed, "pending", true, StepClaim},
+		{Unclaimed, "pending", false, StepClaim},
+		{Unclaimed, "answered", true, StepClaim},
+		{Unclaimed, "answered", false, StepClaim},
+		{Running, "none", true, StepWait},
+		{Running, "none", false, StepRefuse},
+		{Running, "here", true, StepWait},
+		{Running, "here", false, StepRefuse},
+		{Running, "pending", true, StepWait},
+		{Running, "pending", false, StepWait},
+		{Running, "answered", true, StepReplay},
+		{Running, "answered", false, StepRefuse},
+		{Abandoned, "none", true, StepTakeOver},
+		{Abandoned, "none", false, StepRefuse},
+		{Abandoned, "here", true, StepTakeOver},
+		{Abandoned, "here", false, StepRefuse},
+		{Abandoned, "pending", true, StepWait},
+		{Abandoned, "pending", false, StepWait},
+		{Abandoned, "answered", true, StepReplay},
+		{Abandoned, "answered", false, StepRefuse},
+		{Finished, "none", true, StepReplay},
+		{Finished, "none", false, StepRefuse},
+		{Finished, "here", true, StepReplay},
+		{Finished, "here", false, StepRefuse},
+		{Finished, "pending", true, StepWait},
+		{Finished, "pending", false, StepWait},
+		{Finished, "answered", true, StepReplay},
+		{Finished, "answered", false, StepRefuse},
+		{Expired, "none", true, StepForget},
+		{Expired, "none", false, StepForget},
+		{Expired, "here", true, StepForget},
+		{Expired, "here", false, StepForget},
+		{Expired, "pending", true, StepForget},
+		{Expired, "pending", false, StepForget},
+		{Expired, "answered", true, StepForget},
+		{Expired, "answered", false, StepForget},
 	}
 	want := map[cell]Step{}
-	for _, h := range []string{"none", "here", "pending", "answered"} {
-		for _, same := range []bool{true, false} {
-			want[cell{Unclaimed, h, same}] = StepClaim
-			want[cell{Expired, h, same}] = StepForget
-			for _, p := range []Phase{Running, Abandoned, Finished} {
-				switch {
-				case h == "pending":
-					want[cell{p, h, same}] = StepWait // the claim stands for nothing yet
-				case !same:
-					want[cell{p, h, same}] = StepRefuse
-				case h == "answered" || p == Finished:
-					want[cell{p, h, same}] = StepReplay
-				case p == Abandoned:
-					want[cell{p, h, same}] = StepTakeOver
-				default:
-					want[cell{p, h, same}] = StepWait
-				}
-			}
-		}
+	for _, r := range rows {
+		want[cell{r.phase, r.holding, r.same}] = r.step
 	}
-	if len(want) != len(states)*len(holdings)*2 {
-		t.Fatalf("table has %d cells, want %d", len(want), len(states)*len(holdings)*2)
+	if len(rows) != len(states)*len(holdings)*2 || len(want) != len(rows) {
+		t.Fatalf("table has %d rows (%d distinct), want %d", len(rows), len(want), len(states)*len(holdings)*2)
 	}
 	for c, step := range want {
 		t.Run(fmt.Sprintf("%s/%s/same=%v", c.phase, c.holding, c.same), func(t *testing.T) {
