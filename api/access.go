@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acme/orders/fault"
+
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
@@ -16,7 +18,7 @@ import (
 )
 
 // errForbidden: none of the caller's roles is one the route allows.
-var errForbidden = errors.New("forbidden")
+var errForbidden = fault.New(fault.Forbidden, "", "forbidden")
 
 // rule is who may call a route.
 type rule struct {

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/acme/orders/fault"
+
 	"github.com/labstack/echo/v4"
 	"golang.org/x/sync/semaphore"
 )
@@ -95,7 +97,7 @@ const (
 )
 
 // errBodiesBusy: the budget of bodies in flight stayed full for bodyWait.
-var errBodiesBusy = errors.New("the server is reading as many large request bodies as it may at once; retry")
+var errBodiesBusy = fault.New(fault.Unavailable, "", "the server is reading as many large request bodies as it may at once; retry")
 
 // bodyBudget counts the bytes of request bodies read and not yet checked, past the first
 // freeBody of each: a body and what its checks make of it (a 1 MB body took some 5 MB to

@@ -18,6 +18,7 @@ import (
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/fault"
 	"github.com/acme/orders/idempotency"
 	"github.com/labstack/echo/v4"
 )
@@ -115,7 +116,7 @@ func (s *Server) runClaimed(rt route, in commandRequest) idempotency.Run {
 			out = s.respond(rt, claim.OrderID, res, err)
 		}
 		return idempotency.Result{
-			Outcome: out, Err: err, Keep: keep(out, err), Repeated: res.Repeated,
+			Outcome: out, Err: err, Keep: fault.Final(err), Repeated: res.Repeated,
 			Appended: len(res.Events) > 0,
 			Written:  len(res.Events) > 0 && res.Written(),
 		}
@@ -139,7 +140,7 @@ func (k *keyClaim) Pending(done *command.Done) (eventstore.StreamAppend, bool) {
 		return k.Claim.Pending()
 	}
 	out := k.s.respond(k.rt, k.OrderID, done.Result, done.Err)
-	if !keep(out, done.Err) {
+	if !fault.Final(done.Err) {
 		return k.Claim.Pending()
 	}
 	k.out = out
@@ -233,12 +234,6 @@ func (s *Server) recall(c echo.Context, rt route, md command.Metadata) (*idempot
 // recorded, or ctx ends. Call it once the HTTP server has stopped, before the store closes.
 func (s *Server) Drain(ctx context.Context) error {
 	return s.pipeline().Drain(ctx)
-}
-
-// keep reports whether an outcome is stored for replay: every answer below 500 that does not
-// depend on a passing condition of the server.
-func keep(out idempotency.Outcome, err error) bool {
-	return out.Status < 500 && !errors.Is(err, command.ErrConflict)
 }
 
 // run runs cmd on the order under the precondition of If-Match.

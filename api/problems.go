@@ -9,8 +9,7 @@ import (
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
-	"github.com/acme/orders/idempotency"
-	"github.com/acme/orders/webhooks"
+	"github.com/acme/orders/fault"
 	"github.com/labstack/echo/v4"
 )
 
@@ -90,61 +89,27 @@ func problem(code, detail string) Problem {
 	return Problem{Type: "/problems/" + p.code, Title: p.title, Status: p.status, Detail: detail, code: p.code}
 }
 
-// problemOf maps an error to its problem: the one place where errors become HTTP.
+// problemOf maps an error to its problem: the one place where errors become HTTP. An error's
+// kind and code (package fault) name its problem type; its detail is the error's message, but
+// for the domain's refusals (their Msg) and the few causes a client must not read.
 func problemOf(err error) Problem {
-	if p, ok := webhookProblem(err); ok {
-		return p
-	}
-	var he *echo.HTTPError
 	var oe *order.Error
 	switch {
-	case errors.As(err, &oe):
-		code := map[order.Kind]string{
-			order.KindInvalid:           "invalid-command",
-			order.KindNotFound:          "not-found",
-			order.KindAlreadyExists:     "invalid-transition",
-			order.KindInvalidTransition: "invalid-transition",
-			order.KindRejected:          "command-rejected",
-		}[oe.Kind]
-		return problem(code, oe.Msg)
-	case errors.Is(err, idempotency.ErrKeyMissing):
-		return problem("idempotency-key-missing", err.Error())
-	case errors.Is(err, idempotency.ErrKeyInvalid):
-		return problem("idempotency-key-invalid", err.Error())
-	case errors.Is(err, idempotency.ErrKeyReused), errors.Is(err, command.ErrKeyReused):
-		return problem("idempotency-key-reused", err.Error())
-	case errors.Is(err, idempotency.ErrInFlight):
-		return problem("idempotency-key-in-flight", err.Error())
-	case errors.Is(err, idempotency.ErrMalformedBody), errors.Is(err, errMalformed):
-		return problem("malformed-request", err.Error())
-	case errors.Is(err, command.ErrClientRefTaken):
-		return problem("command-rejected", err.Error())
-	case errors.Is(err, command.ErrPaymentIDTaken):
-		return problem("payment-id-taken", err.Error())
 	case errors.Is(err, command.ErrConflict):
-		return problem("concurrent-modification", "the order kept changing; retry")
-	case errors.Is(err, errRebuildRunning):
-		return problem("rebuild-in-progress", err.Error())
-	case errors.Is(err, command.ErrPreconditionFailed):
-		return problem("precondition-failed", err.Error())
-	case errors.Is(err, order.ErrUnknownEventType), errors.Is(err, order.ErrNewerEventVersion), errors.Is(err, order.ErrUpcast):
-		return problem("event-unreadable", err.Error())
-	case errors.Is(err, errOrderNotFound), errors.Is(err, errNotFound):
-		return problem("not-found", err.Error())
-	case errors.Is(err, errBehind), errors.Is(err, errBodiesBusy):
-		return problem("unavailable", err.Error())
-	case errors.Is(err, errUnauthorized):
-		return problem("unauthorized", err.Error())
-	case errors.Is(err, errForbidden):
-		return problem("forbidden", err.Error())
+		return problem(fault.Code(err), "the order kept changing; retry")
 	case errors.Is(err, eventstore.ErrUnavailable):
-		return problem("unavailable", "the event store cannot take writes now")
+		return problem(fault.Code(err), "the event store cannot take writes now")
+	case errors.As(err, &oe):
+		return problem(fault.Code(err), oe.Msg)
+	case fault.Of(err) != nil:
+		return problem(fault.Code(err), err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return problem("unavailable", "the request took longer than the server allows; retry")
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		// The connection's read deadline: the client sent its body too slowly.
 		return problem("malformed-request", "the request body did not arrive in time")
-	case errors.As(err, &he):
+	}
+	if he, ok := errors.AsType[*echo.HTTPError](err); ok {
 		if p, ok := httpProblem(he.Code); ok {
 			return p
 		}
@@ -170,26 +135,4 @@ func httpProblem(status int) (Problem, bool) {
 		return problem("malformed-request", ""), true
 	}
 	return Problem{}, false
-}
-
-// webhookProblem is the problem of an error of the webhook routes, if err is one.
-func webhookProblem(err error) (Problem, bool) {
-	code := ""
-	switch {
-	case errors.Is(err, webhooks.ErrKeyReused):
-		code = "idempotency-key-reused"
-	case errors.Is(err, webhooks.ErrInvalid):
-		code = "webhook-endpoint-invalid"
-	case errors.Is(err, webhooks.ErrURLRefused):
-		code = "webhook-url-refused"
-	case errors.Is(err, webhooks.ErrLimit):
-		code = "webhook-endpoint-limit"
-	case errors.Is(err, webhooks.ErrNotFound):
-		code = "not-found"
-	case errors.Is(err, errUnavailable), errors.Is(err, webhooks.ErrContended):
-		code = "unavailable"
-	default:
-		return Problem{}, false
-	}
-	return problem(code, err.Error()), true
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/acme/orders/fault"
+
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/projections"
@@ -18,7 +20,7 @@ import (
 const readWait = 2 * time.Second
 
 // errBehind: a read model did not reach the position a query needs in time.
-var errBehind = errors.New("the read model has not caught up yet")
+var errBehind = fault.New(fault.Unavailable, "", "the read model has not caught up yet")
 
 // caughtUp waits until projection has applied every event up to the query's minPosition, or
 // without one up to the head of the log at the time of the request: a read never presents as
@@ -331,7 +333,7 @@ func (s *Server) rebuildProjection(c echo.Context) error {
 }
 
 // errRebuildRunning: a rebuild with other options is running.
-var errRebuildRunning = errors.New("another rebuild is running")
+var errRebuildRunning = fault.New(fault.Conflict, "rebuild-in-progress", "another rebuild is running")
 
 // rebuildOptions reads the query of a rebuild request.
 func rebuildOptions(c echo.Context) (projections.RebuildOptions, error) {

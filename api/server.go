@@ -3,12 +3,13 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/acme/orders/fault"
 
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/eventstore"
@@ -23,10 +24,10 @@ import (
 const MaxHeaderBytes = 64 << 10
 
 var (
-	errMalformed     = errors.New("malformed request")
-	errOrderNotFound = errors.New("order not found")
-	errNotFound      = errors.New("not found")
-	errUnauthorized  = errors.New("missing or unknown API key")
+	errMalformed     = fault.New(fault.Invalid, "", "malformed request")
+	errOrderNotFound = fault.New(fault.NotFound, "", "order not found")
+	errNotFound      = fault.New(fault.NotFound, "", "not found")
+	errUnauthorized  = fault.New(fault.Unauthorized, "", "missing or unknown API key")
 )
 
 // Server serves the API. Construct it with its fields set, then call Handler.

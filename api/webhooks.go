@@ -1,12 +1,13 @@
 package api
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/acme/orders/fault"
 
 	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/webhooks"
@@ -17,7 +18,7 @@ import (
 // sign secrets.
 var errWebhooksOff = fmt.Errorf("%w: webhooks are off: the server has no webhook secret key (--webhooks-secret-key-file)", errUnavailable)
 
-var errUnavailable = errors.New("unavailable")
+var errUnavailable = fault.New(fault.Unavailable, "", "unavailable")
 
 // endpointBody registers an endpoint.
 type endpointBody struct {

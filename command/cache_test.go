@@ -14,6 +14,7 @@ import (
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/fault"
 )
 
 // countingReads counts the stream reads that reach a store, and those of more than one event.
@@ -212,7 +213,7 @@ func testKeyReusedOnAMovedOrderIsRefused(t *testing.T, h *command.Handler, s eve
 		t.Fatal(err)
 	}
 	_, err = h.Handle(ctx, "o1", order.StartPayment{PaymentID: "pay-1", Amount: eur(2000)}, keyed("k2", "fp-other"))
-	if !errors.Is(err, command.ErrKeyReused) {
+	if !errors.Is(err, fault.KeyReused) {
 		t.Fatalf("the other node's key with another request: got %v, want ErrKeyReused", err)
 	}
 	again, err := h.Handle(ctx, "o1", order.Cancel{Reason: "r"}, keyed("k2", "fp2"))

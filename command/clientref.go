@@ -8,13 +8,15 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/acme/orders/fault"
+
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
 )
 
 // ErrClientRefTaken: another order of the principal's customer already has the client
 // reference.
-var ErrClientRefTaken = errors.New("client reference already used by another order of this customer")
+var ErrClientRefTaken = fault.New(fault.Rejected, "", "client reference already used by another order of this customer")
 
 // ClientRefPrefix starts the name of every client-reference claim stream.
 const ClientRefPrefix = "clientref-"

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/acme/orders/fault"
+
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -17,14 +19,11 @@ import (
 
 var (
 	// ErrConflict: the order kept changing under the command; it was not applied.
-	ErrConflict = errors.New("order changed concurrently")
-	// ErrKeyReused: the order already holds events of this idempotency key for a request with
-	// another fingerprint.
-	ErrKeyReused = errors.New("idempotency key already used for another request on this order")
+	ErrConflict = fault.New(fault.Conflict, "", "order changed concurrently")
 	// ErrPreconditionFailed: the order is not at the revision the request required (If-Match).
-	ErrPreconditionFailed = errors.New("order is not at the expected revision")
+	ErrPreconditionFailed = fault.New(fault.PreconditionFailed, "", "order is not at the expected revision")
 	// ErrNotOwner: the order was created by another principal, and only its creator commands it.
-	ErrNotOwner = errors.New("order belongs to another principal")
+	ErrNotOwner = fault.New(fault.NotFound, "", "order belongs to another principal")
 )
 
 // StreamName is the event stream of the order with id.
@@ -78,7 +77,7 @@ type Result struct {
 // Handle runs c on the order id, with opts. Amounts in c that name no currency are in the
 // order's. It returns the domain's *order.Error when the command is refused; for a
 // ConfirmPayment the order refuses but must record, it returns both a Result with the
-// recorded events and the *order.Error. Other errors: ErrConflict, ErrKeyReused,
+// recorded events and the *order.Error. Other errors: ErrConflict, fault.KeyReused,
 // ErrPreconditionFailed and the store's.
 //
 // Only the principal that created an order commands it: for any other (md.Principal), Handle
@@ -329,7 +328,7 @@ func (h *Handler) Find(ctx context.Context, id string, c order.Command, md Metad
 // repeated answers a command whose key's events are already in the order, as the first run did.
 func repeated(id string, k *KeyEvents, md Metadata) (Result, error) {
 	if k.Fingerprint != md.Fingerprint || k.Command != md.Command {
-		return Result{}, fmt.Errorf("%s on order %s: %w", md.Command, id, ErrKeyReused)
+		return Result{}, fmt.Errorf("%s on order %s: %w", md.Command, id, fault.KeyReused)
 	}
 	res := Result{State: k.State, Revision: k.Revision, Position: k.Position, Repeated: true}
 	for _, e := range k.Events {

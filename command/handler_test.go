@@ -14,6 +14,7 @@ import (
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/eventstore/sqlite"
+	"github.com/acme/orders/fault"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 )
@@ -105,7 +106,7 @@ func TestHandleRepeatedKeyIsAnsweredFromTheStream(t *testing.T) {
 
 	// Same key, other request: refused, not run.
 	_, err = h.Handle(ctx, "o1", order.Cancel{Reason: "changed my mind"}, keyed("k1", "fp-other"))
-	if !errors.Is(err, command.ErrKeyReused) {
+	if !errors.Is(err, fault.KeyReused) {
 		t.Fatalf("key reused for another request: got %v, want ErrKeyReused", err)
 	}
 }

@@ -8,13 +8,15 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/acme/orders/fault"
+
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
 )
 
 // ErrPaymentIDTaken: another order of the principal already started a payment with the id. A
 // provider's callback names the payment id alone, so it must lead to one order.
-var ErrPaymentIDTaken = errors.New("payment id already used by another order of this client")
+var ErrPaymentIDTaken = fault.New(fault.Rejected, "payment-id-taken", "payment id already used by another order of this client")
 
 // PaymentIDPrefix starts the name of every payment-id claim stream.
 const PaymentIDPrefix = "paymentid-"

@@ -3,6 +3,8 @@ package eventstore
 import (
 	"errors"
 	"fmt"
+
+	"github.com/acme/orders/fault"
 )
 
 var (
@@ -17,7 +19,7 @@ var (
 	ErrDuplicateEventID = errors.New("duplicate event id")
 	// ErrUnavailable: the store cannot serve the call now (disk full, unwritable, server
 	// unreachable). Nothing was written; the call may succeed later.
-	ErrUnavailable = errors.New("event store unavailable")
+	ErrUnavailable = fault.New(fault.Unavailable, "", "event store unavailable")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("event store closed")
 )

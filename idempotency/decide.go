@@ -25,7 +25,7 @@ const (
 	StepReplay   Step = "replay"    // answer with the outcome recorded (or given here)
 	StepWait     Step = "wait"      // another request runs the command: wait for its outcome
 	StepTakeOver Step = "take-over" // claim the key from a request that died or let go
-	StepRefuse   Step = "refuse"    // the key was used for another request: ErrKeyReused
+	StepRefuse   Step = "refuse"    // the key was used for another request: fault.KeyReused
 	StepForget   Step = "forget"    // delete the expired key, then start again as new
 )
 

@@ -16,7 +16,7 @@
 // Abandoned (released, or its lease is over), Finished (outcome recorded) or Expired (older
 // than the TTL). decide, a pure function of the phase, the request's fingerprint and what this
 // process itself holds of the key (Holding), gives a request its next Step: claim, replay,
-// wait, take over, refuse (ErrKeyReused) or forget (delete the expired key, then it is new).
+// wait, take over, refuse (fault.KeyReused) or forget (delete the expired key, then it is new).
 // TestDecide is the whole table.
 //
 // # One pipeline

@@ -10,6 +10,7 @@ import (
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/eventstore/kurrent"
 	"github.com/acme/orders/eventstore/kurrent/kurrenttest"
+	"github.com/acme/orders/fault"
 	"github.com/acme/orders/idempotency"
 )
 
@@ -45,7 +46,7 @@ func TestKeyExpiresByMaxAge(t *testing.T) {
 	if err := keys.Complete(ctx, c, created); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := keys.Begin(ctx, request("other")); !errors.Is(err, idempotency.ErrKeyReused) {
+	if _, _, err := keys.Begin(ctx, request("other")); !errors.Is(err, fault.KeyReused) {
 		t.Fatalf("another request before expiry: %v; want ErrKeyReused", err)
 	}
 
@@ -75,7 +76,7 @@ func TestKeyExpiresByMaxAge(t *testing.T) {
 	if _, replay, err := keys.Begin(ctx, request("other")); err != nil || replay == nil || replay.Body != other.Body {
 		t.Fatalf("replay of the new request: %+v, %v", replay, err)
 	}
-	if _, _, err := keys.Begin(ctx, request("fp")); !errors.Is(err, idempotency.ErrKeyReused) {
+	if _, _, err := keys.Begin(ctx, request("fp")); !errors.Is(err, fault.KeyReused) {
 		t.Fatalf("the first request after the key's new life: %v; want ErrKeyReused", err)
 	}
 }

@@ -5,8 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
+
+	"github.com/acme/orders/fault"
 )
 
 // MaxKeyLen is the longest Idempotency-Key accepted.
@@ -14,18 +15,16 @@ const MaxKeyLen = 255
 
 var (
 	// ErrKeyMissing: a command that requires a key has none.
-	ErrKeyMissing = errors.New("Idempotency-Key header is required")
+	ErrKeyMissing = fault.New(fault.Invalid, "idempotency-key-missing", "Idempotency-Key header is required")
 	// ErrKeyInvalid: the key is empty, too long or not printable ASCII.
-	ErrKeyInvalid = errors.New("Idempotency-Key must be 1 to 255 printable ASCII characters")
-	// ErrKeyReused: the key was used for a request with another fingerprint.
-	ErrKeyReused = errors.New("Idempotency-Key was already used for a different request")
+	ErrKeyInvalid = fault.New(fault.Invalid, "idempotency-key-invalid", "Idempotency-Key must be 1 to 255 printable ASCII characters")
 	// ErrInFlight: the request that holds the key has not finished within the wait bound.
-	ErrInFlight = errors.New("a request with this Idempotency-Key is still in progress")
+	ErrInFlight = fault.New(fault.InFlight, "", "a request with this Idempotency-Key is still in progress")
 	// ErrTakenOver: while the request ran, its key was taken over by another (its lease ran
 	// out), which now decides the outcome. It is an ErrInFlight to the client.
 	ErrTakenOver = fmt.Errorf("%w: another request took the key over", ErrInFlight)
 	// ErrMalformedBody: the body to fingerprint is not JSON.
-	ErrMalformedBody = errors.New("request body is not JSON")
+	ErrMalformedBody = fault.New(fault.Invalid, "", "request body is not JSON")
 )
 
 // ValidateKey checks a key's form.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/fault"
 )
 
 // Keys runs the key protocol on an event store. Set Store; the other fields have defaults.
@@ -226,7 +227,7 @@ const (
 )
 
 // Recall answers a request whose key this process remembers completed, without touching the
-// store: the outcome to replay, or ErrKeyReused. ok is false if the key is not remembered; Begin
+// store: the outcome to replay, or fault.KeyReused. ok is false if the key is not remembered; Begin
 // then gives the answer. It spares a replay the setup a Begin needs.
 func (k *Keys) Recall(ctx context.Context, principal, key, fingerprint string) (out *Outcome, ok bool, err error) {
 	return k.replay(ctx, StreamName(principal, key), fingerprint)
@@ -252,7 +253,7 @@ func (k *Keys) replay(ctx context.Context, stream, fingerprint string) (*Outcome
 		return nil, false, nil
 	case done.fingerprint != digestOf(fingerprint):
 		k.observe(ctx, EventMismatched, stream)
-		return nil, true, ErrKeyReused
+		return nil, true, fault.KeyReused
 	}
 	var out *Outcome
 	if !done.onDisk {
@@ -267,7 +268,7 @@ func (k *Keys) replay(ctx context.Context, stream, fingerprint string) (*Outcome
 	return out, true, nil
 }
 
-// Begin claims the key for r, or returns the outcome to replay. Errors: ErrKeyReused,
+// Begin claims the key for r, or returns the outcome to replay. Errors: fault.KeyReused,
 // ErrInFlight, and the store's. Each turn of its loop looks at the key, takes the step that
 // decide gives, and waits when the step is to wait.
 func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
@@ -383,7 +384,7 @@ func (a *attempt) take(ctx context.Context, step Step, v view, now time.Time) (d
 		return a.claim(ctx, now)
 	case StepRefuse:
 		k.observe(ctx, EventMismatched, a.stream)
-		return &begun{err: ErrKeyReused}, false
+		return &begun{err: fault.KeyReused}, false
 	case StepReplay:
 		k.observe(ctx, EventReplayed, a.stream)
 		if v.here && v.held.answer != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/eventstore/sqlite"
+	"github.com/acme/orders/fault"
 	"github.com/acme/orders/idempotency"
 	"github.com/google/uuid"
 )
@@ -67,7 +68,7 @@ func TestClaimCompleteReplay(t *testing.T) {
 	if _, _, err := keys.Begin(ctx, request("fp")); !errors.Is(err, idempotency.ErrInFlight) {
 		t.Fatalf("duplicate while held: got %v, want ErrInFlight", err)
 	}
-	if _, _, err := keys.Begin(ctx, request("other")); !errors.Is(err, idempotency.ErrKeyReused) {
+	if _, _, err := keys.Begin(ctx, request("other")); !errors.Is(err, fault.KeyReused) {
 		t.Fatalf("other request while held: got %v, want ErrKeyReused", err)
 	}
 	if err := keys.Complete(ctx, claim, created); err != nil || !claim.Kept {
@@ -77,7 +78,7 @@ func TestClaimCompleteReplay(t *testing.T) {
 	if err != nil || replay == nil || replay.Body != created.Body || replay.Status != 201 || replay.Headers["Location"] != "/v1/orders/x" {
 		t.Fatalf("after completion: %+v, %v", replay, err)
 	}
-	if _, _, err := keys.Begin(ctx, request("other")); !errors.Is(err, idempotency.ErrKeyReused) {
+	if _, _, err := keys.Begin(ctx, request("other")); !errors.Is(err, fault.KeyReused) {
 		t.Fatalf("other request after completion: got %v, want ErrKeyReused", err)
 	}
 	other := request("fp")
@@ -160,7 +161,7 @@ func TestDuplicatesTakeTheAnswerGivenBeforeItsRecord(t *testing.T) {
 			t.Fatalf("duplicate after the answer: %+v, want %+v", replay, created)
 		}
 	}
-	if _, _, err := keys.Begin(ctx, request("other")); !errors.Is(err, idempotency.ErrKeyReused) {
+	if _, _, err := keys.Begin(ctx, request("other")); !errors.Is(err, fault.KeyReused) {
 		t.Fatalf("another request after the answer: got %v, want ErrKeyReused", err)
 	}
 	if r, a := counted.reads.Load(), counted.appends.Load(); r != 0 || a != 1 {
@@ -388,7 +389,7 @@ func TestCompletedKeysAreRemembered(t *testing.T) {
 		if err != nil || replay == nil || replay.Body != created.Body {
 			t.Fatalf("replay: %+v, %v", replay, err)
 		}
-		if _, _, err := keys.Begin(ctx, request("other")); !errors.Is(err, idempotency.ErrKeyReused) {
+		if _, _, err := keys.Begin(ctx, request("other")); !errors.Is(err, fault.KeyReused) {
 			t.Fatalf("other request: got %v, want ErrKeyReused", err)
 		}
 	}
@@ -671,7 +672,7 @@ func TestDeferredClaim(t *testing.T) {
 			switch {
 			case other == "fp" && (err != nil || replay == nil || replay.Body != created.Body):
 				t.Errorf("Begin again: %+v, %v; want the first outcome", replay, err)
-			case other != "fp" && !errors.Is(err, idempotency.ErrKeyReused):
+			case other != "fp" && !errors.Is(err, fault.KeyReused):
 				t.Errorf("Begin again with another request: %v; want ErrKeyReused", err)
 			}
 			if got := keyEvents(t, s, deferred); fmt.Sprint(got) != fmt.Sprint(before) {

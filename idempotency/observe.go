@@ -17,7 +17,7 @@ type Event string
 const (
 	EventClaimed    Event = "claimed"    // a new request holds the key
 	EventReplayed   Event = "replayed"   // a retry gets the stored outcome
-	EventMismatched Event = "mismatched" // the key was used for another request (ErrKeyReused)
+	EventMismatched Event = "mismatched" // the key was used for another request (fault.KeyReused)
 	EventWaited     Event = "waited"     // a duplicate waits for the request that holds the key
 	EventInFlight   Event = "in-flight"  // ... and gave up (ErrInFlight)
 	EventTakenOver  Event = "taken-over" // a claim abandoned or released was taken over

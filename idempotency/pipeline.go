@@ -39,8 +39,8 @@ type Run func(ctx context.Context, c *Claim) Result
 type Result struct {
 	Outcome Outcome // the answer as sent, stored and replayed
 	Err     error   // the command's error, if any
-	// Keep stores the outcome for replay: every answer below 500 that does not depend on a
-	// passing condition of the server. Any other answer lets the key go.
+	// Keep stores the outcome for replay: an answer whose error is final (fault.Final), not
+	// one that depends on a passing condition of the server. Any other answer lets the key go.
 	Keep bool
 	// Appended: the command appended events, this run or an earlier one (for Hooks.AfterAppend).
 	Appended bool
@@ -65,7 +65,7 @@ const (
 )
 
 // Do runs the command of r once per key and returns the answer: the first run's, every time.
-// Errors: ErrInFlight (ErrTakenOver among them: retry after a while), ErrKeyReused and the
+// Errors: ErrInFlight (ErrTakenOver among them: retry after a while), fault.KeyReused and the
 // store's. ctx should outlive the client: a command runs to its end once claimed.
 func (p *Pipeline) Do(ctx context.Context, r Request, run Run) (Answer, error) {
 	r.Defer = true // a new key's claim is written with the command's events, in one append

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/fault"
 	"github.com/acme/orders/idempotency"
 )
 
@@ -40,7 +41,7 @@ func TestPipelineRunsOnceAndReplaysTheFirstAnswer(t *testing.T) {
 	if runs != 1 {
 		t.Errorf("the command ran %d times, want 1", runs)
 	}
-	if _, err := p.Do(ctx, request("other"), run); !errors.Is(err, idempotency.ErrKeyReused) {
+	if _, err := p.Do(ctx, request("other"), run); !errors.Is(err, fault.KeyReused) {
 		t.Errorf("another request with the key: %v, want ErrKeyReused", err)
 	}
 }

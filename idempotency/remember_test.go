@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/acme/orders/eventstore/sqlite"
+	"github.com/acme/orders/fault"
 	"github.com/acme/orders/idempotency"
 )
 
@@ -121,7 +122,7 @@ func TestLargeOutcomeIsReplayedFromTheStore(t *testing.T) {
 	if r, a := counted.reads.Load()-reads, counted.appends.Load()-appends; r != 1 || a != 0 {
 		t.Errorf("its replay read the store %d times and appended %d; want one read, no append", r, a)
 	}
-	if _, _, err := keys.Recall(ctx, "shop-1", "k1", "other"); err != idempotency.ErrKeyReused {
+	if _, _, err := keys.Recall(ctx, "shop-1", "k1", "other"); err != fault.KeyReused {
 		t.Errorf("Recall with another fingerprint: %v; want ErrKeyReused", err)
 	}
 

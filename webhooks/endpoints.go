@@ -14,23 +14,25 @@ import (
 	"sync"
 	"time"
 
+	"github.com/acme/orders/fault"
+
 	"github.com/acme/orders/eventstore"
 )
 
 var (
 	// ErrNotFound: no such endpoint, or one of another principal.
-	ErrNotFound = errors.New("webhook endpoint not found")
+	ErrNotFound = fault.New(fault.NotFound, "", "webhook endpoint not found")
 	// ErrInvalid: the URL or the event types cannot be used.
-	ErrInvalid = errors.New("invalid webhook endpoint")
+	ErrInvalid = fault.New(fault.Invalid, "webhook-endpoint-invalid", "invalid webhook endpoint")
 	// ErrURLRefused: the URL is not https, or names a loopback, private, link-local or
 	// metadata address (without Config.AllowPrivate).
-	ErrURLRefused = errors.New("webhook URL refused")
+	ErrURLRefused = fault.New(fault.Rejected, "webhook-url-refused", "webhook URL refused")
 	// ErrLimit: the principal has Config.MaxEndpoints endpoints already.
-	ErrLimit = errors.New("too many webhook endpoints")
+	ErrLimit = fault.New(fault.Rejected, "webhook-endpoint-limit", "too many webhook endpoints")
 	// ErrContended: the streams a change reads and appends to at an exact revision kept
 	// changing under it (other registrations, deletes or retries at once) past its tries. It
 	// changed nothing; a retry after a moment goes through.
-	ErrContended = errors.New("webhook streams kept changing; nothing was changed")
+	ErrContended = fault.New(fault.Unavailable, "", "webhook streams kept changing; nothing was changed")
 )
 
 // Endpoint statuses.
@@ -289,9 +291,6 @@ func (es *Endpoints) Register(ctx context.Context, principal, key, rawURL string
 	return Endpoint{}, "", false, fmt.Errorf("register webhook endpoint %s: %w", id, ErrContended)
 }
 
-// ErrKeyReused: the Idempotency-Key made another endpoint, or a rotation of another endpoint.
-var ErrKeyReused = errors.New("idempotency key already used for another webhook request")
-
 // EndpointID is the id of the endpoint that principal's request with Idempotency-Key key
 // registers.
 func EndpointID(principal, key string) string {
@@ -303,7 +302,7 @@ func EndpointID(principal, key string) string {
 // showed (opened again), if the request is the same.
 func (es *Endpoints) replay(ep Endpoint, principal, rawURL string, events []string, description string) (Endpoint, string, bool, error) {
 	if ep.Principal != principal || ep.URL != rawURL || !slices.Equal(ep.Events, events) || ep.Description != description {
-		return Endpoint{}, "", false, fmt.Errorf("%w: the key registered endpoint %s with other values", ErrKeyReused, ep.ID)
+		return Endpoint{}, "", false, fmt.Errorf("%w: the key registered endpoint %s with other values", fault.KeyReused, ep.ID)
 	}
 	key, err := es.Sealer.Open(ep.ID, ep.first.Sealed)
 	if err != nil {

@@ -1,11 +1,12 @@
 package order
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/acme/orders/fault"
 
 	json "github.com/goccy/go-json"
 )
@@ -27,10 +28,10 @@ type eventType struct {
 
 var (
 	// ErrUnknownEventType is returned for a type name (or a Go value) the codec does not know.
-	ErrUnknownEventType = errors.New("unknown order event type")
+	ErrUnknownEventType = fault.New(fault.Unreadable, "", "unknown order event type")
 	// ErrNewerEventVersion is returned for a known type at a version newer than the codec's:
 	// an event written by a later release, which this one cannot read.
-	ErrNewerEventVersion = errors.New("order event of a newer version than this build reads")
+	ErrNewerEventVersion = fault.New(fault.Unreadable, "", "order event of a newer version than this build reads")
 )
 
 var events = newCodec(

@@ -1,6 +1,10 @@
 package order
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/acme/orders/fault"
+)
 
 // Kind classifies every error Decide returns. The set is small and closed on purpose: the HTTP
 // layer maps each kind to one status and one problem type, and that mapping must not change
@@ -70,7 +74,27 @@ func (e *Error) Is(target error) bool {
 	return ok && k == e.Kind
 }
 
-func (e *Error) Unwrap() error { return e.Err }
+// Unwrap returns the cause, if any, and the service's kind of e's Kind (package fault).
+func (e *Error) Unwrap() []error {
+	errs := make([]error, 0, 2)
+	if e.Err != nil {
+		errs = append(errs, e.Err)
+	}
+	if int(e.Kind) < len(faults) && faults[e.Kind] != nil {
+		errs = append(errs, faults[e.Kind])
+	}
+	return errs
+}
+
+// faults are the service's kinds of each Kind, with the problem code the API names it by. A
+// command the order's status or facts refuse is refused for good, whatever its status.
+var faults = [...]error{
+	KindInvalid:           fault.New(fault.Invalid, "invalid-command", "invalid command"),
+	KindNotFound:          fault.New(fault.NotFound, "", "not found"),
+	KindAlreadyExists:     fault.New(fault.Rejected, "invalid-transition", "already exists"),
+	KindInvalidTransition: fault.New(fault.Rejected, "invalid-transition", "invalid transition"),
+	KindRejected:          fault.New(fault.Rejected, "", "rejected"),
+}
 
 // errorf builds the errors of this package without State and Command: Decide fills those in
 // once, for every error, so no rule can forget them.

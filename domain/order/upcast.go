@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/acme/orders/fault"
 )
 
 // Upcasting: an event type's earlier versions stay readable forever. When a type changes, its
@@ -21,7 +23,7 @@ var upcasters = []func(map[string]eventType){
 }
 
 // ErrUpcast is returned for a stored event that its upcaster cannot turn into the next version.
-var ErrUpcast = errors.New("cannot upcast order event")
+var ErrUpcast = fault.New(fault.Unreadable, "", "cannot upcast order event")
 
 // upcaster is an earlier version of an event type.
 type upcaster interface {
