@@ -76,15 +76,19 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 	}
 }
 
-// keyRequest is what the pipeline needs to know of a keyed command request on order id.
+// keyRequest is what the pipeline needs to know of a keyed command request on order id. A
+// create's order id is drawn here: the pipeline claims the key with it, or, taking the key
+// over, with the id of the key's first claim.
 func (s *Server) keyRequest(c echo.Context, rt route, in commandRequest, id string) idempotency.Request {
 	req := c.Request()
+	if rt.create {
+		id = s.IDs.New(time.Now()).String()
+	}
 	return idempotency.Request{
 		Principal: in.md.Principal, Key: in.md.IdempotencyKey,
 		Method: req.Method, Path: req.URL.Path, Fingerprint: in.md.Fingerprint, Digest: in.digest,
-		OrderID:    id,
-		NewOrderID: func() string { return s.IDs.New(time.Now()).String() },
-		Claimant:   s.Node + "/" + requestID(c),
+		OrderID:  id,
+		Claimant: s.Node + "/" + requestID(c),
 		FindInOrderStream: func(ctx context.Context, orderID string) (*idempotency.Outcome, error) {
 			rep, err := s.Orders.Find(ctx, orderID, in.build(orderID), in.md)
 			if err != nil || rep == nil {
@@ -111,7 +115,7 @@ func (s *Server) runClaimed(rt route, in commandRequest) idempotency.Run {
 		var out idempotency.Outcome
 		if claim.Recorded() {
 			out = key.out // respond's, but for the position the store has told since
-			out.Headers[logPosition] = strconv.FormatUint(res.Position.Commit, 10)
+			out.Position = res.Position.Commit
 		} else {
 			out = s.respond(rt, claim.OrderID, res, err)
 		}
@@ -124,14 +128,14 @@ func (s *Server) runClaimed(rt route, in commandRequest) idempotency.Run {
 }
 
 // keyClaim is the claim of a command's key as the command sees it: a create records its key's
-// outcome in the append that creates its order (idempotency.Claim.PendingWith), and so writes
-// once. The outcome's Log-Position, which only that append tells, is read from the order's
-// event when the outcome is read from the key.
+// claim and outcome, in one event, in the append that creates its order
+// (idempotency.Claim.PendingWith), and so writes once. The outcome's position, which only that
+// append tells, is read from the order's event when the outcome is read from the key.
 type keyClaim struct {
 	*idempotency.Claim
 	s   *Server
 	rt  route
-	out idempotency.Outcome // the outcome recorded with the claim, its Log-Position not yet told
+	out idempotency.Outcome // the outcome recorded with the claim, its position not yet told
 }
 
 // Pending implements command.KeyClaim.
@@ -144,7 +148,7 @@ func (k *keyClaim) Pending(done *command.Done) (eventstore.StreamAppend, bool) {
 		return k.Claim.Pending()
 	}
 	k.out = out
-	return k.Claim.PendingWith(out, idempotency.PositionOf{Header: logPosition, Stream: command.StreamName(k.OrderID), Revision: done.Result.Revision})
+	return k.Claim.PendingWith(out, idempotency.At{PositionStream: command.StreamName(k.OrderID), PositionRevision: done.Result.Revision})
 }
 
 // pipeline is the keyed-command pipeline of the server's keys.
@@ -281,9 +285,9 @@ func (s *Server) respond(rt route, orderID string, res command.Result, err error
 		Headers: map[string]string{
 			echo.HeaderContentType: echo.MIMEApplicationJSON,
 			"ETag":                 etag(res.Revision),
-			logPosition:            strconv.FormatUint(res.Position.Commit, 10),
 		},
-		Body: string(append(body, '\n')),
+		Position: res.Position.Commit,
+		Body:     string(append(body, '\n')),
 	}
 	if rt.create {
 		out.Status = http.StatusCreated
@@ -305,6 +309,9 @@ func (s *Server) write(c echo.Context, out idempotency.Outcome, replayed bool) e
 	}
 	for k, v := range out.Headers {
 		set(k, v)
+	}
+	if out.Position != 0 {
+		set(logPosition, strconv.FormatUint(out.Position, 10))
 	}
 	if replayed {
 		set("Idempotent-Replayed", "true")

@@ -124,9 +124,9 @@ func (c *countingStore) MultiStreamAppend(ctx context.Context, appends ...events
 	return c.Store.MultiStreamAppend(ctx, appends...)
 }
 
-// A keyed create is one write: its key's claim and outcome go with the order's events. A
-// process that remembers nothing replays the answer from the store word for word, with the
-// Log-Position of the order's last event, which the outcome could not hold.
+// A keyed create is one write: its key's claim and outcome, in one event, go with the order's
+// events. A process that remembers nothing replays the answer from the store word for word,
+// with the Log-Position of the order's last event, which the outcome could not hold.
 func TestCreateRecordsItsOutcomeInItsOwnAppend(t *testing.T) {
 	counted := &countingStore{}
 	srv, s := newServer(t, func(s eventstore.Store) eventstore.Store { counted.Store = s.(*sqlite.Store); return counted })
@@ -157,8 +157,11 @@ func TestCreateRecordsItsOutcomeInItsOwnAppend(t *testing.T) {
 	}
 	key := read(idempotency.StreamName("local", "k1"))
 	order := read(command.StreamName(strings.TrimPrefix(first.Header().Get("Location"), "/v1/orders/")))
-	if len(key) != 2 || key[0].Type != idempotency.TypeClaimed || key[1].Type != idempotency.TypeCompleted || len(order) == 0 {
-		t.Fatalf("key stream %v, order stream of %d events; want a claim and its outcome, and the order", key, len(order))
+	if len(key) != 1 || key[0].Type != idempotency.TypeRecorded || len(order) == 0 {
+		t.Fatalf("key stream of %d events, order stream of %d; want one event, the claim with its outcome, and the order", len(key), len(order))
+	}
+	if strings.Contains(string(key[0].Data), "Log-Position") {
+		t.Errorf("the key's event names a header: %s", key[0].Data)
 	}
 	if got, want := first.Header().Get("Log-Position"), fmt.Sprint(order[len(order)-1].Position.Commit); got != want {
 		t.Fatalf("Log-Position %s; want the order's last event's, %s", got, want)

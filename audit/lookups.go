@@ -62,8 +62,8 @@ func (l *lookups) after(e eventstore.RecordedEvent) bool {
 // was, as they would fail the projection.
 func (l *lookups) noteKey(e eventstore.RecordedEvent) {
 	switch e.Type {
-	case idempotency.TypeClaimed:
-		var c idempotency.Claimed
+	case idempotency.TypeClaimed, idempotency.TypeRecorded:
+		var c idempotency.Recorded // a claim alone decodes with no outcome (Status 0)
 		if json.Unmarshal(e.Data, &c) != nil {
 			return
 		}
@@ -77,6 +77,9 @@ func (l *lookups) noteKey(e eventstore.RecordedEvent) {
 			l.keys[k] = r
 		}
 		status, completed := r.row.Status, r.row.CompletedAt
+		if e.Type == idempotency.TypeRecorded && status == 0 {
+			status, completed = c.Status, c.ClaimedAt // the first outcome stands
+		}
 		r.row = projections.KeyRow{Principal: c.Principal, Key: c.Key, Method: c.Method, Path: c.Path, OrderID: c.OrderID,
 			Status: status, ClaimedAt: c.ClaimedAt, CompletedAt: completed, ExpiresAt: c.ExpiresAt}
 	case idempotency.TypeCompleted:

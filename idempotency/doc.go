@@ -46,10 +46,11 @@
 // appends it with the command's events, or with the outcome if the command appends nothing; if
 // the store refuses it because the key exists after all, nothing was written and Do starts
 // again without deferring. A command that creates its order in that append records its outcome
-// there too (Claim.PendingWith), and is then one write: a new order's stream holds no other
-// run's events, so what was decided is what is written, and the outcome is known before the
-// append but for the order's log position, which a replay from the store takes from the order's
-// event (Completed.PositionHeader). Completed keys are kept in memory, bounded in bytes
+// there too (Claim.PendingWith), in the claim's own event (Recorded), and is then one write of
+// one key event: a new order's stream holds no other run's events, so what was decided is what
+// is written, and the outcome is known before the append but for the order's log position
+// (Outcome.Position), which a replay from the store takes from the order's event it names (At).
+// Keys of earlier releases, a claim and an outcome in two events, read the same. Completed keys are kept in memory, bounded in bytes
 // (Keys.RememberBytes), in a compact form (digests for the stream and fingerprint, the headers
 // and body as two strings): a completed key never changes until it expires, so its replays read
 // nothing. A key completed here also keeps the digest of its request's bytes: a retry with the

@@ -21,24 +21,28 @@ func TestKeyEventsAreEncodingJSONs(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
 	gen := jsonenctest.NewValues(r, 300)
 	pick, at := gen.String, gen.Time
-	var claims, outcomes jsonenctest.Fields
-	defer func() { claims.Check(t); outcomes.Check(t) }()
+	var claims, outcomes, recorded jsonenctest.Fields
+	defer func() { claims.Check(t); outcomes.Check(t); recorded.Check(t) }()
 	for i := range 3000 {
 		c := Claimed{Principal: pick(), Key: pick(), Method: pick(), Path: pick(), Fingerprint: pick(), OrderID: pick(),
 			Claimant: pick(), ClaimedAt: at(), LeaseUntil: at(), ExpiresAt: at()}
 		claims.Note(c)
 		same(t, c, c.encode)
-		d := Completed{Outcome: Outcome{Status: r.IntN(600) - i%2, Code: pick(), Body: pick() + `{"id":"` + pick() + `"}` + "\n"},
-			OrderID: pick(), CompletedAt: at(),
-			PositionHeader: pick(), PositionStream: pick(), PositionRevision: uint64(r.IntN(2)) * r.Uint64N(1<<40)}
+		out := Outcome{Status: r.IntN(600) - i%2, Code: pick(), Body: pick() + `{"id":"` + pick() + `"}` + "\n",
+			Position: uint64(r.IntN(2)) * r.Uint64N(1<<40)}
 		if n := r.IntN(12); n > 0 {
-			d.Headers = map[string]string{}
+			out.Headers = map[string]string{}
 			for range n {
-				d.Headers[pick()] = pick()
+				out.Headers[pick()] = pick()
 			}
 		}
+		ref := At{PositionStream: pick(), PositionRevision: uint64(r.IntN(2)) * r.Uint64N(1<<40)}
+		d := Completed{Outcome: out, OrderID: pick(), CompletedAt: at(), At: ref}
 		outcomes.Note(d)
 		same(t, d, d.encode)
+		rec := Recorded{Claimed: c, Outcome: out, At: ref}
+		recorded.Note(rec)
+		same(t, rec, rec.encode)
 	}
 }
 

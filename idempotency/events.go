@@ -15,6 +15,9 @@ const (
 	TypeClaimed   = "idempotency.claimed.v1"
 	TypeCompleted = "idempotency.completed.v1"
 	TypeReleased  = "idempotency.released.v1"
+	// TypeRecorded is a key's claim and outcome in one event (Recorded), which earlier releases
+	// wrote as a TypeClaimed and a TypeCompleted.
+	TypeRecorded = "idempotency.recorded.v1"
 )
 
 // Claimed records that a request holds the key. A takeover appends another one.
@@ -40,6 +43,10 @@ type Outcome struct {
 	Headers map[string]string `json:"headers,omitempty"`
 	// Body is the response body exactly as first sent.
 	Body string `json:"body"`
+	// Position is the log position of the command's effect, which the intake tells as it
+	// likes (api: the Log-Position header); 0 for an answer that has none. Outcomes recorded
+	// before it was kept tell it among their Headers.
+	Position uint64 `json:"position,omitempty"`
 }
 
 // Completed records the outcome of the request that held the key.
@@ -47,14 +54,25 @@ type Completed struct {
 	Outcome
 	OrderID     string    `json:"orderId"`
 	CompletedAt time.Time `json:"completedAt"`
-	// PositionHeader, if set, is a header of the outcome whose value is the log position of
-	// the event PositionRevision of the stream PositionStream, written in the same append as
-	// this one (Claim.PendingWith), when the store had not told that position yet. It is not
-	// among the stored Headers: it is added from that event before the outcome is answered
-	// (Keys.position).
-	PositionHeader   string `json:"positionHeader,omitempty"`
+	At
+}
+
+// At names, for an outcome written in the same append as the command's events, the event whose
+// log position is the outcome's Position, which the store had not told yet (Claim.PendingWith):
+// a read of the key takes it from there (Keys.position).
+type At struct {
 	PositionStream   string `json:"positionStream,omitempty"`
 	PositionRevision uint64 `json:"positionRevision,omitempty"`
+}
+
+// Recorded is a key's claim and its outcome in one event, written in one append with the
+// command's events when the key was new and its outcome known before the append
+// (Claim.PendingWith), or by Complete for a new key whose command wrote nothing. The claim's
+// time is the outcome's.
+type Recorded struct {
+	Claimed
+	Outcome
+	At
 }
 
 // Released records that the holder gave the key up without an outcome to keep (a 5xx): the
@@ -94,6 +112,18 @@ func (s *keyState) apply(e eventstore.RecordedEvent) error {
 		if s.done == nil { // a takeover's late duplicate outcome does not replace the first
 			s.done = &c
 		}
+	case TypeRecorded:
+		var r Recorded
+		if err := json.Unmarshal(e.Data, &r); err != nil {
+			return fmt.Errorf("%s@%d: %w", e.Stream, e.Revision, err)
+		}
+		if s.first.Claimant == "" {
+			s.first = r.Claimed
+		}
+		s.current, s.released = r.Claimed, false
+		if s.done == nil {
+			s.done = &Completed{Outcome: r.Outcome, OrderID: r.OrderID, CompletedAt: r.ClaimedAt, At: r.At}
+		}
 	case TypeReleased:
 		s.released = true
 	}
@@ -114,6 +144,11 @@ func newEvent(typ string, data []byte) eventstore.EventData {
 
 func (c Claimed) appendJSON(dst []byte) ([]byte, error) {
 	o := jsonenc.Open(dst)
+	c.fields(&o)
+	return o.Close()
+}
+
+func (c Claimed) fields(o *jsonenc.Object) {
 	o.String("principal", c.Principal)
 	o.String("key", c.Key)
 	o.String("method", c.Method)
@@ -124,7 +159,6 @@ func (c Claimed) appendJSON(dst []byte) ([]byte, error) {
 	o.Time("claimedAt", c.ClaimedAt)
 	o.Time("leaseUntil", c.LeaseUntil)
 	o.Time("expiresAt", c.ExpiresAt)
-	return o.Close()
 }
 
 func (c Claimed) encode() ([]byte, error) {
@@ -132,24 +166,51 @@ func (c Claimed) encode() ([]byte, error) {
 	return c.appendJSON(make([]byte, 0, size))
 }
 
+func (out Outcome) fields(o *jsonenc.Object) {
+	o.Int("status", int64(out.Status))
+	o.StringOmitEmpty("code", out.Code)
+	o.StringMapOmitEmpty("headers", out.Headers)
+	o.String("body", out.Body)
+	o.IntOmitEmpty("position", int64(out.Position))
+}
+
+// size is about what the outcome takes encoded.
+func (out Outcome) size() int {
+	size := 100 + len(out.Code) + len(out.Body) + len(out.Body)/8
+	for k, v := range out.Headers {
+		size += len(k) + len(v) + 6
+	}
+	return size
+}
+
+func (at At) fields(o *jsonenc.Object) {
+	o.StringOmitEmpty("positionStream", at.PositionStream)
+	o.IntOmitEmpty("positionRevision", int64(at.PositionRevision))
+}
+
 func (c Completed) appendJSON(dst []byte) ([]byte, error) {
 	o := jsonenc.Open(dst)
-	o.Int("status", int64(c.Status))
-	o.StringOmitEmpty("code", c.Code)
-	o.StringMapOmitEmpty("headers", c.Headers)
-	o.String("body", c.Body)
+	c.Outcome.fields(&o)
 	o.String("orderId", c.OrderID)
 	o.Time("completedAt", c.CompletedAt)
-	o.StringOmitEmpty("positionHeader", c.PositionHeader)
-	o.StringOmitEmpty("positionStream", c.PositionStream)
-	o.IntOmitEmpty("positionRevision", int64(c.PositionRevision))
+	c.At.fields(&o)
 	return o.Close()
 }
 
 func (c Completed) encode() ([]byte, error) {
-	size := 200 + len(c.Code) + len(c.Body) + len(c.OrderID) + len(c.PositionHeader) + len(c.PositionStream)
-	for k, v := range c.Headers {
-		size += len(k) + len(v) + 6
-	}
-	return c.appendJSON(make([]byte, 0, size+len(c.Body)/8))
+	return c.appendJSON(make([]byte, 0, c.Outcome.size()+100+len(c.OrderID)+len(c.PositionStream)))
+}
+
+func (r Recorded) appendJSON(dst []byte) ([]byte, error) {
+	o := jsonenc.Open(dst)
+	r.Claimed.fields(&o)
+	r.Outcome.fields(&o)
+	r.At.fields(&o)
+	return o.Close()
+}
+
+func (r Recorded) encode() ([]byte, error) {
+	c := r.Claimed
+	size := 300 + len(c.Principal) + len(c.Key) + len(c.Method) + len(c.Path) + len(c.Fingerprint) + len(c.OrderID) + len(c.Claimant)
+	return r.appendJSON(make([]byte, 0, size+r.Outcome.size()+len(r.PositionStream)))
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"strconv"
 	"time"
 
 	"github.com/acme/orders/eventstore"
@@ -76,9 +74,8 @@ type Request struct {
 	Principal, Key    string
 	Method, Path      string
 	Fingerprint       string
-	OrderID           string        // the order the request acts on; empty for a create
-	NewOrderID        func() string // draws the id of the order a create will make
-	Claimant          string        // who claims, for the record (node and request id)
+	OrderID           string // the order the request acts on, or the id drawn for a create's
+	Claimant          string // who claims, for the record (node and request id)
 	FindInOrderStream func(ctx context.Context, orderID string) (*Outcome, error)
 	// Digest identifies the request's bytes (Fingerprints.Digest), if known: once the key is
 	// completed here, a retry with these very bytes is replayed from memory without its
@@ -127,39 +124,26 @@ func (c *Claim) Pending() (eventstore.StreamAppend, bool) {
 	return *c.pending, true
 }
 
-// PendingWith is Pending for an append that records the key's outcome out as well, so that
-// the key is completed in the very step that makes the command's effect, and Complete writes
-// nothing. Use it only where what the command's events will say is certain before the store
-// writes them: another run's events in their place would leave an outcome that is not theirs.
-// Out's header at.Header is the log position of an event of that same append, which only the
-// store tells: it is left out of the outcome stored, and a read of the key adds it. PendingWith
-// returns false once the claim's append is made.
-func (c *Claim) PendingWith(out Outcome, at PositionOf) (eventstore.StreamAppend, bool) {
+// PendingWith is Pending for an append that records the key's outcome out as well, in one event
+// with the claim (Recorded), so that the key is completed in the very step that makes the
+// command's effect, and Complete writes nothing. Use it only where what the command's events
+// will say is certain before the store writes them: another run's events in their place would
+// leave an outcome that is not theirs. Out's Position is that of an event of the same append,
+// which only the store tells: at names it, and a read of the key takes it from there.
+// PendingWith returns false once the claim's append is made.
+func (c *Claim) PendingWith(out Outcome, at At) (eventstore.StreamAppend, bool) {
 	if c.pending == nil {
 		return eventstore.StreamAppend{}, false
 	}
-	done := Completed{Outcome: out, OrderID: c.OrderID, CompletedAt: c.keys.now(),
-		PositionHeader: at.Header, PositionStream: at.Stream, PositionRevision: at.Revision}
-	if _, ok := out.Headers[at.Header]; ok {
-		done.Headers = maps.Clone(out.Headers)
-		delete(done.Headers, at.Header)
-	}
-	data, err := done.encode()
+	out.Position = 0
+	data, err := Recorded{Claimed: c.first, Outcome: out, At: at}.encode()
 	if err != nil {
 		return c.Pending() // Complete records it, or tells why it cannot
 	}
 	c.along = true
 	a := *c.pending
-	a.Events = []eventstore.EventData{a.Events[0], newEvent(TypeCompleted, data)}
+	a.Events = []eventstore.EventData{newEvent(TypeRecorded, data)}
 	return a, true
-}
-
-// PositionOf is a header of an outcome whose value is the log position of an event, the one at
-// Revision in Stream.
-type PositionOf struct {
-	Header   string
-	Stream   string
-	Revision uint64
 }
 
 // Recorded reports whether the claim's append, made, recorded the key's outcome too
@@ -172,10 +156,7 @@ func (c *Claim) Recorded() bool { return c.recorded }
 func (c *Claim) Made(ctx context.Context, res eventstore.AppendResult) {
 	c.pending = nil
 	c.Revision = res.Revision
-	if c.along {
-		c.Revision-- // the claim is the first of the two
-		c.recorded = true
-	}
+	c.recorded = c.along
 	c.keys.holds.hold(c.Stream, held{claimed: c.first, revision: c.Revision, claim: c})
 	c.keys.observe(ctx, EventClaimed, c.Stream)
 }
@@ -434,9 +415,6 @@ func (a *attempt) claim(ctx context.Context, now time.Time) (*begun, bool) {
 		a.expiring = true
 	}
 	orderID := a.r.OrderID
-	if orderID == "" && a.r.NewOrderID != nil {
-		orderID = a.r.NewOrderID()
-	}
 	if a.deferring {
 		// Claimed once its append is made (Claim.Made, completePending): the store may yet
 		// refuse it.
@@ -602,16 +580,16 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 }
 
 func (k *Keys) completePending(ctx context.Context, c *Claim, out Outcome) error {
-	data, err := Completed{Outcome: out, OrderID: c.OrderID, CompletedAt: k.now()}.encode()
+	data, err := Recorded{Claimed: c.first, Outcome: out}.encode()
 	var res eventstore.AppendResult
 	if err == nil {
-		res, err = k.Store.Append(ctx, c.Stream, c.pending.Expected, c.pending.Events[0], newEvent(TypeCompleted, data))
+		res, err = k.Store.Append(ctx, c.Stream, c.pending.Expected, newEvent(TypeRecorded, data))
 	}
 	if err != nil {
 		k.holds.drop(c)
 		return err
 	}
-	c.pending, c.Revision = nil, res.Revision-1 // the claim is the first of the two
+	c.pending, c.Revision = nil, res.Revision
 	k.observe(ctx, EventClaimed, c.Stream)
 	k.settle(ctx, c, &Completed{Outcome: out})
 	return nil
@@ -693,11 +671,11 @@ func (k *Keys) expiry(c Claimed) time.Time {
 	return c.ClaimedAt.Add(k.ttl())
 }
 
-// position adds to an outcome recorded with the command's events (Claim.PendingWith) the header
-// that tells an event's log position, read from that event: before the outcome is answered or
+// position gives an outcome recorded with the command's events (Claim.PendingWith) the log
+// position of the event it names, read from that event: before the outcome is answered or
 // remembered, and only then (a sweep or a decision needs no position).
 func (k *Keys) position(ctx context.Context, done *Completed) error {
-	if done.PositionHeader == "" {
+	if done.PositionStream == "" {
 		return nil
 	}
 	for e, err := range k.Store.ReadStream(ctx, done.PositionStream, eventstore.ReadStreamOptions{From: done.PositionRevision, Limit: 1}) {
@@ -707,14 +685,11 @@ func (k *Keys) position(ctx context.Context, done *Completed) error {
 		if e.Revision != done.PositionRevision {
 			break
 		}
-		headers := make(map[string]string, len(done.Headers)+1)
-		maps.Copy(headers, done.Headers)
-		headers[done.PositionHeader] = strconv.FormatUint(e.Position.Commit, 10)
-		done.Headers = headers
+		done.Position = e.Position.Commit
 		return nil
 	}
-	return fmt.Errorf("the key's outcome takes its %s from event %d of %s, which the store does not hold",
-		done.PositionHeader, done.PositionRevision, done.PositionStream)
+	return fmt.Errorf("the key's outcome takes its position from event %d of %s, which the store does not hold",
+		done.PositionRevision, done.PositionStream)
 }
 
 // Await waits until no claim of this process holds the key, so that a read of the key after it

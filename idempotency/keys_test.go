@@ -51,7 +51,7 @@ func newKeys(t *testing.T) (*idempotency.Keys, *clock, *sqlite.Store) {
 func request(fingerprint string) idempotency.Request {
 	return idempotency.Request{
 		Principal: "shop-1", Key: "k1", Method: "POST", Path: "/v1/orders", Fingerprint: fingerprint,
-		NewOrderID: func() string { return "order-" + fingerprint }, Claimant: "test",
+		OrderID: "order-" + fingerprint, Claimant: "test",
 	}
 }
 
@@ -545,9 +545,9 @@ func TestDeferredClaim(t *testing.T) {
 			t.Fatal(err)
 		}
 		effect := eventstore.StreamAppend{Stream: "order-fp", Expected: eventstore.NoStream, Events: []eventstore.EventData{{ID: uuid.New(), Type: "order.created.v1", Data: []byte(`{}`)}}}
-		own, pending := claim.PendingWith(created, idempotency.PositionOf{Header: "Log-Position", Stream: effect.Stream, Revision: 0})
-		if !pending || len(own.Events) != 2 {
-			t.Fatalf("PendingWith: %d events, pending %v; want the claim and its outcome", len(own.Events), pending)
+		own, pending := claim.PendingWith(created, idempotency.At{PositionStream: effect.Stream, PositionRevision: 0})
+		if !pending || len(own.Events) != 1 || own.Events[0].Type != idempotency.TypeRecorded {
+			t.Fatalf("PendingWith: %d events, pending %v; want one, the claim with its outcome", len(own.Events), pending)
 		}
 		results, err := s.MultiStreamAppend(ctx, own, effect)
 		if err != nil {
@@ -558,18 +558,17 @@ func TestDeferredClaim(t *testing.T) {
 			t.Fatalf("after Made: recorded %v, revision %d; want recorded, the claim at 0", claim.Recorded(), claim.Revision)
 		}
 		answer := created
-		answer.Headers = maps.Clone(created.Headers)
-		answer.Headers["Log-Position"] = fmt.Sprint(results[1].Position.Commit)
+		answer.Position = results[1].Position.Commit
 		if err := keys.Complete(ctx, claim, answer); err != nil || !claim.Kept {
 			t.Fatalf("Complete: %v, kept %v", err, claim.Kept)
 		}
-		if got := keyEvents(t, s, deferred); fmt.Sprint(got) != fmt.Sprint([]string{idempotency.TypeClaimed, idempotency.TypeCompleted}) {
-			t.Fatalf("key stream %v; want the claim and its outcome, written once", got)
+		if got := keyEvents(t, s, deferred); fmt.Sprint(got) != fmt.Sprint([]string{idempotency.TypeRecorded}) {
+			t.Fatalf("key stream %v; want one event, the claim with its outcome", got)
 		}
 		// Another node reads the outcome from the store, its position from the effect's event.
 		other := &idempotency.Keys{Store: s, Now: keys.Now}
 		_, replay, err := other.Begin(ctx, request("fp"))
-		if err != nil || replay == nil || replay.Body != created.Body || !maps.Equal(replay.Headers, answer.Headers) {
+		if err != nil || replay == nil || replay.Body != created.Body || !maps.Equal(replay.Headers, answer.Headers) || replay.Position != answer.Position {
 			t.Fatalf("Begin on another node: %+v, %v; want %+v replayed", replay, err, answer)
 		}
 	})
@@ -581,7 +580,7 @@ func TestDeferredClaim(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		claim.PendingWith(created, idempotency.PositionOf{Header: "Log-Position", Stream: "order-fp"})
+		claim.PendingWith(created, idempotency.At{PositionStream: "order-fp"})
 		own, _ := claim.Pending()
 		results, err := s.MultiStreamAppend(ctx, own, eventstore.StreamAppend{Stream: "order-fp", Expected: eventstore.NoStream,
 			Events: []eventstore.EventData{{ID: uuid.New(), Type: "order.created.v1", Data: []byte(`{}`)}}})
@@ -608,8 +607,8 @@ func TestDeferredClaim(t *testing.T) {
 		if err := keys.Complete(ctx, claim, created); err != nil || !claim.Kept {
 			t.Fatalf("Complete: %v, kept %v", err, claim.Kept)
 		}
-		if got := keyEvents(t, s, deferred); fmt.Sprint(got) != fmt.Sprint([]string{idempotency.TypeClaimed, idempotency.TypeCompleted}) {
-			t.Fatalf("key stream %v; want the claim and its outcome", got)
+		if got := keyEvents(t, s, deferred); fmt.Sprint(got) != fmt.Sprint([]string{idempotency.TypeRecorded}) {
+			t.Fatalf("key stream %v; want one event, the claim with its outcome", got)
 		}
 		// Another node, which does not remember the key, reads the outcome from the store.
 		other := &idempotency.Keys{Store: s, Now: keys.Now}

@@ -23,6 +23,7 @@ type remembered struct {
 	digest      Digest            // of the bytes of a request that ran with the key, if known (Request.Digest)
 	expiresAt   int64             // Unix nanoseconds
 	status      int
+	position    uint64
 	onDisk      bool
 	code        string
 	headers     string // name, NUL, value, NUL, for each header in name order
@@ -70,12 +71,12 @@ func pack(fingerprint string, expiresAt time.Time, out Outcome) (r remembered, o
 		b.WriteByte(0)
 	}
 	return remembered{fingerprint: digestOf(fingerprint), expiresAt: expiresAt.UnixNano(), status: out.Status,
-		code: out.Code, headers: b.String(), body: out.Body}, true
+		position: out.Position, code: out.Code, headers: b.String(), body: out.Body}, true
 }
 
 // outcome returns the outcome remembered, as it was recorded.
 func (r remembered) outcome() *Outcome {
-	out := &Outcome{Status: r.status, Code: r.code, Body: r.body}
+	out := &Outcome{Status: r.status, Code: r.code, Body: r.body, Position: r.position}
 	if r.headers != "" {
 		out.Headers = make(map[string]string, strings.Count(r.headers, "\x00")/2)
 		for rest := r.headers; rest != ""; {

@@ -192,7 +192,7 @@ func (k *Keys) walk(ctx context.Context, st *sweepState, now time.Time) error {
 // passes a key it should have swept.
 func (k *Keys) claimExpiry(e eventstore.RecordedEvent) (expires time.Time, claim bool) {
 	var c Claimed
-	if e.Type != TypeClaimed || json.Unmarshal(e.Data, &c) != nil {
+	if (e.Type != TypeClaimed && e.Type != TypeRecorded) || json.Unmarshal(e.Data, &c) != nil {
 		return time.Time{}, false
 	}
 	expires = k.expiry(c)

@@ -130,6 +130,8 @@ func (b *lookupsBatch) apply(e eventstore.RecordedEvent, o keyOutcome) error {
 	switch e.Type {
 	case idempotency.TypeClaimed:
 		return b.claimKey(e, o)
+	case idempotency.TypeRecorded:
+		return b.recordKey(e)
 	case idempotency.TypeCompleted:
 		if o.merged {
 			return nil // written with its claim
@@ -218,11 +220,25 @@ func (b *lookupsBatch) claimKey(e eventstore.RecordedEvent, o keyOutcome) error 
 	return err
 }
 
+// recordKey makes the key's row the claim and outcome of a Recorded event.
+func (b *lookupsBatch) recordKey(e eventstore.RecordedEvent) error {
+	var r struct {
+		idempotency.Claimed
+		Status int `json:"status"` // the outcome's body and headers are skipped, not decoded
+	}
+	if err := json.Unmarshal(e.Data, &r); err != nil {
+		return err
+	}
+	_, err := b.tx.ExecContext(b.ctx, b.claim, e.Stream, r.Principal, r.Key, r.Method, r.Path, r.OrderID, stamp(r.ClaimedAt), stamp(r.ExpiresAt),
+		int64(r.Status), stamp(r.ClaimedAt))
+	return err
+}
+
 // Applies reports whether Apply folds events of type typ: key events and the order events
 // that name a client reference or a payment id.
 func (Lookups) Applies(typ string) bool {
 	switch typ {
-	case idempotency.TypeClaimed, idempotency.TypeCompleted, idempotency.TypeReleased:
+	case idempotency.TypeClaimed, idempotency.TypeCompleted, idempotency.TypeRecorded, idempotency.TypeReleased:
 		return true
 	}
 	return lookupsOrderType(typ)
