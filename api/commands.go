@@ -17,8 +17,6 @@ import (
 
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
-	"github.com/acme/orders/eventstore"
-	"github.com/acme/orders/fault"
 	"github.com/acme/orders/idempotency"
 	"github.com/labstack/echo/v4"
 )
@@ -60,11 +58,15 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 		// must not leave an effect without its recorded outcome.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), commandTimeout)
 		defer cancel()
+		if rt.create && in.ifMatch.exists {
+			return noOrderToMatch(in.build(id), id)
+		}
 		if !in.keyed {
 			res, err := s.run(ctx, id, in.build(id), in.md, in.ifMatch)
 			return s.write(c, s.respond(rt, id, res, err), res.Repeated)
 		}
-		ans, err := s.pipeline().Do(ctx, s.keyRequest(c, rt, in, id), s.runClaimed(rt, in))
+		ans, err := s.pipeline().Do(ctx, s.keyRequest(c, rt, in, id), s.keyed(rt, in))
+		noteCause(ctx, ans.Err) // for the log line of a 5xx answer (see answerFailures)
 		switch {
 		case errors.Is(err, idempotency.ErrInFlight):
 			writeProblem(c, problemOf(err), http.Header{"Retry-After": {"1"}})
@@ -89,72 +91,32 @@ func (s *Server) keyRequest(c echo.Context, rt route, in commandRequest, id stri
 		Method: req.Method, Path: req.URL.Path, Fingerprint: in.md.Fingerprint, Digest: in.digest,
 		OrderID:  id,
 		Claimant: s.Node + "/" + requestID(c),
-		FindInOrderStream: func(ctx context.Context, orderID string) (*idempotency.Outcome, error) {
-			rep, err := s.Orders.Find(ctx, orderID, in.build(orderID), in.md)
-			if err != nil || rep == nil {
-				return nil, err
-			}
-			out := s.respond(rt, orderID, rep.Result, rep.Err)
-			return &out, nil
+	}
+}
+
+// keyed is the command of a keyed request, as the pipeline runs it: its answers are respond's,
+// with the errors of an order its caller may not see or that If-Match cannot match told as run
+// tells them.
+func (s *Server) keyed(rt route, in commandRequest) idempotency.Command {
+	var opts []command.Option
+	if in.ifMatch.revision != nil {
+		opts = append(opts, command.At(*in.ifMatch.revision))
+	}
+	return idempotency.Command{
+		Build: in.build, Metadata: in.md, Options: opts, Create: rt.create,
+		Render: func(orderID string, res command.Result, err error) idempotency.Outcome {
+			res, err = refusal(in.build(orderID), orderID, in.ifMatch, res, err)
+			return s.respond(rt, orderID, res, err)
 		},
 	}
 }
 
-// runClaimed runs the command of a request under a claim of its key, with the claim's own
-// append if it is still to be made.
-func (s *Server) runClaimed(rt route, in commandRequest) idempotency.Run {
-	return func(ctx context.Context, claim *idempotency.Claim) idempotency.Result {
-		// A create's order id was drawn with the claim: its stream is new unless the claim
-		// took over another request's.
-		key := &keyClaim{Claim: claim, s: s, rt: rt}
-		opts := []command.Option{command.WithKeyClaim(key)}
-		if rt.create && !claim.Takeover {
-			opts = append(opts, command.NewOrder())
-		}
-		res, err := s.run(ctx, claim.OrderID, in.build(claim.OrderID), in.md, in.ifMatch, opts...)
-		var out idempotency.Outcome
-		if claim.Recorded() {
-			out = key.out // respond's, but for the position the store has told since
-			out.Position = res.Position.Commit
-		} else {
-			out = s.respond(rt, claim.OrderID, res, err)
-		}
-		return idempotency.Result{
-			Outcome: out, Err: err, Keep: fault.Final(err), Repeated: res.Repeated,
-			Appended: len(res.Events) > 0,
-			Written:  len(res.Events) > 0 && res.Written(),
-		}
-	}
-}
-
-// keyClaim is the claim of a command's key as the command sees it: a create records its key's
-// claim and outcome, in one event, in the append that creates its order
-// (idempotency.Claim.PendingWith), and so writes once. The outcome's position, which only that
-// append tells, is read from the order's event when the outcome is read from the key.
-type keyClaim struct {
-	*idempotency.Claim
-	s   *Server
-	rt  route
-	out idempotency.Outcome // the outcome recorded with the claim, its position not yet told
-}
-
-// Pending implements command.KeyClaim.
-func (k *keyClaim) Pending(done *command.Done) (eventstore.StreamAppend, bool) {
-	if done == nil {
-		return k.Claim.Pending()
-	}
-	out := k.s.respond(k.rt, k.OrderID, done.Result, done.Err)
-	if !fault.Final(done.Err) {
-		return k.Claim.Pending()
-	}
-	k.out = out
-	return k.Claim.PendingWith(out, idempotency.At{PositionStream: command.StreamName(k.OrderID), PositionRevision: done.Result.Revision})
-}
-
 // pipeline is the keyed-command pipeline of the server's keys.
 func (s *Server) pipeline() *idempotency.Pipeline {
-	s.pipelineOnce.Do(func() { s.keyed = &idempotency.Pipeline{Keys: s.Keys, Hooks: s.Hooks, Log: s.Log} })
-	return s.keyed
+	s.pipelineOnce.Do(func() {
+		s.keyedPipeline = &idempotency.Pipeline{Keys: s.Keys, Orders: s.Orders, Hooks: s.Hooks, Log: s.Log}
+	})
+	return s.keyedPipeline
 }
 
 // commandRequest is a command request that passed every check that needs no state.
@@ -240,16 +202,20 @@ func (s *Server) Drain(ctx context.Context) error {
 	return s.pipeline().Drain(ctx)
 }
 
-// run runs cmd on the order under the precondition of If-Match.
-func (s *Server) run(ctx context.Context, orderID string, cmd order.Command, md command.Metadata, ifMatch precondition, opts ...command.Option) (command.Result, error) {
+// run runs an unkeyed cmd on the order under the precondition of If-Match.
+func (s *Server) run(ctx context.Context, orderID string, cmd order.Command, md command.Metadata, ifMatch precondition) (command.Result, error) {
+	var opts []command.Option
 	if ifMatch.revision != nil {
 		opts = append(opts, command.At(*ifMatch.revision))
 	}
-	if _, create := cmd.(order.CreateOrder); create && ifMatch.exists {
-		return command.Result{}, noOrderToMatch(cmd, orderID)
-	}
 	res, err := s.Orders.Handle(ctx, orderID, cmd, md, opts...)
 	noteCause(ctx, err) // for the log line of a 5xx answer (see answerFailures)
+	return refusal(cmd, orderID, ifMatch, res, err)
+}
+
+// refusal tells what cmd on the order came to as its caller may see it: an order of another
+// principal does not exist for it, and a missing order does not match If-Match: *.
+func refusal(cmd order.Command, orderID string, ifMatch precondition, res command.Result, err error) (command.Result, error) {
 	var oe *order.Error
 	switch {
 	case errors.Is(err, command.ErrNotOwner) && ifMatch.exists:

@@ -62,9 +62,9 @@ type Server struct {
 	// Webhooks are the webhook endpoints and their deliveries; nil answers their routes 503.
 	Webhooks *webhooks.Service
 
-	pipelineOnce sync.Once
-	keyed        *idempotency.Pipeline // see pipeline
-	failures     *logLimiter           // the log lines of 5xx answers (see answerFailures)
+	pipelineOnce  sync.Once
+	keyedPipeline *idempotency.Pipeline // see pipeline
+	failures      *logLimiter           // the log lines of 5xx answers (see answerFailures)
 
 	// BodyMemory bounds the bytes of command bodies being read and checked at once, past the
 	// first 16 KiB of each (see readBody); 0 means 16 MiB.

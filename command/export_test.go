@@ -1,9 +1,20 @@
 package command
 
-// Settle remembers the order after the keyed command that returned r, as the key's claim does
-// once its outcome is kept (KeyClaim.OnKept): for tests that hold the key themselves.
-func (r Result) Settle() {
-	if r.settle != nil {
-		r.settle()
+import (
+	"context"
+
+	"github.com/acme/orders/domain/order"
+)
+
+// HandleKept is Handle for a keyed command whose key's outcome is then kept (Plan.Keep), as the
+// idempotency pipeline does: for tests that hold the key themselves.
+func (h *Handler) HandleKept(ctx context.Context, id string, c order.Command, md Metadata, opts ...Option) (Result, error) {
+	p := h.Plan(ctx, id, c, md, opts...)
+	defer p.Close()
+	for !p.Done() {
+		results, err := h.Write(ctx, p.Appends...)
+		p.Written(ctx, results, err)
 	}
+	p.Keep()
+	return p.Result, p.Err
 }

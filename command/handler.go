@@ -1,9 +1,7 @@
 package command
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -69,9 +67,8 @@ type Result struct {
 	// Written is false.
 	Repeated bool
 
-	settle func()          // remembers the order after a keyed append once its key's outcome is kept
-	hash   string          // the chain hash computed for the last event appended
-	fate   eventstore.Fate // what the store did with them
+	hash string          // the chain hash computed for the last event appended
+	fate eventstore.Fate // what the store did with them
 }
 
 // Handle runs c on the order id, with opts. Amounts in c that name no currency are in the
@@ -87,27 +84,13 @@ type Result struct {
 // the order, decides, and appends at the revision it loaded, and takes another turn when the
 // store says the order moved meanwhile.
 func (h *Handler) Handle(ctx context.Context, id string, c order.Command, md Metadata, opts ...Option) (Result, error) {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
+	p := h.Plan(ctx, id, c, md, opts...)
+	defer p.Close()
+	for !p.Done() {
+		results, err := h.Write(ctx, p.Appends...)
+		p.Written(ctx, results, err)
 	}
-	md.Command = c.CommandName()
-	leave, err := h.queues.enter(ctx, id)
-	if err != nil {
-		return Result{}, err
-	}
-	defer leave()
-	r := &run{h: h, id: id, stream: StreamName(id), c: c, md: md, opts: o,
-		retryUntil: time.Now().Add(cmp.Or(h.RetryFor, 2*time.Second))}
-	for attempt := 1; ; attempt++ {
-		if res, again, err := r.turn(ctx, attempt); !again {
-			if o.key != nil {
-				// Only the final result's order may be remembered once the key is kept.
-				o.key.OnKept(res.settle)
-			}
-			return res, err
-		}
-	}
+	return p.Result, p.Err
 }
 
 // Option is a way a command runs besides the plain one.
@@ -116,7 +99,6 @@ type Option func(*options)
 type options struct {
 	at    *uint64
 	isNew bool
-	key   KeyClaim
 }
 
 // At requires the order to be at revision (If-Match): at any other revision, or if the order
@@ -128,159 +110,6 @@ func At(revision uint64) Option { return func(o *options) { o.at = &revision } }
 // exist after all, the store refuses the append, or tells it is a repeat, and the command is
 // decided again on the order read, as for a remembered order that moved.
 func NewOrder() Option { return func(o *options) { o.isNew = true } }
-
-// WithKeyClaim runs the command under the claim of its idempotency key.
-func WithKeyClaim(c KeyClaim) Option { return func(o *options) { o.key = c } }
-
-// KeyClaim is the claim of the command's idempotency key (idempotency.Claim). If its append is
-// still to be made, it is made with the command's events, all or nothing, where the store can
-// append to several streams at once (eventstore.MultiStreamAppender); on another store it is
-// appended first, on its own. If it is refused, so is the command: Handle returns its
-// *WrongExpectedRevisionError, which names its stream, and has written nothing.
-type KeyClaim interface {
-	// Pending returns the append to make, or false once it is made. done is nil, or, for a
-	// command that creates its order in the same step as that append, what the command comes
-	// to: the append may then record the key's outcome too.
-	Pending(done *Done) (eventstore.StreamAppend, bool)
-	// Made is told the append's result once it is durable.
-	Made(context.Context, eventstore.AppendResult)
-	// OnKept is given what to do once the claim's outcome is recorded by a claim that no other
-	// request ran: then the events of its key are this run's, and the order after them can be
-	// remembered.
-	OnKept(func())
-}
-
-// Done is what a command comes to, known before its append is made: its Result but for the
-// Position, and the refusal it records, if any.
-type Done struct {
-	Result Result
-	Err    error
-}
-
-// run is one command's way through Handle.
-type run struct {
-	h          *Handler
-	id, stream string
-	c          order.Command
-	md         Metadata
-	opts       options
-	retryUntil time.Time
-	claimed    bool // what the command claims (see claim) is claimed for its order already
-}
-
-// turn loads the order, decides and appends; again asks for another turn.
-func (r *run) turn(ctx context.Context, attempt int) (res Result, again bool, err error) {
-	o, remembered := Order{}, true // a new order, as if remembered: checked by the store
-	if !r.opts.isNew || attempt > 1 {
-		if o, remembered, err = r.h.current(ctx, r.id, r.md); err != nil {
-			return Result{}, false, err
-		}
-	}
-	if o.State.Version > 0 && o.Owner != r.md.Principal {
-		return Result{}, false, fmt.Errorf("%s on order %s: %w", r.md.Command, r.id, ErrNotOwner)
-	}
-	if o.Key != nil {
-		res, err := repeated(r.id, o.Key, r.md)
-		return res, false, err
-	}
-	at := r.opts.at
-	unmet := at != nil && (o.State.Version == 0 || o.Revision() != *at)
-	var events []order.Event
-	var decideErr error
-	if !unmet {
-		r.md.At = r.h.now()
-		events, decideErr = order.Decide(o.State, order.InCurrency(r.c, o.State.Currency), r.md.At)
-	}
-	if len(events) == 0 {
-		// An answer that appends nothing stands only on the order as it is in the store: a
-		// remembered one is checked first, and read again if it moved.
-		if remembered {
-			same, err := r.h.unchanged(ctx, r.stream, o)
-			if err != nil || !same {
-				r.h.forget(r.stream, o.State.Version)
-				return Result{}, err == nil, err
-			}
-		}
-		if unmet {
-			return Result{}, false, fmt.Errorf("%s on order %s: %w: want %d", r.md.Command, r.id, ErrPreconditionFailed, *at)
-		}
-		return Result{State: o.State, Revision: o.Revision(), Position: o.Position}, false, decideErr
-	}
-	res, again, err = r.write(ctx, attempt, o, events, decideErr)
-	if err != nil || again {
-		return res, again, err
-	}
-	return r.check(ctx, o, remembered, res, decideErr)
-}
-
-// write appends the decided events, with the command's claim if it makes one. A refused
-// append names the stream that refused it: the order's moved (decide again, within the retry
-// budget), the claim is held (by this order after all?), or the one along with them
-// (returned as is).
-func (r *run) write(ctx context.Context, attempt int, o Order, events []order.Event, decideErr error) (res Result, again bool, err error) {
-	var claim *eventstore.StreamAppend
-	if !r.claimed {
-		if claim, err = r.h.claim(ctx, r.id, r.c, r.md); err != nil {
-			return Result{}, false, err
-		}
-	}
-	w := writing{md: r.md, along: r.opts.key, claim: claim, decideErr: decideErr,
-		// An order drawn for this command: the store writes its events, or refuses them; no
-		// other append can have written them first.
-		sure: r.opts.isNew && o.State.Version == 0}
-	res, err = r.h.append(ctx, r.id, o, events, w)
-	if err != nil {
-		r.h.forget(r.stream, o.State.Version)
-	}
-	wrong := (*eventstore.WrongExpectedRevisionError)(nil)
-	switch {
-	case !errors.As(err, &wrong):
-		return res, false, err
-	case wrong.Stream == r.stream && time.Now().Before(r.retryUntil):
-		if err := backoff(ctx, attempt); err != nil {
-			return Result{}, false, err
-		}
-		return Result{}, true, nil
-	case wrong.Stream == r.stream:
-		return Result{}, false, fmt.Errorf("%s on order %s after %d attempts: %w: %w", r.md.Command, r.id, attempt, ErrConflict, err)
-	case claim != nil && wrong.Stream == claim.Stream:
-		if err := r.h.claimHeld(ctx, r.id, r.c, claim.Stream); err != nil {
-			return Result{}, false, err
-		}
-		r.claimed = true // a retried command
-		return Result{}, true, nil
-	}
-	return Result{}, false, err
-}
-
-// check makes sure a keyed append wrote its events. The store answers an append of event ids
-// it already holds at that revision with the first append's result: decided on a remembered
-// order that missed them (another node, a key reused after it expired), or racing another run
-// of the key (a takeover), this append may not be ours. The store says so if it can, else the
-// stored events do; if they are another run's, the answer is theirs.
-func (r *run) check(ctx context.Context, o Order, remembered bool, res Result, decideErr error) (Result, bool, error) {
-	if r.md.IdempotencyKey == "" || (!remembered && res.fate != eventstore.FateRepeated) {
-		return res, false, decideErr
-	}
-	mine, err := r.h.mine(ctx, r.stream, res)
-	if err != nil {
-		return Result{}, false, err
-	}
-	if mine {
-		res.fate = eventstore.FateWritten
-		return res, false, decideErr
-	}
-	r.h.forget(r.stream, o.State.Version)
-	stored, err := r.h.Load(ctx, r.id, r.md.Principal, r.md.IdempotencyKey)
-	if err != nil {
-		return Result{}, false, err
-	}
-	if stored.Key != nil {
-		res, err := repeated(r.id, stored.Key, r.md)
-		return res, false, err
-	}
-	return Result{}, true, nil
-}
 
 // mine reports whether the append that returned res wrote its events, rather than met those
 // of an earlier append of the same ids: as the store says, or, if it cannot tell, as the
@@ -346,117 +175,6 @@ func (h *Handler) now() time.Time {
 		return h.Now()
 	}
 	return time.Now()
-}
-
-// writing is what an append writes besides the order's events: the metadata they carry, the
-// claim of the key they run under (along) and of what the command claims (claim).
-type writing struct {
-	md        Metadata
-	along     KeyClaim
-	claim     *eventstore.StreamAppend
-	decideErr error // the refusal the events record, if any
-	sure      bool  // the events will be this command's, if the store writes them at all
-}
-
-// append writes events to order id's stream after the revision o was loaded at. The order
-// after it is remembered at once if the append cannot have been another's: the command is
-// unkeyed, or the store says it wrote the events. Otherwise only when the key's claim is kept (KeyClaim.OnKept): no
-// other run of its key could have appended the same events.
-func (h *Handler) append(ctx context.Context, id string, o Order, events []order.Event, w writing) (Result, error) {
-	md := w.md
-	stream := StreamName(id)
-	data := make([]eventstore.EventData, len(events))
-	state := o.State
-	prev := o.Hash
-	if o.State.Version == 0 {
-		prev = Genesis
-	}
-	for i, e := range events {
-		typ, body, err := order.Marshal(e)
-		if err != nil {
-			return Result{}, fmt.Errorf("encode %T: %w", e, err)
-		}
-		meta, hash, err := chained(md, prev, stream, uint64(o.State.Version)+uint64(i), typ, body)
-		if err != nil {
-			return Result{}, err
-		}
-		data[i] = eventstore.EventData{ID: eventID(md, id, stream, i), Type: typ, Data: body, Metadata: meta}
-		state, prev = order.Evolve(state, e), hash
-	}
-	var done *Done
-	if w.sure {
-		done = &Done{Result: Result{State: state, Revision: uint64(state.Version) - 1, Events: events}, Err: w.decideErr}
-	}
-	written, err := h.write(ctx, eventstore.StreamAppend{Stream: stream, Expected: o.expected(), Events: data}, w.along, done, w.claim)
-	if err != nil {
-		return Result{}, err
-	}
-	res := Result{State: state, Revision: written.Revision, Position: written.Position, Events: events, hash: prev, fate: written.Fate}
-	// The order after the command can be remembered if every key applied to it is known.
-	var keys map[string]struct{}
-	if r, ok := h.recall(stream); ok && r.order.State.Version == o.State.Version {
-		keys = r.keys
-	} else if o.State.Version == 0 {
-		keys = map[string]struct{}{}
-	}
-	if keys == nil {
-		h.forget(stream, state.Version)
-		return res, nil
-	}
-	owner := o.Owner
-	if o.State.Version == 0 {
-		owner = md.Principal
-	}
-	next := recent{order: Order{State: state, Position: written.Position, Hash: prev, Owner: owner}, keys: keys}.with(md)
-	if md.IdempotencyKey == "" || written.Fate == eventstore.FateWritten {
-		// Random event ids, or the store's word: this append is no other's repeat, so the
-		// order remembered is the one stored.
-		h.remember(stream, next)
-		return res, nil
-	}
-	h.forget(stream, o.State.Version)
-	res.settle = func() { h.remember(stream, next) }
-	return res, nil
-}
-
-// write makes the command's append, with along's if it is pending and its claim if there is
-// one: in one step where the store can, else those first, in that order. Along is told done
-// only for a step of its own with the command's events: then it may record their outcome.
-func (h *Handler) write(ctx context.Context, own eventstore.StreamAppend, along KeyClaim, done *Done, claim *eventstore.StreamAppend) (eventstore.AppendResult, error) {
-	ms, multi := h.Store.(eventstore.MultiStreamAppender)
-	if !multi {
-		done = nil
-	}
-	var first []eventstore.StreamAppend
-	alongAt := -1
-	if along != nil {
-		if a, ok := along.Pending(done); ok {
-			alongAt, first = len(first), append(first, a)
-		}
-	}
-	if claim != nil {
-		first = append(first, *claim)
-	}
-	if multi && len(first) > 0 {
-		results, err := ms.MultiStreamAppend(ctx, append(first, own)...)
-		if err != nil {
-			return eventstore.AppendResult{}, err
-		}
-		if alongAt >= 0 {
-			along.Made(ctx, results[alongAt])
-		}
-		return results[len(results)-1], nil
-	}
-	for i, a := range first {
-		res, err := h.Store.Append(ctx, a.Stream, a.Expected, a.Events...)
-		if err != nil {
-			return eventstore.AppendResult{}, err
-		}
-		if i == alongAt {
-			along.Made(ctx, res)
-		}
-	}
-	return h.Store.Append(ctx, own.Stream, own.Expected, own.Events...)
 }
 
 // Written reports whether the events of res are known to be the ones this command wrote and the

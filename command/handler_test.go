@@ -380,7 +380,7 @@ func TestClientReferenceIsUniquePerCustomer(t *testing.T) {
 	}
 	// Refused with the claim of its idempotency key along: that is not written either.
 	claim := newAlong("claim-k2")
-	_, err := h.Handle(ctx, "o2", withRef("o2", "alice"), keyed("k2", "fp2"), command.NewOrder(), command.WithKeyClaim(claim))
+	_, err := handleWith(ctx, h, claim, "o2", withRef("o2", "alice"), keyed("k2", "fp2"), command.NewOrder())
 	if !errors.Is(err, command.ErrClientRefTaken) || claim.made != nil {
 		t.Fatalf("second order with a key claim along: got %v, made %v; want ErrClientRefTaken, nothing made", err, claim.made)
 	}
@@ -389,20 +389,40 @@ func TestClientReferenceIsUniquePerCustomer(t *testing.T) {
 	}
 }
 
-// along is a command.KeyClaim that records what it was told.
+// along is an append made in one step with a command's own, as the idempotency pipeline makes
+// its key's record: what it was told of the plan, and what the store did with it.
 type along struct {
 	append eventstore.StreamAppend
-	done   *command.Done // what Pending was told last
+	sure   *command.Result // the plan's result as decided, when it was Sure
 	made   *eventstore.AppendResult
 }
 
-func (a *along) Pending(done *command.Done) (eventstore.StreamAppend, bool) {
-	a.done = done
-	return a.append, a.made == nil
+// handleWith runs c as Handle does, with a's append made in the same step as the plan's first
+// write. A refusal of a's append ends it.
+func handleWith(ctx context.Context, h *command.Handler, a *along, id string, c order.Command, md command.Metadata, opts ...command.Option) (command.Result, error) {
+	p := h.Plan(ctx, id, c, md, opts...)
+	defer p.Close()
+	for !p.Done() {
+		appends := p.Appends
+		if a.made == nil {
+			if p.Sure {
+				res := p.Result
+				a.sure = &res
+			}
+			appends = append([]eventstore.StreamAppend{a.append}, appends...)
+		}
+		results, err := h.Write(ctx, appends...)
+		var wrong *eventstore.WrongExpectedRevisionError
+		if errors.As(err, &wrong) && wrong.Stream == a.append.Stream {
+			return command.Result{}, err
+		}
+		if err == nil && a.made == nil {
+			a.made, results = &results[0], results[1:]
+		}
+		p.Written(ctx, results, err)
+	}
+	return p.Result, p.Err
 }
-
-func (a *along) Made(_ context.Context, res eventstore.AppendResult) { a.made = &res }
-func (a *along) OnKept(func())                                       {}
 
 func newAlong(stream string) *along {
 	return &along{append: eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream,
@@ -413,8 +433,8 @@ func newAlong(stream string) *along {
 type singleStore struct{ eventstore.Store }
 
 // An append along with the command's is made with it, all or nothing: in one step where the
-// store can, first on a store that cannot. In one step, a create's along is told what the
-// command comes to, so that it may record its outcome.
+// store can, first on a store that cannot. A create's plan is Sure: what it decided is what it
+// comes to, so that the append along may record its outcome.
 func TestHandleAppendsTheKeyClaimWithTheEvents(t *testing.T) {
 	ctx := context.Background()
 	for _, multi := range []bool{true, false} {
@@ -424,25 +444,22 @@ func TestHandleAppendsTheKeyClaimWithTheEvents(t *testing.T) {
 				h.Store = singleStore{s}
 			}
 			claim := newAlong("claim-1")
-			res, err := h.Handle(ctx, "o1", create("o1"), keyed("k1", "fp1"), command.NewOrder(), command.WithKeyClaim(claim))
+			res, err := handleWith(ctx, h, claim, "o1", create("o1"), keyed("k1", "fp1"), command.NewOrder())
 			if err != nil {
 				t.Fatal(err)
 			}
 			if claim.made == nil || claim.made.Revision != 0 || claim.made.Position.Compare(res.Position) >= 0 {
 				t.Fatalf("along told %+v; want revision 0 before the order's event at %v", claim.made, res.Position)
 			}
-			switch d := claim.done; {
-			case multi && (d == nil || d.Err != nil || d.Result.Revision != res.Revision || !reflect.DeepEqual(d.Result.State, res.State) || len(d.Result.Events) != len(res.Events)):
-				t.Fatalf("along told %+v; want the result %+v but for its position", d, res)
-			case !multi && d != nil:
-				t.Fatalf("along told %+v on a store that makes it first; want nothing", d)
+			if d := claim.sure; d == nil || d.Revision != res.Revision || !reflect.DeepEqual(d.State, res.State) || len(d.Events) != len(res.Events) {
+				t.Fatalf("the plan was %+v; want sure of the result %+v but for its position", d, res)
 			}
 			if evs := streamEvents(t, s, "o1"); len(evs) != len(res.Events) || len(evs) == 0 || !res.Written() {
 				t.Fatalf("order stream has %d events, written %v; want the command's %d, written", len(evs), res.Written(), len(res.Events))
 			}
 			// A command whose along is refused is refused with it, at once, and writes nothing.
 			again := newAlong("claim-1")
-			_, err = h.Handle(ctx, "o2", create("o2"), keyed("k2", "fp2"), command.NewOrder(), command.WithKeyClaim(again))
+			_, err = handleWith(ctx, h, again, "o2", create("o2"), keyed("k2", "fp2"), command.NewOrder())
 			var wrong *eventstore.WrongExpectedRevisionError
 			if !errors.As(err, &wrong) || wrong.Stream != "claim-1" || again.made != nil {
 				t.Fatalf("a refused along: %v, made %v; want the refusal of claim-1", err, again.made)

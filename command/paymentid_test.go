@@ -80,7 +80,7 @@ func TestPaymentIDBelongsToOneOrder(t *testing.T) {
 		// Refused with the claim of its idempotency key along: where they are one append, that
 		// is not written either.
 		key := newAlong("claim-start-2")
-		_, err = h.Handle(ctx, "o2", startPay("pay-1"), as("alice", "start-2"), command.WithKeyClaim(key))
+		_, err = handleWith(ctx, h, key, "o2", startPay("pay-1"), as("alice", "start-2"))
 		if _, oneStep := h.Store.(eventstore.MultiStreamAppender); !errors.Is(err, command.ErrPaymentIDTaken) || oneStep && key.made != nil {
 			t.Fatalf("with a key claim along: %v, made %v; want ErrPaymentIDTaken, nothing made", err, key.made)
 		}

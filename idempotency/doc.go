@@ -22,15 +22,17 @@
 // # One pipeline
 //
 // Pipeline.Do is the one way a keyed command runs, whatever brought it in: Keys.Begin takes the
-// steps until the request holds a claim or has its answer; the intake's Run executes the
-// command once under the claim; the outcome is recorded, or the key let go. A waiting request
+// steps until the request holds a claim or has its answer; the command is planned on its order
+// (command.Handler.Plan) and the pipeline makes the plan's appends, with the key's claim where
+// the store takes them in one step; the outcome, rendered by the intake's pure Command.Render,
+// is recorded, or the key let go. A waiting request
 // first looks in the order's own stream, where events carry their key, after its first wait:
 // a holder that died after its append left the effect there, and the record is completed
 // from it rather than after the lease. A request that outlived its lease records nothing
 // (ErrTakenOver): it may have decided on an older state of the order than its taker.
 //
 // An answer is given before its outcome is recorded only when the order's stream holds it
-// word for word, with the key's events this run wrote (Result.Written): should the record
+// word for word, with the key's events this run wrote (command.Result.Written): should the record
 // never land, the next retry rebuilds the very same answer from there. Every other answer is
 // recorded before it is given, and an answer that cannot be recorded is not given.
 //
@@ -42,8 +44,8 @@
 // # Shortcuts that change no answer
 //
 // A new key's claim is not written on its own where the store appends to several streams at
-// once (eventstore.MultiStreamAppender): Begin leaves it to the Run (Request.Defer), which
-// appends it with the command's events, or with the outcome if the command appends nothing; if
+// once (eventstore.MultiStreamAppender): Begin leaves it to the pipeline (Request.Defer), which
+// appends it with the plan's, or with the outcome if the command appends nothing; if
 // the store refuses it because the key exists after all, nothing was written and Do starts
 // again without deferring. A command that creates its order in that append records its outcome
 // there too (Claim.PendingWith), in the claim's own event (Recorded), and is then one write of

@@ -104,7 +104,6 @@ type Claim struct {
 	// that one stands, and is what retries get.
 	Prior *Outcome
 
-	onKept  func()                   // see OnKept
 	first   Claimed                  // this claim, standing for the key's first: fingerprint and expiry
 	digest  Digest                   // of the request's bytes, whose fingerprint is the first's (Request.Digest)
 	pending *eventstore.StreamAppend // the claim's append, while it is not made (Request.Defer)
@@ -159,18 +158,6 @@ func (c *Claim) Made(ctx context.Context, res eventstore.AppendResult) {
 	c.recorded = c.along
 	c.keys.holds.hold(c.Stream, held{claimed: c.first, revision: c.Revision, claim: c})
 	c.keys.observe(ctx, EventClaimed, c.Stream)
-}
-
-// OnKept has f called when Complete records the claim's outcome and the claim is Kept: no other
-// request ran the key meanwhile, so the command's events are this run's.
-func (c *Claim) OnKept(f func()) { c.onKept = f }
-
-// kept sets Kept, and tells whoever asked (OnKept).
-func (c *Claim) kept() {
-	c.Kept = true
-	if c.onKept != nil {
-		c.onKept()
-	}
 }
 
 // Refused reports whether err is the refusal of the claim's append, left unmade by Begin,
@@ -552,7 +539,7 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 	err := k.complete(ctx, c.Stream, c.Revision, c.OrderID, out)
 	if err == nil {
 		if !c.Takeover {
-			c.kept()
+			c.Kept = true
 		}
 		k.remember(c.Stream, c.first, &Completed{Outcome: out}, c.digest, false)
 		k.observe(ctx, EventCompleted, c.Stream)
@@ -598,7 +585,7 @@ func (k *Keys) completePending(ctx context.Context, c *Claim, out Outcome) error
 // settle ends a claim whose outcome is recorded with its own claim, so that no other request
 // can have run the key: it is kept.
 func (k *Keys) settle(ctx context.Context, c *Claim, done *Completed) {
-	c.kept()
+	c.Kept = true
 	k.remember(c.Stream, c.first, done, c.digest, false)
 	k.observe(ctx, EventCompleted, c.Stream)
 	k.holds.drop(c)

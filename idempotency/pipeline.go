@@ -8,14 +8,23 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/acme/orders/command"
+	"github.com/acme/orders/domain/order"
+	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/fault"
 )
 
 // Pipeline is the one way a keyed command runs, whatever brought it in (an HTTP request, a
-// queue, an import): Do claims its key, or replays, waits or takes over as the key's phase
-// says (see decide), runs the command once under the claim, and records its outcome before or
-// after the answer. An intake only reads its request, builds the command and writes the answer.
+// queue, an import). Do claims the command's key, or replays, waits or takes over as the key's
+// phase says (see decide); plans the command on its order (command.Handler.Plan); makes the
+// plan's appends itself, with the key's claim in the same atomic append where the store can,
+// and, for a new order, the key's outcome in the claim's own event; and records the outcome
+// before or after the answer. An intake only reads its request, says what the command is
+// (Command) and writes the answer.
 type Pipeline struct {
-	Keys *Keys
+	Keys   *Keys
+	Orders *command.Handler
 	// Hooks are for tests that crash the process at a precise point; zero in production.
 	Hooks Hooks
 	// Log hears outcomes that could not be recorded; nil discards them.
@@ -31,31 +40,45 @@ type Hooks struct {
 	AfterAnswer func(key string) // the answer is given, the outcome is not recorded
 }
 
-// Run runs the command once under claim c. Do calls it again, with a new claim, only when the
-// first claim's own append was refused (Claim.Refused): then nothing was written.
-type Run func(ctx context.Context, c *Claim) Result
-
-// Result is what a command run under a claim came to.
-type Result struct {
-	Outcome Outcome // the answer as sent, stored and replayed
-	Err     error   // the command's error, if any
-	// Keep stores the outcome for replay: an answer whose error is final (fault.Final), not
-	// one that depends on a passing condition of the server. Any other answer lets the key go.
-	Keep bool
-	// Appended: the command appended events, this run or an earlier one (for Hooks.AfterAppend).
-	Appended bool
-	// Written: the answer is in the order's stream with the key's events, which this run
-	// wrote. It may then be given before it is recorded: a retry rebuilds this very answer
-	// from there (Request.FindInOrderStream) should the record never land.
-	Written bool
-	// Repeated: the key's events were in the order's stream already; the answer is a replay.
-	Repeated bool
+// Command is a keyed command, as the pipeline runs it.
+type Command struct {
+	// Build makes the command for the order the key is claimed with: the request's, a
+	// create's id drawn by the intake (Request.OrderID), or, on a takeover, the first claim's.
+	Build    func(orderID string) order.Command
+	Metadata command.Metadata
+	Options  []command.Option // command.At for If-Match
+	// Create: the command creates its order, under an id drawn for it, so that a new claim's
+	// plan needs no read of the order (command.NewOrder).
+	Create bool
+	// Render turns what the command on order orderID came to into the answer sent, stored and
+	// replayed. It must be pure: it is called before the append, for the record of a key
+	// written with a new order's events, and for an outcome rebuilt from the order's stream.
+	Render func(orderID string, res command.Result, err error) Outcome
 }
 
 // Answer is what the intake sends back.
 type Answer struct {
 	Outcome  Outcome
 	Replayed bool
+	Err      error // the command's error, if this request ran it: for the intake's log
+}
+
+// ran is what a command run under a claim came to.
+type ran struct {
+	out Outcome
+	err error
+	// keep stores the outcome for replay: an answer whose error is final (fault.Final), not
+	// one that depends on a passing condition of the server. Any other answer lets the key go.
+	keep bool
+	// appended: the command appended events, this run or an earlier one (for Hooks.AfterAppend).
+	appended bool
+	// written: the answer is in the order's stream with the key's events, which this run
+	// wrote. It may then be given before it is recorded: a retry rebuilds this very answer
+	// from there (Request.FindInOrderStream) should the record never land.
+	written bool
+	// repeated: the key's events were in the order's stream already; the answer is a replay.
+	repeated bool
+	plan     *command.Plan // to remember the order once the key is kept
 }
 
 // Timeouts of the pipeline's own work, beyond the request's.
@@ -64,11 +87,14 @@ const (
 	releaseTimeout = 5 * time.Second  // releasing a key whose outcome could not be recorded
 )
 
-// Do runs the command of r once per key and returns the answer: the first run's, every time.
-// Errors: ErrInFlight (ErrTakenOver among them: retry after a while), fault.KeyReused and the
-// store's. ctx should outlive the client: a command runs to its end once claimed.
-func (p *Pipeline) Do(ctx context.Context, r Request, run Run) (Answer, error) {
-	r.Defer = true // a new key's claim is written with the command's events, in one append
+// Do runs cmd once per key of r and returns the answer: the first run's, every time. Errors:
+// ErrInFlight (ErrTakenOver among them: retry after a while), fault.KeyReused and the store's.
+// ctx should outlive the client: a command runs to its end once claimed.
+func (p *Pipeline) Do(ctx context.Context, r Request, cmd Command) (Answer, error) {
+	// A new key's claim is written with the command's events, in one append, where the store
+	// makes one append of several streams.
+	_, r.Defer = p.Orders.Store.(eventstore.MultiStreamAppender)
+	r.FindInOrderStream = p.find(cmd)
 	var running *Claim
 	defer func() {
 		if running != nil {
@@ -87,15 +113,15 @@ func (p *Pipeline) Do(ctx context.Context, r Request, run Run) (Answer, error) {
 		}
 		running = c
 		hook(p.Hooks.AfterClaim, r.Key)
-		res := run(ctx, c)
+		res, refused := p.run(ctx, c, cmd)
 		running = nil
-		if c.Refused(res.Err) {
+		if refused {
 			// The key was not new after all, and nothing was written: see what it holds.
 			p.Keys.Release(ctx, c, "")
 			r.Defer = false
 			continue
 		}
-		if res.Appended {
+		if res.appended {
 			hook(p.Hooks.AfterAppend, r.Key)
 		}
 		ans, again, err := p.finish(ctx, r, c, res)
@@ -107,24 +133,80 @@ func (p *Pipeline) Do(ctx context.Context, r Request, run Run) (Answer, error) {
 	}
 }
 
+// find rebuilds the outcome of cmd's key from the order's stream, if its events are there.
+func (p *Pipeline) find(cmd Command) func(ctx context.Context, orderID string) (*Outcome, error) {
+	return func(ctx context.Context, orderID string) (*Outcome, error) {
+		rep, err := p.Orders.Find(ctx, orderID, cmd.Build(orderID), cmd.Metadata)
+		if err != nil || rep == nil {
+			return nil, err
+		}
+		out := cmd.Render(orderID, rep.Result, rep.Err)
+		return &out, nil
+	}
+}
+
+// run plans the command under claim c and makes the plan's appends, with the claim's own if
+// it is still to be made, until the plan is done. refused reports that the store refused the
+// claim's append, because the key exists after all: then nothing was written.
+func (p *Pipeline) run(ctx context.Context, c *Claim, cmd Command) (res ran, refused bool) {
+	opts := cmd.Options
+	if cmd.Create && !c.Takeover {
+		opts = append(opts[:len(opts):len(opts)], command.NewOrder())
+	}
+	plan := p.Orders.Plan(ctx, c.OrderID, cmd.Build(c.OrderID), cmd.Metadata, opts...)
+	defer plan.Close()
+	var recorded Outcome // the outcome the claim's append records, if it does
+	for !plan.Done() {
+		appends := plan.Appends
+		key, pending := c.Pending()
+		if pending {
+			if plan.Sure && fault.Final(plan.Err) {
+				// A new order: what was decided is what the store writes, or nothing.
+				recorded = cmd.Render(c.OrderID, plan.Result, plan.Err)
+				own := appends[len(appends)-1]
+				key, _ = c.PendingWith(recorded, At{PositionStream: own.Stream, PositionRevision: plan.Result.Revision})
+			}
+			appends = append([]eventstore.StreamAppend{key}, appends...)
+		}
+		results, err := p.Orders.Write(ctx, appends...)
+		if c.Refused(err) {
+			return ran{}, true
+		}
+		if err == nil && pending {
+			c.Made(ctx, results[0])
+			results = results[1:]
+		}
+		plan.Written(ctx, results, err)
+	}
+	out := recorded
+	if c.Recorded() {
+		out.Position = plan.Result.Position.Commit // the one thing the store told since
+	} else {
+		out = cmd.Render(c.OrderID, plan.Result, plan.Err)
+	}
+	events := len(plan.Result.Events) > 0
+	return ran{out: out, err: plan.Err, keep: fault.Final(plan.Err), repeated: plan.Result.Repeated,
+		appended: events, written: events && plan.Result.Written(), plan: plan}, false
+}
+
 // finish records the outcome of a run, before or after its answer, or lets the key go. again
 // asks Do to start over: the claim, written only with the outcome, was refused.
-func (p *Pipeline) finish(ctx context.Context, r Request, c *Claim, res Result) (ans Answer, again bool, err error) {
-	answer := Answer{Outcome: res.Outcome, Replayed: res.Repeated}
+func (p *Pipeline) finish(ctx context.Context, r Request, c *Claim, res ran) (ans Answer, again bool, err error) {
+	answer := Answer{Outcome: res.out, Replayed: res.repeated, Err: res.err}
 	if c.Recorded() {
 		// Recorded with the command's events (Claim.PendingWith): nothing is left to write.
 		p.record(ctx, r, c, res)
 		return answer, false, nil
 	}
 	switch {
-	case !res.Keep:
-		if err := p.Keys.Release(ctx, c, http.StatusText(res.Outcome.Status)); err != nil {
+	case !res.keep:
+		if err := p.Keys.Release(ctx, c, http.StatusText(res.out.Status)); err != nil {
 			p.log().Warn("release key", "claimant", r.Claimant, "key", KeyHash(r.Principal, r.Key), "error", err)
 		}
 		return answer, false, nil
-	case res.Err == nil && res.Written:
+	case res.err == nil && res.written:
 		// Answer now, record after: duplicates here get this answer at once (Answered).
-		p.Keys.Answered(c, res.Outcome)
+		p.Keys.Answered(c, res.out)
 		p.recordLater(ctx, r, c, res)
 		return answer, false, nil
 	}
@@ -151,7 +233,7 @@ func (p *Pipeline) finish(ctx context.Context, r Request, c *Claim, res Result) 
 }
 
 // recordLater records an outcome already answered, in the background; Drain waits for it.
-func (p *Pipeline) recordLater(ctx context.Context, r Request, c *Claim, res Result) {
+func (p *Pipeline) recordLater(ctx context.Context, r Request, c *Claim, res ran) {
 	p.recording.Add(1)
 	go func() {
 		defer p.recording.Done()
@@ -162,10 +244,13 @@ func (p *Pipeline) recordLater(ctx context.Context, r Request, c *Claim, res Res
 	}()
 }
 
-// record records the outcome of a claimed command.
-func (p *Pipeline) record(ctx context.Context, r Request, c *Claim, res Result) error {
-	err := p.Keys.Complete(ctx, c, res.Outcome)
+// record records the outcome of a claimed command. Once it is kept by a claim no other request
+// ran, the order after the command's events is remembered (command.Plan.Keep).
+func (p *Pipeline) record(ctx context.Context, r Request, c *Claim, res ran) error {
+	err := p.Keys.Complete(ctx, c, res.out)
 	switch {
+	case err == nil && c.Kept:
+		res.plan.Keep()
 	case c.Refused(err):
 		// Recorded nothing, and wrote nothing else: Do starts again.
 	case errors.Is(err, ErrTakenOver):

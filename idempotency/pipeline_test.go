@@ -3,46 +3,79 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 
+	"github.com/acme/orders/command"
+	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/fault"
 	"github.com/acme/orders/idempotency"
 )
 
-// makeClaim writes the claim that Begin left to the run (Request.Defer), on its own.
-func makeClaim(ctx context.Context, s eventstore.Store, c *idempotency.Claim) error {
-	a, ok := c.Pending()
-	if !ok {
-		return nil
+// keyedCreate is a keyed create as an intake gives it to the pipeline; renders counts the
+// answers it rendered.
+func keyedCreate(fingerprint string, renders *atomic.Int32) idempotency.Command {
+	return idempotency.Command{
+		Build: func(orderID string) order.Command {
+			return order.CreateOrder{OrderID: orderID, CustomerID: "c-" + fingerprint, Currency: "EUR",
+				Lines: []order.AddLine{{SKU: "sku-1", Quantity: 1, UnitPrice: order.Money{Amount: 100, Currency: "EUR"}}}}
+		},
+		Metadata: command.Metadata{Principal: "shop-1", IdempotencyKey: "k1", Fingerprint: fingerprint},
+		Create:   true,
+		Render: func(orderID string, res command.Result, err error) idempotency.Outcome {
+			renders.Add(1)
+			if err != nil {
+				return idempotency.Outcome{Status: 500, Body: err.Error() + "\n"}
+			}
+			return idempotency.Outcome{Status: 201, Body: fmt.Sprintf("%s at %d\n", orderID, res.Revision), Position: res.Position.Commit}
+		},
 	}
-	res, err := s.Append(ctx, a.Stream, a.Expected, a.Events...)
-	if err == nil {
-		c.Made(ctx, res)
+}
+
+func newPipeline(t *testing.T) (*idempotency.Pipeline, *clock, eventstore.Store) {
+	keys, clk, s := newKeys(t)
+	return &idempotency.Pipeline{Keys: keys, Orders: &command.Handler{Store: s, Now: clk.Now}}, clk, s
+}
+
+func orderEvents(t *testing.T, s eventstore.Store, id string) int {
+	t.Helper()
+	n := 0
+	for _, err := range s.ReadStream(context.Background(), command.StreamName(id), eventstore.ReadStreamOptions{}) {
+		if errors.Is(err, eventstore.ErrStreamNotFound) {
+			return 0
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
 	}
-	return err
+	return n
 }
 
 func TestPipelineRunsOnceAndReplaysTheFirstAnswer(t *testing.T) {
-	keys, _, s := newKeys(t)
-	p := &idempotency.Pipeline{Keys: keys}
+	p, _, s := newPipeline(t)
 	ctx := context.Background()
-	runs := 0
-	run := func(ctx context.Context, c *idempotency.Claim) idempotency.Result {
-		runs++
-		return idempotency.Result{Outcome: created, Keep: true, Err: makeClaim(ctx, s, c)}
-	}
+	var renders atomic.Int32
+	var first idempotency.Answer
 	for i := range 3 {
-		ans, err := p.Do(ctx, request("fp"), run)
-		if err != nil || ans.Outcome.Body != created.Body || ans.Replayed != (i > 0) {
+		ans, err := p.Do(ctx, request("fp"), keyedCreate("fp", &renders))
+		if err != nil || ans.Outcome.Status != 201 || ans.Replayed != (i > 0) || i > 0 && ans.Outcome.Body != first.Outcome.Body {
 			t.Fatalf("Do %d: %+v, %v", i, ans, err)
 		}
+		if i == 0 {
+			first = ans
+		}
 	}
-	if runs != 1 {
-		t.Errorf("the command ran %d times, want 1", runs)
+	if n := orderEvents(t, s, "order-fp"); n != 2 {
+		t.Errorf("the order has %d events, want the create's 2", n)
 	}
-	if _, err := p.Do(ctx, request("other"), run); !errors.Is(err, fault.KeyReused) {
-		t.Errorf("another request with the key: %v, want ErrKeyReused", err)
+	if n := renders.Load(); n != 1 {
+		t.Errorf("%d answers rendered, want 1", n)
+	}
+	if _, err := p.Do(ctx, request("other"), keyedCreate("other", &renders)); !errors.Is(err, fault.KeyReused) {
+		t.Errorf("another request with the key: %v, want fault.KeyReused", err)
 	}
 }
 
@@ -50,45 +83,49 @@ func TestPipelineRunsOnceAndReplaysTheFirstAnswer(t *testing.T) {
 // that claim because another process completed the key, the run wrote nothing and the first
 // answer is replayed.
 func TestPipelineReplaysWhenTheClaimIsRefused(t *testing.T) {
-	first, clk, s := newKeys(t)
+	p, clk, s := newPipeline(t)
 	ctx := context.Background()
-	done := func(ctx context.Context, c *idempotency.Claim) idempotency.Result {
-		return idempotency.Result{Outcome: created, Keep: true, Err: makeClaim(ctx, s, c)}
-	}
-	if _, err := (&idempotency.Pipeline{Keys: first}).Do(ctx, request("fp"), done); err != nil {
+	var renders atomic.Int32
+	first, err := p.Do(ctx, request("fp"), keyedCreate("fp", &renders))
+	if err != nil {
 		t.Fatal(err)
 	}
-	other := &idempotency.Keys{Store: s, TTL: first.TTL, Lease: first.Lease, Wait: first.Wait, Now: clk.Now}
-	runs := 0
-	ans, err := (&idempotency.Pipeline{Keys: other}).Do(ctx, request("fp"), func(ctx context.Context, c *idempotency.Claim) idempotency.Result {
-		runs++
-		return idempotency.Result{Outcome: idempotency.Outcome{Status: 200, Body: "second\n"}, Keep: true, Err: makeClaim(ctx, s, c)}
-	})
-	if err != nil || !ans.Replayed || ans.Outcome.Body != created.Body {
+	other := &idempotency.Pipeline{Keys: &idempotency.Keys{Store: s, TTL: p.Keys.TTL, Lease: p.Keys.Lease, Wait: p.Keys.Wait, Now: clk.Now},
+		Orders: &command.Handler{Store: s, Now: clk.Now}}
+	r := request("fp")
+	r.OrderID = "order-drawn-again" // the other process draws another id for the create
+	ans, err := other.Do(ctx, r, keyedCreate("fp", &renders))
+	if err != nil || !ans.Replayed || ans.Outcome.Body != first.Outcome.Body {
 		t.Fatalf("Do on the other process: %+v, %v; want the first answer replayed", ans, err)
 	}
-	if runs != 1 {
-		t.Errorf("the run was called %d times, want 1 (refused, then replayed)", runs)
+	if n := orderEvents(t, s, "order-drawn-again"); n != 0 {
+		t.Errorf("the refused run wrote %d events of its order", n)
 	}
+}
+
+// unavailableOnce refuses its first append to an order's stream as unavailable.
+type unavailableOnce struct {
+	eventstore.Store
+	failed atomic.Bool
+}
+
+func (u *unavailableOnce) Append(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) (eventstore.AppendResult, error) {
+	if stream == command.StreamName("order-fp") && u.failed.CompareAndSwap(false, true) {
+		return eventstore.AppendResult{}, fmt.Errorf("append: %w", eventstore.ErrUnavailable)
+	}
+	return u.Store.Append(ctx, stream, expected, events...)
 }
 
 // An answer not kept (a 5xx) lets the key go: the next request with it runs the command.
 func TestPipelineLetsTheKeyGoOfAnAnswerNotKept(t *testing.T) {
-	keys, _, s := newKeys(t)
-	p := &idempotency.Pipeline{Keys: keys}
+	p, _, s := newPipeline(t)
+	p.Orders.Store = &unavailableOnce{Store: s} // appends one stream at a time, and fails once
 	ctx := context.Background()
-	runs := 0
-	run := func(ctx context.Context, c *idempotency.Claim) idempotency.Result {
-		runs++
-		if runs == 1 {
-			return idempotency.Result{Outcome: idempotency.Outcome{Status: 503}, Err: makeClaim(ctx, s, c)}
-		}
-		return idempotency.Result{Outcome: created, Keep: true, Err: makeClaim(ctx, s, c)}
+	var renders atomic.Int32
+	if ans, err := p.Do(ctx, request("fp"), keyedCreate("fp", &renders)); err != nil || ans.Outcome.Status != 500 {
+		t.Fatalf("first Do: %+v, %v; want the store's 500", ans, err)
 	}
-	if ans, err := p.Do(ctx, request("fp"), run); err != nil || ans.Outcome.Status != 503 {
-		t.Fatalf("first Do: %+v, %v", ans, err)
-	}
-	if ans, err := p.Do(ctx, request("fp"), run); err != nil || ans.Replayed || ans.Outcome.Status != 201 {
+	if ans, err := p.Do(ctx, request("fp"), keyedCreate("fp", &renders)); err != nil || ans.Replayed || ans.Outcome.Status != 201 {
 		t.Fatalf("second Do: %+v, %v; want the command run again", ans, err)
 	}
 }
@@ -96,49 +133,48 @@ func TestPipelineLetsTheKeyGoOfAnAnswerNotKept(t *testing.T) {
 // An answer the order's stream holds is given before its outcome is recorded; Drain waits for
 // the record, which another process then replays.
 func TestPipelineRecordsAfterAnAnswerItWrote(t *testing.T) {
-	keys, clk, s := newKeys(t)
-	answered := make(chan struct{})
-	p := &idempotency.Pipeline{Keys: keys, Hooks: idempotency.Hooks{AfterAnswer: func(string) { <-answered }}}
+	p, clk, s := newPipeline(t)
 	ctx := context.Background()
-	settled := false
-	ans, err := p.Do(ctx, request("fp"), func(ctx context.Context, c *idempotency.Claim) idempotency.Result {
-		c.OnKept(func() { settled = true })
-		return idempotency.Result{Outcome: created, Keep: true, Written: true, Err: makeClaim(ctx, s, c)}
-	})
-	if err != nil || ans.Replayed || ans.Outcome.Body != created.Body {
+	var renders atomic.Int32
+	create, createCmd := request("fp"), keyedCreate("fp", &renders)
+	create.Key, createCmd.Metadata.IdempotencyKey = "create", "create"
+	if _, err := p.Do(ctx, create, createCmd); err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan struct{})
+	p.Hooks.AfterAnswer = func(string) { <-answered }
+	add := keyedCreate("fp", &renders)
+	add.Create = false
+	add.Build = func(string) order.Command {
+		return order.AddLine{SKU: "sku-2", Quantity: 1, UnitPrice: order.Money{Amount: 50, Currency: "EUR"}}
+	}
+	ans, err := p.Do(ctx, request("fp"), add)
+	if err != nil || ans.Replayed || ans.Outcome.Status != 201 {
 		t.Fatalf("Do: %+v, %v", ans, err)
 	}
 	close(answered)
 	if err := p.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !settled {
-		t.Error("the claim did not tell it was kept once its outcome was recorded")
-	}
-	other := &idempotency.Keys{Store: s, TTL: keys.TTL, Lease: keys.Lease, Wait: keys.Wait, Now: clk.Now}
+	other := &idempotency.Keys{Store: s, TTL: p.Keys.TTL, Lease: p.Keys.Lease, Wait: p.Keys.Wait, Now: clk.Now}
 	_, replay, err := other.Begin(ctx, request("fp"))
-	if err != nil || replay == nil || replay.Body != created.Body {
+	if err != nil || replay == nil || replay.Body != ans.Outcome.Body {
 		t.Fatalf("another process after Drain: %+v, %v; want the recorded outcome", replay, err)
 	}
 }
 
 // A run that panics gives its key up: the next request with it runs the command at once.
 func TestPipelineReleasesTheKeyOfARunThatPanics(t *testing.T) {
-	keys, _, s := newKeys(t)
-	p := &idempotency.Pipeline{Keys: keys}
+	p, _, _ := newPipeline(t)
 	ctx := context.Background()
+	var renders atomic.Int32
+	panicking := keyedCreate("fp", &renders)
+	panicking.Render = func(string, command.Result, error) idempotency.Outcome { panic("the command failed") }
 	func() {
 		defer func() { _ = recover() }()
-		p.Do(ctx, request("fp"), func(ctx context.Context, c *idempotency.Claim) idempotency.Result {
-			if err := makeClaim(ctx, s, c); err != nil {
-				t.Error(err)
-			}
-			panic("the command failed")
-		})
+		p.Do(ctx, request("fp"), panicking)
 	}()
-	ans, err := p.Do(ctx, request("fp"), func(ctx context.Context, c *idempotency.Claim) idempotency.Result {
-		return idempotency.Result{Outcome: created, Keep: true, Err: makeClaim(ctx, s, c)}
-	})
+	ans, err := p.Do(ctx, request("fp"), keyedCreate("fp", &renders))
 	if err != nil || ans.Replayed || ans.Outcome.Status != 201 {
 		t.Fatalf("Do after a panic: %+v, %v; want the command run at once", ans, err)
 	}
