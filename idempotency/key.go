@@ -59,14 +59,12 @@ func Fingerprint(method, path string, body []byte) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// appendCanonicalJSON appends the canonical form of body to dst: from its bytes (canonical), or
-// else through encoding/json's decoded value, which also tells why a body is malformed.
+// appendCanonicalJSON appends the canonical form of body to dst: what encoding/json writes for
+// the value it decodes, with numbers as written. Fingerprints are stored, so these bytes are
+// fixed for good.
 func appendCanonicalJSON(dst, body []byte) ([]byte, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return dst, nil
-	}
-	if out, ok := canonical(dst, body); ok {
-		return out, nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
