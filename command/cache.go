@@ -8,78 +8,78 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 )
 
-// recent is an order as this handler last folded or wrote it, so that the next command on it
+// cachedOrder is an order as this handler last folded or wrote it, so that the next command on it
 // needs no read: it is decided on this state and appended at its revision, and the store
 // refuses the append if the order moved meanwhile (another node, another process), after
 // which the command is decided again on the order read afresh. A decision that appends
 // nothing is confirmed against the store's revision before it is answered (see unchanged), and a
 // keyed append asks whether it was written, since the store takes an append of event ids it
 // already holds for a repeat (see Handler.mine).
-type recent struct {
+type cachedOrder struct {
 	order Order // without Key
 	// keys holds principal + "\x00" + key of every keyed event of the order: a command whose
 	// key is here was already applied and is answered from the stream (see Handler.Load).
 	keys map[string]struct{}
 }
 
-// rememberDefault is how many orders a handler keeps unless told otherwise.
-const rememberDefault = 10000
+// cachedOrdersDefault is how many orders a handler keeps unless told otherwise.
+const cachedOrdersDefault = 10000
 
 func keyOf(principal, key string) string { return principal + "\x00" + key }
 
-// memory returns the cache of recent orders, or nil if Remember turned it off.
-func (h *Handler) memory() *lru.Cache[string, recent] {
-	h.memoryOnce.Do(func() {
-		n := h.Remember
+// orderCache returns the cache of orders, or nil if CachedOrders turned it off.
+func (h *Handler) orderCache() *lru.Cache[string, cachedOrder] {
+	h.ordersOnce.Do(func() {
+		n := h.CachedOrders
 		if n == 0 {
-			n = rememberDefault
+			n = cachedOrdersDefault
 		}
 		if n > 0 {
-			h.recent, _ = lru.New[string, recent](n) // n > 0 cannot fail
+			h.orders, _ = lru.New[string, cachedOrder](n) // n > 0 cannot fail
 		}
 	})
-	return h.recent
+	return h.orders
 }
 
-// recall returns the order remembered for stream.
-func (h *Handler) recall(stream string) (recent, bool) {
-	if m := h.memory(); m != nil {
+// cached returns the order cached for stream.
+func (h *Handler) cached(stream string) (cachedOrder, bool) {
+	if m := h.orderCache(); m != nil {
 		return m.Get(stream)
 	}
-	return recent{}, false
+	return cachedOrder{}, false
 }
 
-// remember keeps r for stream unless a later version of the order is kept already: commands
+// cache keeps r for stream unless a later version of the order is kept already: commands
 // finishing out of order must not bring an older state back.
-func (h *Handler) remember(stream string, r recent) {
-	m := h.memory()
+func (h *Handler) cache(stream string, r cachedOrder) {
+	m := h.orderCache()
 	if m == nil {
 		return
 	}
-	h.rememberMu.Lock()
-	defer h.rememberMu.Unlock()
+	h.cacheMu.Lock()
+	defer h.cacheMu.Unlock()
 	if old, ok := m.Peek(stream); ok && old.order.State.Version >= r.order.State.Version {
 		return
 	}
 	m.Add(stream, r)
 }
 
-// forget drops the order remembered for stream if it is at version or before, known stale: a
-// later one was remembered meanwhile by a command that wrote it (another command on the order
+// uncache drops the order cached for stream if it is at version or before, known stale: a
+// later one was cached meanwhile by a command that wrote it (another command on the order
 // here, which won the race this one lost), and the next attempt can start from that.
-func (h *Handler) forget(stream string, version int64) {
-	m := h.memory()
+func (h *Handler) uncache(stream string, version int64) {
+	m := h.orderCache()
 	if m == nil {
 		return
 	}
-	h.rememberMu.Lock()
-	defer h.rememberMu.Unlock()
+	h.cacheMu.Lock()
+	defer h.cacheMu.Unlock()
 	if old, ok := m.Peek(stream); ok && old.order.State.Version <= version {
 		m.Remove(stream)
 	}
 }
 
-// unchanged reports whether the remembered order o is still the stream's latest version.
+// unchanged reports whether the cached order o is still the stream's latest version.
 func (h *Handler) unchanged(ctx context.Context, stream string, o Order) (bool, error) {
 	for e, err := range h.Store.ReadStream(ctx, stream, eventstore.ReadStreamOptions{Direction: eventstore.Backwards, From: eventstore.End, Limit: 1}) {
 		if errors.Is(err, eventstore.ErrStreamNotFound) {
@@ -94,7 +94,7 @@ func (h *Handler) unchanged(ctx context.Context, stream string, o Order) (bool, 
 }
 
 // with returns r with a command's key added to the keys, leaving r's own set as it is.
-func (r recent) with(md Metadata) recent {
+func (r cachedOrder) with(md Metadata) cachedOrder {
 	if md.IdempotencyKey == "" {
 		return r
 	}
@@ -107,18 +107,18 @@ func (r recent) with(md Metadata) recent {
 	return r
 }
 
-// current returns order id as a command with md is decided on: the remembered one (remembered true)
+// current returns order id as a command with md is decided on: the cached one (cached true)
 // unless md's key is among its keys, else the one read from the store, which is then
-// remembered.
-func (h *Handler) current(ctx context.Context, id string, md Metadata) (o Order, remembered bool, err error) {
+// cached.
+func (h *Handler) current(ctx context.Context, id string, md Metadata) (o Order, cached bool, err error) {
 	stream := StreamName(id)
-	r, ok := h.recall(stream)
+	r, ok := h.cached(stream)
 	if ok {
 		if _, applied := r.keys[keyOf(md.Principal, md.IdempotencyKey)]; md.IdempotencyKey == "" || !applied {
 			return r.order, true, nil
 		}
 	}
-	if h.memory() == nil {
+	if h.orderCache() == nil {
 		o, err := h.Load(ctx, id, md.Principal, md.IdempotencyKey)
 		return o, false, err
 	}
@@ -129,7 +129,7 @@ func (h *Handler) current(ctx context.Context, id string, md Metadata) (o Order,
 	if o.State.Version > 0 {
 		kept := o
 		kept.Key = nil
-		h.remember(stream, recent{order: kept, keys: keys})
+		h.cache(stream, cachedOrder{order: kept, keys: keys})
 	}
 	return o, false, nil
 }

@@ -36,14 +36,14 @@ type Handler struct {
 	// order meanwhile; 0 means 2 seconds. Commands of this process on one order never refuse
 	// each other: they run one after another. A negative RetryFor never retries.
 	RetryFor time.Duration
-	// Remember is how many orders are kept in memory as last folded or written, so that a
-	// command on one of them reads nothing before its append (see recent); 0 means 10,000, a
+	// CachedOrders is how many orders are kept in memory as last folded or written, so that a
+	// command on one of them reads nothing before its append (see cachedOrder); 0 means 10,000, a
 	// negative number none.
-	Remember int
+	CachedOrders int
 
-	memoryOnce sync.Once
-	recent     *lru.Cache[string, recent] // see memory
-	rememberMu sync.Mutex
+	ordersOnce sync.Once
+	orders     *lru.Cache[string, cachedOrder] // see orderCache
+	cacheMu    sync.Mutex
 
 	queues queues
 
@@ -63,7 +63,7 @@ type Result struct {
 	// run, and State, Revision and Position are those right after the key's events. A repeat
 	// racing the first run may instead append the same event ids at the same revision, which
 	// the store answers with the first run's result: where the store says so, or the order
-	// was remembered, the handler then answers from the stored events (Repeated); otherwise
+	// was cached, the handler then answers from the stored events (Repeated); otherwise
 	// Written is false.
 	Repeated bool
 
@@ -108,7 +108,7 @@ func At(revision uint64) Option { return func(o *options) { o.at = &revision } }
 // NewOrder says the order id was drawn for this very command (a create whose key was just
 // claimed): its stream cannot exist, so the command is decided without reading it. Should it
 // exist after all, the store refuses the append, or tells it is a repeat, and the command is
-// decided again on the order read, as for a remembered order that moved.
+// decided again on the order read, as for a cached order that moved.
 func NewOrder() Option { return func(o *options) { o.isNew = true } }
 
 // mine reports whether the append that returned res wrote its events, rather than met those

@@ -43,12 +43,12 @@ type Plan struct {
 	claimed    bool // what the command claims (see claim) is claimed for its order already
 
 	// What the appends write: the order they were decided on, its events, and the claim.
-	o          Order
-	remembered bool
-	events     []order.Event
-	hash       string                   // the chain hash of the last event
-	claim      *eventstore.StreamAppend // what the command claims, if anything
-	keep       *recent                  // the order after the append, to remember once Keep says so
+	o      Order
+	cached bool
+	events []order.Event
+	hash   string                   // the chain hash of the last event
+	claim  *eventstore.StreamAppend // what the command claims, if anything
+	keep   *cachedOrder             // the order after the append, to cache once Keep says so
 }
 
 // Plan decides c on the order id, with opts, and returns the plan; see Handle for what a
@@ -82,12 +82,12 @@ func (p *Plan) Close() {
 	}
 }
 
-// Keep remembers the order after a keyed command's append, once its key's outcome is kept by
+// Keep caches the order after a keyed command's append, once its key's outcome is kept by
 // a claim no other request ran: then the events of its key are this run's. An unkeyed
-// command's order, or one the store said it wrote, is remembered at once.
+// command's order, or one the store said it wrote, is cached at once.
 func (p *Plan) Keep() {
 	if p.keep != nil {
-		p.h.remember(p.stream, *p.keep)
+		p.h.cache(p.stream, *p.keep)
 	}
 }
 
@@ -113,9 +113,9 @@ func (p *Plan) decide(ctx context.Context) {
 // turn is one decision; again asks for another, on the order read anew.
 func (p *Plan) turn(ctx context.Context) (again bool, err error) {
 	h := p.h
-	o, remembered := Order{}, true // a new order, as if remembered: checked by the store
+	o, cached := Order{}, true // a new order, as if cached: checked by the store
 	if !p.opts.isNew || p.attempt > 1 {
-		if o, remembered, err = h.current(ctx, p.id, p.md); err != nil {
+		if o, cached, err = h.current(ctx, p.id, p.md); err != nil {
 			return false, err
 		}
 	}
@@ -136,11 +136,11 @@ func (p *Plan) turn(ctx context.Context) (again bool, err error) {
 	}
 	if len(events) == 0 {
 		// An answer that appends nothing stands only on the order as it is in the store: a
-		// remembered one is checked first, and read again if it moved.
-		if remembered {
+		// cached one is checked first, and read again if it moved.
+		if cached {
 			same, err := h.unchanged(ctx, p.stream, o)
 			if err != nil || !same {
-				h.forget(p.stream, o.State.Version)
+				h.uncache(p.stream, o.State.Version)
 				return err == nil, err
 			}
 		}
@@ -150,12 +150,12 @@ func (p *Plan) turn(ctx context.Context) (again bool, err error) {
 		p.finish(Result{State: o.State, Revision: o.Revision(), Position: o.Position}, decideErr)
 		return false, nil
 	}
-	return false, p.encode(ctx, o, remembered, events, decideErr)
+	return false, p.encode(ctx, o, cached, events, decideErr)
 }
 
 // encode makes the appends of events decided on o: what the command claims, then the events
 // with their metadata and hash chain.
-func (p *Plan) encode(ctx context.Context, o Order, remembered bool, events []order.Event, decideErr error) error {
+func (p *Plan) encode(ctx context.Context, o Order, cached bool, events []order.Event, decideErr error) error {
 	p.claim = nil
 	if !p.claimed {
 		var err error
@@ -181,7 +181,7 @@ func (p *Plan) encode(ctx context.Context, o Order, remembered bool, events []or
 		data[i] = eventstore.EventData{ID: eventID(p.md, p.id, p.stream, i), Type: typ, Data: body, Metadata: meta}
 		state, prev = order.Evolve(state, e), hash
 	}
-	p.o, p.remembered, p.events, p.hash = o, remembered, events, prev
+	p.o, p.cached, p.events, p.hash = o, cached, events, prev
 	p.Appends = nil
 	if p.claim != nil {
 		p.Appends = append(p.Appends, *p.claim)
@@ -218,7 +218,7 @@ func (p *Plan) Written(ctx context.Context, results []eventstore.AppendResult, e
 
 // refused handles a refused append; see Written.
 func (p *Plan) refused(ctx context.Context, err error) {
-	p.h.forget(p.stream, p.o.State.Version)
+	p.h.uncache(p.stream, p.o.State.Version)
 	wrong := (*eventstore.WrongExpectedRevisionError)(nil)
 	switch {
 	case !errors.As(err, &wrong):
@@ -243,7 +243,7 @@ func (p *Plan) refused(ctx context.Context, err error) {
 	}
 }
 
-// noteWritten remembers the order after the append, if every key applied to it is known: at
+// noteWritten caches the order after the append, if every key applied to it is known: at
 // once if the append cannot have been another's (the command is unkeyed, or the store says it
 // wrote the events), else only once its key is kept (Keep): no other run of its key could have
 // appended the same events.
@@ -251,39 +251,39 @@ func (p *Plan) noteWritten(res Result) {
 	h, o, md := p.h, p.o, p.md
 	p.keep = nil
 	var keys map[string]struct{}
-	if r, ok := h.recall(p.stream); ok && r.order.State.Version == o.State.Version {
+	if r, ok := h.cached(p.stream); ok && r.order.State.Version == o.State.Version {
 		keys = r.keys
 	} else if o.State.Version == 0 {
 		keys = map[string]struct{}{}
 	}
 	if keys == nil {
-		h.forget(p.stream, res.State.Version)
+		h.uncache(p.stream, res.State.Version)
 		return
 	}
 	owner := o.Owner
 	if o.State.Version == 0 {
 		owner = md.Principal
 	}
-	next := recent{order: Order{State: res.State, Position: res.Position, Hash: res.hash, Owner: owner}, keys: keys}.with(md)
+	next := cachedOrder{order: Order{State: res.State, Position: res.Position, Hash: res.hash, Owner: owner}, keys: keys}.with(md)
 	if md.IdempotencyKey == "" || res.fate == eventstore.FateWritten {
 		// Random event ids, or the store's word: this append is no other's repeat, so the
-		// order remembered is the one stored.
-		h.remember(p.stream, next)
+		// order cached is the one stored.
+		h.cache(p.stream, next)
 		return
 	}
-	h.forget(p.stream, o.State.Version)
+	h.uncache(p.stream, o.State.Version)
 	p.keep = &next
 }
 
 // check makes sure a keyed append wrote its events, and ends the plan. The store answers an
 // append of event ids it already holds at that revision with the first append's result:
-// decided on a remembered order that missed them (another node, a key reused after it
+// decided on a cached order that missed them (another node, a key reused after it
 // expired), or racing another run of the key (a takeover), this append may not be ours. The
 // store says so if it can, else the stored events do; if they are another run's, the answer is
 // theirs.
 func (p *Plan) check(ctx context.Context, res Result) (again bool, err error) {
 	decideErr := p.Err
-	if p.md.IdempotencyKey == "" || (!p.remembered && res.fate != eventstore.FateRepeated) {
+	if p.md.IdempotencyKey == "" || (!p.cached && res.fate != eventstore.FateRepeated) {
 		p.finish(res, decideErr)
 		return false, nil
 	}
@@ -297,7 +297,7 @@ func (p *Plan) check(ctx context.Context, res Result) (again bool, err error) {
 		return false, nil
 	}
 	p.keep = nil
-	p.h.forget(p.stream, p.o.State.Version)
+	p.h.uncache(p.stream, p.o.State.Version)
 	stored, err := p.h.Load(ctx, p.id, p.md.Principal, p.md.IdempotencyKey)
 	if err != nil {
 		return false, err

@@ -31,9 +31,9 @@ const (
 
 // Holding is what this process knows of its own claim of a key, beyond the key's stream.
 type Holding struct {
-	Here     bool // a request of this process holds the key
-	Pending  bool // its claim is not written yet: only its append will tell whether it stands
-	Answered bool // it gave its answer, which is on its way to the store
+	Here      bool // a request of this process holds the key
+	Unwritten bool // its claim is not written yet: only its append will tell whether it stands
+	Answered  bool // it gave its answer, which is on its way to the store
 }
 
 // phase returns the key's phase at now.
@@ -62,7 +62,7 @@ func decide(s keyState, h Holding, fingerprint string, now time.Time) Step {
 		return StepClaim
 	}
 	switch {
-	case h.Here && h.Pending:
+	case h.Here && h.Unwritten:
 		// Whatever the fingerprints, the claim stands for nothing until it is written.
 		return StepWait
 	case s.first.Fingerprint != fingerprint:

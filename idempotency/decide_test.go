@@ -28,7 +28,7 @@ func TestDecide(t *testing.T) {
 	holdings := map[string]Holding{
 		"none":     {},
 		"here":     {Here: true},
-		"pending":  {Here: true, Pending: true},
+		"pending":  {Here: true, Unwritten: true},
 		"answered": {Here: true, Answered: true},
 	}
 	// The protocol, one row per phase × holding × fingerprint (same: the request's fingerprint

@@ -48,7 +48,7 @@
 // appends it with the plan's, or with the outcome if the command appends nothing; if
 // the store refuses it because the key exists after all, nothing was written and Do starts
 // again without deferring. A command that creates its order in that append records its outcome
-// there too (Claim.PendingWith), in the claim's own event (Recorded), and is then one write of
+// there too (Claim.AppendWithOutcome), in the claim's own event (Recorded), and is then one write of
 // one key event: a new order's stream holds no other run's events, so what was decided is what
 // is written, and the outcome is known before the append but for the order's log position
 // (Outcome.Position), which a replay from the store takes from the order's event it names (At).

@@ -58,7 +58,7 @@ type Completed struct {
 }
 
 // At names, for an outcome written in the same append as the command's events, the event whose
-// log position is the outcome's Position, which the store had not told yet (Claim.PendingWith):
+// log position is the outcome's Position, which the store had not told yet (Claim.AppendWithOutcome):
 // a read of the key takes it from there (Keys.position).
 type At struct {
 	PositionStream   string `json:"positionStream,omitempty"`
@@ -67,7 +67,7 @@ type At struct {
 
 // Recorded is a key's claim and its outcome in one event, written in one append with the
 // command's events when the key was new and its outcome known before the append
-// (Claim.PendingWith), or by Complete for a new key whose command wrote nothing. The claim's
+// (Claim.AppendWithOutcome), or by Complete for a new key whose command wrote nothing. The claim's
 // time is the outcome's.
 type Recorded struct {
 	Claimed

@@ -17,7 +17,7 @@ type holds struct {
 // answered hands the claim's answer to its duplicates here, before its outcome is recorded.
 func (h *holds) answered(c *Claim, out Outcome) {
 	h.mu.Lock()
-	if held, ok := h.holding[c.Stream]; ok && held.claim == c && !held.pending {
+	if held, ok := h.holding[c.Stream]; ok && held.claim == c && !held.unwritten {
 		held.answer = &out
 		h.holding[c.Stream] = held
 	}

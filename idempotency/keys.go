@@ -56,9 +56,9 @@ type held struct {
 	claimed  Claimed
 	revision uint64
 	claim    *Claim
-	// pending: the claim is not written yet (Request.Defer), so the store has not said whether
+	// unwritten: the claim is not written yet (Request.Defer), so the store has not said whether
 	// the key was free: its fingerprint stands for nothing until then.
-	pending bool
+	unwritten bool
 	// answer is the claim's answer, given before its outcome is recorded (Answered).
 	answer *Outcome
 }
@@ -83,7 +83,7 @@ type Request struct {
 	Digest Digest
 	// Defer lets Begin leave the claim of a key that looks new unwritten, on a store that
 	// appends to several streams at once: the caller then makes the claim's append along
-	// with the command's events (Claim.Pending, Claim.Made), so that a new key costs the
+	// with the command's events (Claim.Append, Claim.Appended), so that a new key costs the
 	// store no write of its own. A command that writes nothing has its claim written with
 	// its outcome by Complete.
 	Defer bool
@@ -97,65 +97,65 @@ type Claim struct {
 	// Takeover is set when the key was taken over from a request that died or gave up; the
 	// command may already have taken effect, which the order's stream will tell.
 	Takeover bool
-	// Kept is set by Complete when it recorded the outcome of a claim that was neither a
+	// Sole is set by Complete when it recorded the outcome of a claim that was neither a
 	// takeover nor taken over: no other request can have run the command meanwhile.
-	Kept bool
+	Sole bool
 	// Prior is set by Complete when another run of the key had recorded its outcome first:
 	// that one stands, and is what retries get.
 	Prior *Outcome
 
-	first   Claimed                  // this claim, standing for the key's first: fingerprint and expiry
-	digest  Digest                   // of the request's bytes, whose fingerprint is the first's (Request.Digest)
-	pending *eventstore.StreamAppend // the claim's append, while it is not made (Request.Defer)
-	// along: the claim's pending append records the key's outcome too (PendingWith); recorded:
+	first     Claimed                  // this claim, standing for the key's first: fingerprint and expiry
+	digest    Digest                   // of the request's bytes, whose fingerprint is the first's (Request.Digest)
+	unwritten *eventstore.StreamAppend // the claim's append, while it is not made (Request.Defer)
+	// along: the claim's unwritten append records the key's outcome too (AppendWithOutcome); withOutcome:
 	// that append is made.
-	along, recorded bool
-	keys            *Keys
+	along, withOutcome bool
+	keys               *Keys
 }
 
-// Pending returns the claim's append while it is not made: Begin left it to the caller, to
-// make with the command's own (Request.Defer), all or nothing. Call Made once it is made.
-func (c *Claim) Pending() (eventstore.StreamAppend, bool) {
-	if c.pending == nil {
+// Append returns the claim's append while it is not made: Begin left it to the caller, to
+// make with the command's own (Request.Defer), all or nothing. Call Appended once it is made.
+func (c *Claim) Append() (eventstore.StreamAppend, bool) {
+	if c.unwritten == nil {
 		return eventstore.StreamAppend{}, false
 	}
-	c.along = false // this append is the claim alone, whatever a PendingWith before it gave
-	return *c.pending, true
+	c.along = false // this append is the claim alone, whatever an AppendWithOutcome before it gave
+	return *c.unwritten, true
 }
 
-// PendingWith is Pending for an append that records the key's outcome out as well, in one event
+// AppendWithOutcome is Append for an append that records the key's outcome out as well, in one event
 // with the claim (Recorded), so that the key is completed in the very step that makes the
 // command's effect, and Complete writes nothing. Use it only where what the command's events
 // will say is certain before the store writes them: another run's events in their place would
 // leave an outcome that is not theirs. Out's Position is that of an event of the same append,
 // which only the store tells: at names it, and a read of the key takes it from there.
-// PendingWith returns false once the claim's append is made.
-func (c *Claim) PendingWith(out Outcome, at At) (eventstore.StreamAppend, bool) {
-	if c.pending == nil {
+// AppendWithOutcome returns false once the claim's append is made.
+func (c *Claim) AppendWithOutcome(out Outcome, at At) (eventstore.StreamAppend, bool) {
+	if c.unwritten == nil {
 		return eventstore.StreamAppend{}, false
 	}
 	out.Position = 0
 	data, err := Recorded{Claimed: c.first, Outcome: out, At: at}.encode()
 	if err != nil {
-		return c.Pending() // Complete records it, or tells why it cannot
+		return c.Append() // Complete records it, or tells why it cannot
 	}
 	c.along = true
-	a := *c.pending
+	a := *c.unwritten
 	a.Events = []eventstore.EventData{newEvent(TypeRecorded, data)}
 	return a, true
 }
 
-// Recorded reports whether the claim's append, made, recorded the key's outcome too
-// (PendingWith): Complete then only ends the claim.
-func (c *Claim) Recorded() bool { return c.recorded }
+// HasOutcome reports whether the claim's append, made, recorded the key's outcome too
+// (AppendWithOutcome): Complete then only ends the claim.
+func (c *Claim) HasOutcome() bool { return c.withOutcome }
 
-// Made records that the claim's append was made, with its result; ctx is the request's, for
-// Keys.Observe, which hears only now that the key is claimed. If it was PendingWith's, the
+// Appended records that the claim's append was made, with its result; ctx is the request's, for
+// Keys.Observe, which hears only now that the key is claimed. If it was AppendWithOutcome's, the
 // key's outcome is recorded too.
-func (c *Claim) Made(ctx context.Context, res eventstore.AppendResult) {
-	c.pending = nil
+func (c *Claim) Appended(ctx context.Context, res eventstore.AppendResult) {
+	c.unwritten = nil
 	c.Revision = res.Revision
-	c.recorded = c.along
+	c.withOutcome = c.along
 	c.keys.holds.hold(c.Stream, held{claimed: c.first, revision: c.Revision, claim: c})
 	c.keys.observe(ctx, EventClaimed, c.Stream)
 }
@@ -165,7 +165,7 @@ func (c *Claim) Made(ctx context.Context, res eventstore.AppendResult) {
 // process's memory nor the sweeper's table of claimed keys held): nothing was written. Release the claim and call Begin again, without Defer, for what the key holds.
 func (c *Claim) Refused(err error) bool {
 	var wrong *eventstore.WrongExpectedRevisionError
-	return c.pending != nil && errors.As(err, &wrong) && wrong.Stream == c.Stream
+	return c.unwritten != nil && errors.As(err, &wrong) && wrong.Stream == c.Stream
 }
 
 func (k *Keys) ttl() time.Duration   { return or(k.TTL, 24*time.Hour) }
@@ -248,7 +248,7 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 		if done != nil {
 			return done.claim, done.replay, done.err
 		}
-		step := decide(v.st, Holding{Here: v.here, Pending: v.held.pending, Answered: v.held.answer != nil}, r.Fingerprint, now)
+		step := decide(v.st, Holding{Here: v.here, Unwritten: v.held.unwritten, Answered: v.held.answer != nil}, r.Fingerprint, now)
 		done, again := a.take(ctx, step, v, now)
 		switch {
 		case done != nil:
@@ -403,7 +403,7 @@ func (a *attempt) claim(ctx context.Context, now time.Time) (*begun, bool) {
 	}
 	orderID := a.r.OrderID
 	if a.deferring {
-		// Claimed once its append is made (Claim.Made, completePending): the store may yet
+		// Claimed once its append is made (Claim.Appended, completeUnwritten): the store may yet
 		// refuse it.
 		c, err := k.deferClaim(a.stream, a.r, orderID, now)
 		return &begun{claim: c, err: err}, false
@@ -506,8 +506,8 @@ func (k *Keys) deferClaim(stream string, r Request, orderID string, now time.Tim
 	e := newEvent(TypeClaimed, data)
 	k.noteClaimed(stream, claimed.ExpiresAt)
 	c := &Claim{Stream: stream, OrderID: orderID, first: claimed, digest: r.Digest, keys: k,
-		pending: &eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream, Events: []eventstore.EventData{e}}}
-	k.holds.hold(stream, held{claimed: claimed, claim: c, pending: true})
+		unwritten: &eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream, Events: []eventstore.EventData{e}}}
+	k.holds.hold(stream, held{claimed: claimed, claim: c, unwritten: true})
 	return c, nil
 }
 
@@ -524,22 +524,22 @@ func (k *Keys) claimed(r Request, orderID string, now, expires time.Time) Claime
 // claim's lease ran out), Complete records nothing and returns ErrTakenOver: this outcome may
 // have been decided on an older state of the order than the taker's, whose outcome stands.
 //
-// A claim left unmade (Claim.Pending) is appended with its outcome, in one append. If that is
+// A claim left unmade (Claim.Append) is appended with its outcome, in one append. If that is
 // refused because the key stream exists after all, Complete records nothing and returns an
 // error for which Claim.Refused is true.
 func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 	switch {
-	case c.pending != nil:
-		return k.completePending(ctx, c, out)
-	case c.recorded:
-		k.settle(ctx, c, &Completed{Outcome: out}) // recorded with the claim: out must be the outcome given it
+	case c.unwritten != nil:
+		return k.completeUnwritten(ctx, c, out)
+	case c.withOutcome:
+		k.endWithOutcome(ctx, c, &Completed{Outcome: out}) // recorded with the claim: out must be the outcome given it
 		return nil
 	}
 	defer k.holds.drop(c)
 	err := k.complete(ctx, c.Stream, c.Revision, c.OrderID, out)
 	if err == nil {
 		if !c.Takeover {
-			c.Kept = true
+			c.Sole = true
 		}
 		k.remember(c.Stream, c.first, &Completed{Outcome: out}, c.digest, false)
 		k.observe(ctx, EventCompleted, c.Stream)
@@ -566,26 +566,26 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 	return ErrTakenOver
 }
 
-func (k *Keys) completePending(ctx context.Context, c *Claim, out Outcome) error {
+func (k *Keys) completeUnwritten(ctx context.Context, c *Claim, out Outcome) error {
 	data, err := Recorded{Claimed: c.first, Outcome: out}.encode()
 	var res eventstore.AppendResult
 	if err == nil {
-		res, err = k.Store.Append(ctx, c.Stream, c.pending.Expected, newEvent(TypeRecorded, data))
+		res, err = k.Store.Append(ctx, c.Stream, c.unwritten.Expected, newEvent(TypeRecorded, data))
 	}
 	if err != nil {
 		k.holds.drop(c)
 		return err
 	}
-	c.pending, c.Revision = nil, res.Revision
+	c.unwritten, c.Revision = nil, res.Revision
 	k.observe(ctx, EventClaimed, c.Stream)
-	k.settle(ctx, c, &Completed{Outcome: out})
+	k.endWithOutcome(ctx, c, &Completed{Outcome: out})
 	return nil
 }
 
-// settle ends a claim whose outcome is recorded with its own claim, so that no other request
+// endWithOutcome ends a claim whose outcome is recorded with its own claim, so that no other request
 // can have run the key: it is kept.
-func (k *Keys) settle(ctx context.Context, c *Claim, done *Completed) {
-	c.Kept = true
+func (k *Keys) endWithOutcome(ctx context.Context, c *Claim, done *Completed) {
+	c.Sole = true
 	k.remember(c.Stream, c.first, done, c.digest, false)
 	k.observe(ctx, EventCompleted, c.Stream)
 	k.holds.drop(c)
@@ -613,7 +613,7 @@ func (k *Keys) Answered(c *Claim, out Outcome) {
 // retry runs the command again at once instead of waiting for the lease.
 func (k *Keys) Release(ctx context.Context, c *Claim, reason string) error {
 	defer k.holds.drop(c)
-	if c.pending != nil {
+	if c.unwritten != nil {
 		return nil // never written: nothing to give up in the store
 	}
 	data, err := json.Marshal(Released{Reason: reason, ReleasedAt: k.now()})
@@ -658,7 +658,7 @@ func (k *Keys) expiry(c Claimed) time.Time {
 	return c.ClaimedAt.Add(k.ttl())
 }
 
-// position gives an outcome recorded with the command's events (Claim.PendingWith) the log
+// position gives an outcome recorded with the command's events (Claim.AppendWithOutcome) the log
 // position of the event it names, read from that event: before the outcome is answered or
 // remembered, and only then (a sweep or a decision needs no position).
 func (k *Keys) position(ctx context.Context, done *Completed) error {

@@ -71,8 +71,8 @@ func TestClaimCompleteReplay(t *testing.T) {
 	if _, _, err := keys.Begin(ctx, request("other")); !errors.Is(err, fault.KeyReused) {
 		t.Fatalf("other request while held: got %v, want ErrKeyReused", err)
 	}
-	if err := keys.Complete(ctx, claim, created); err != nil || !claim.Kept {
-		t.Fatalf("Complete: %v, kept %v", err, claim.Kept)
+	if err := keys.Complete(ctx, claim, created); err != nil || !claim.Sole {
+		t.Fatalf("Complete: %v, kept %v", err, claim.Sole)
 	}
 	_, replay, err = keys.Begin(ctx, request("fp"))
 	if err != nil || replay == nil || replay.Body != created.Body || replay.Status != 201 || replay.Headers["Location"] != "/v1/orders/x" {
@@ -173,8 +173,8 @@ func TestDuplicatesTakeTheAnswerGivenBeforeItsRecord(t *testing.T) {
 	if err := keys.Await(short, "shop-1", "k1"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Await on a key answered, not recorded: got %v, want the deadline", err)
 	}
-	if err := keys.Complete(ctx, claim, created); err != nil || !claim.Kept {
-		t.Fatalf("Complete: %v, kept %v", err, claim.Kept)
+	if err := keys.Complete(ctx, claim, created); err != nil || !claim.Sole {
+		t.Fatalf("Complete: %v, kept %v", err, claim.Sole)
 	}
 	if types := keyEvents(t, counted.Store, request("fp")); !slices.Equal(types, []string{idempotency.TypeClaimed, idempotency.TypeCompleted}) {
 		t.Fatalf("key stream %v, want claimed and completed", types)
@@ -234,8 +234,8 @@ func TestTakeoverAfterLeaseOrRelease(t *testing.T) {
 	if err := keys.Complete(ctx, second, later); err != nil {
 		t.Fatal(err)
 	}
-	if first.Kept || second.Kept || second.Prior != nil {
-		t.Fatalf("Kept set on a claim taken over (%v) or a takeover (%v), or a Prior (%+v): both may have run the command", first.Kept, second.Kept, second.Prior)
+	if first.Sole || second.Sole || second.Prior != nil {
+		t.Fatalf("Kept set on a claim taken over (%v) or a takeover (%v), or a Prior (%+v): both may have run the command", first.Sole, second.Sole, second.Prior)
 	}
 	_, replay, err := keys.Begin(ctx, request("fp"))
 	if err != nil || replay == nil || replay.Body != later.Body {
@@ -515,7 +515,7 @@ func TestDeferredClaim(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		own, pending := claim.Pending()
+		own, pending := claim.Append()
 		if !pending || keyEvents(t, s, deferred) != nil {
 			t.Fatalf("Begin with Defer: pending %v, key stream %v; want a claim pending and nothing written", pending, keyEvents(t, s, deferred))
 		}
@@ -527,12 +527,12 @@ func TestDeferredClaim(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		claim.Made(ctx, results[0])
-		if _, pending := claim.Pending(); pending {
+		claim.Appended(ctx, results[0])
+		if _, pending := claim.Append(); pending {
 			t.Fatal("still pending after Made")
 		}
-		if err := keys.Complete(ctx, claim, created); err != nil || !claim.Kept {
-			t.Fatalf("Complete: %v, kept %v", err, claim.Kept)
+		if err := keys.Complete(ctx, claim, created); err != nil || !claim.Sole {
+			t.Fatalf("Complete: %v, kept %v", err, claim.Sole)
 		}
 		if got := keyEvents(t, s, deferred); fmt.Sprint(got) != fmt.Sprint([]string{idempotency.TypeClaimed, idempotency.TypeCompleted}) {
 			t.Fatalf("key stream %v; want the claim and its outcome", got)
@@ -545,7 +545,7 @@ func TestDeferredClaim(t *testing.T) {
 			t.Fatal(err)
 		}
 		effect := eventstore.StreamAppend{Stream: "order-fp", Expected: eventstore.NoStream, Events: []eventstore.EventData{{ID: uuid.New(), Type: "order.created.v1", Data: []byte(`{}`)}}}
-		own, pending := claim.PendingWith(created, idempotency.At{PositionStream: effect.Stream, PositionRevision: 0})
+		own, pending := claim.AppendWithOutcome(created, idempotency.At{PositionStream: effect.Stream, PositionRevision: 0})
 		if !pending || len(own.Events) != 1 || own.Events[0].Type != idempotency.TypeRecorded {
 			t.Fatalf("PendingWith: %d events, pending %v; want one, the claim with its outcome", len(own.Events), pending)
 		}
@@ -553,14 +553,14 @@ func TestDeferredClaim(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		claim.Made(ctx, results[0])
-		if !claim.Recorded() || claim.Revision != 0 {
-			t.Fatalf("after Made: recorded %v, revision %d; want recorded, the claim at 0", claim.Recorded(), claim.Revision)
+		claim.Appended(ctx, results[0])
+		if !claim.HasOutcome() || claim.Revision != 0 {
+			t.Fatalf("after Made: recorded %v, revision %d; want recorded, the claim at 0", claim.HasOutcome(), claim.Revision)
 		}
 		answer := created
 		answer.Position = results[1].Position.Commit
-		if err := keys.Complete(ctx, claim, answer); err != nil || !claim.Kept {
-			t.Fatalf("Complete: %v, kept %v", err, claim.Kept)
+		if err := keys.Complete(ctx, claim, answer); err != nil || !claim.Sole {
+			t.Fatalf("Complete: %v, kept %v", err, claim.Sole)
 		}
 		if got := keyEvents(t, s, deferred); fmt.Sprint(got) != fmt.Sprint([]string{idempotency.TypeRecorded}) {
 			t.Fatalf("key stream %v; want one event, the claim with its outcome", got)
@@ -580,16 +580,16 @@ func TestDeferredClaim(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		claim.PendingWith(created, idempotency.At{PositionStream: "order-fp"})
-		own, _ := claim.Pending()
+		claim.AppendWithOutcome(created, idempotency.At{PositionStream: "order-fp"})
+		own, _ := claim.Append()
 		results, err := s.MultiStreamAppend(ctx, own, eventstore.StreamAppend{Stream: "order-fp", Expected: eventstore.NoStream,
 			Events: []eventstore.EventData{{ID: uuid.New(), Type: "order.created.v1", Data: []byte(`{}`)}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		claim.Made(ctx, results[0])
-		if claim.Recorded() || claim.Revision != 0 {
-			t.Fatalf("after Made: recorded %v, revision %d; want the claim alone, at 0", claim.Recorded(), claim.Revision)
+		claim.Appended(ctx, results[0])
+		if claim.HasOutcome() || claim.Revision != 0 {
+			t.Fatalf("after Made: recorded %v, revision %d; want the claim alone, at 0", claim.HasOutcome(), claim.Revision)
 		}
 		if err := keys.Complete(ctx, claim, created); err != nil {
 			t.Fatal(err)
@@ -604,8 +604,8 @@ func TestDeferredClaim(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := keys.Complete(ctx, claim, created); err != nil || !claim.Kept {
-			t.Fatalf("Complete: %v, kept %v", err, claim.Kept)
+		if err := keys.Complete(ctx, claim, created); err != nil || !claim.Sole {
+			t.Fatalf("Complete: %v, kept %v", err, claim.Sole)
 		}
 		if got := keyEvents(t, s, deferred); fmt.Sprint(got) != fmt.Sprint([]string{idempotency.TypeRecorded}) {
 			t.Fatalf("key stream %v; want one event, the claim with its outcome", got)
@@ -654,7 +654,7 @@ func TestDeferredClaim(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			own, _ := c.Pending()
+			own, _ := c.Append()
 			effect := eventstore.StreamAppend{Stream: "order-" + other, Expected: eventstore.NoStream, Events: []eventstore.EventData{{ID: uuid.New(), Type: "order.created.v1", Data: []byte(`{}`)}}}
 			if _, err := s.MultiStreamAppend(ctx, own, effect); !c.Refused(err) {
 				t.Errorf("%s: the claim made with the command: %v; want it refused", other, err)
@@ -776,7 +776,7 @@ func TestReplaysOfOlderKeysLeaveTheNewerRemembered(t *testing.T) {
 }
 
 // A claim left pending is heard of (Keys.Observe) once the store took it: with the command's
-// events (Claim.Made) or with its outcome, and never if the store refused it (a key of an
+// events (Claim.Appended) or with its outcome, and never if the store refused it (a key of an
 // earlier run that a restart forgot).
 func TestPendingClaimIsObservedOnceMade(t *testing.T) {
 	ctx := context.Background()
@@ -800,7 +800,7 @@ func TestPendingClaimIsObservedOnceMade(t *testing.T) {
 		r := request("fp")
 		r.Key, r.Defer = key, true
 		c, _, err := keys.Begin(ctx, r)
-		if _, pending := c.Pending(); err != nil || !pending {
+		if _, pending := c.Append(); err != nil || !pending {
 			t.Fatalf("Begin %s with Defer: %+v, %v; want a claim pending", key, c, err)
 		}
 		if h := took(); len(h) != 0 {
@@ -810,12 +810,12 @@ func TestPendingClaimIsObservedOnceMade(t *testing.T) {
 	}
 
 	made := begin("k2")
-	own, _ := made.Pending()
+	own, _ := made.Append()
 	results, err := s.MultiStreamAppend(ctx, own)
 	if err != nil {
 		t.Fatal(err)
 	}
-	made.Made(ctx, results[0])
+	made.Appended(ctx, results[0])
 	if err := keys.Complete(ctx, made, created); err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,8 @@ type Event string
 // The steps of a key's life. A request hears claimed, replayed, mismatched or taken-over from
 // Begin, possibly after waited (a duplicate waiting for the holder), or in-flight when the
 // wait ran out, or recovered when the holder had died after its effect; the holder then hears
-// completed or released. A claim that Begin left pending (Request.Defer) is heard as claimed
-// once the store took it, with the command's events (Claim.Made) or with the outcome; never if
+// completed or released. A claim that Begin left unwritten (Request.Defer) is heard as claimed
+// once the store took it, with the command's events (Claim.Appended) or with the outcome; never if
 // the store refused it.
 const (
 	EventClaimed    Event = "claimed"    // a new request holds the key

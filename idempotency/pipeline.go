@@ -158,13 +158,13 @@ func (p *Pipeline) run(ctx context.Context, c *Claim, cmd Command) (res ran, ref
 	var recorded Outcome // the outcome the claim's append records, if it does
 	for !plan.Done() {
 		appends := plan.Appends
-		key, pending := c.Pending()
-		if pending {
+		key, unwritten := c.Append()
+		if unwritten {
 			if plan.Sure && fault.Final(plan.Err) {
 				// A new order: what was decided is what the store writes, or nothing.
 				recorded = cmd.Render(c.OrderID, plan.Result, plan.Err)
 				own := appends[len(appends)-1]
-				key, _ = c.PendingWith(recorded, At{PositionStream: own.Stream, PositionRevision: plan.Result.Revision})
+				key, _ = c.AppendWithOutcome(recorded, At{PositionStream: own.Stream, PositionRevision: plan.Result.Revision})
 			}
 			appends = append([]eventstore.StreamAppend{key}, appends...)
 		}
@@ -172,14 +172,14 @@ func (p *Pipeline) run(ctx context.Context, c *Claim, cmd Command) (res ran, ref
 		if c.Refused(err) {
 			return ran{}, true
 		}
-		if err == nil && pending {
-			c.Made(ctx, results[0])
+		if err == nil && unwritten {
+			c.Appended(ctx, results[0])
 			results = results[1:]
 		}
 		plan.Written(ctx, results, err)
 	}
 	out := recorded
-	if c.Recorded() {
+	if c.HasOutcome() {
 		out.Position = plan.Result.Position.Commit // the one thing the store told since
 	} else {
 		out = cmd.Render(c.OrderID, plan.Result, plan.Err)
@@ -193,8 +193,8 @@ func (p *Pipeline) run(ctx context.Context, c *Claim, cmd Command) (res ran, ref
 // asks Do to start over: the claim, written only with the outcome, was refused.
 func (p *Pipeline) finish(ctx context.Context, r Request, c *Claim, res ran) (ans Answer, again bool, err error) {
 	answer := Answer{Outcome: res.out, Replayed: res.repeated, Err: res.err}
-	if c.Recorded() {
-		// Recorded with the command's events (Claim.PendingWith): nothing is left to write.
+	if c.HasOutcome() {
+		// Recorded with the command's events (Claim.AppendWithOutcome): nothing is left to write.
 		p.record(ctx, r, c, res)
 		return answer, false, nil
 	}
@@ -212,10 +212,10 @@ func (p *Pipeline) finish(ctx context.Context, r Request, c *Claim, res ran) (an
 	}
 	// Nothing in the order's stream would tell this answer word for word, or the events there
 	// may be another run's: record it before giving it. An answer not recorded is not given.
-	_, pending := c.Pending()
+	_, unwritten := c.Append()
 	err = p.record(ctx, r, c, res)
 	switch {
-	case pending && err != nil:
+	case unwritten && err != nil:
 		return Answer{}, true, nil
 	case errors.Is(err, ErrTakenOver):
 		return Answer{}, false, err // another request runs the key now: its outcome stands
@@ -249,7 +249,7 @@ func (p *Pipeline) recordLater(ctx context.Context, r Request, c *Claim, res ran
 func (p *Pipeline) record(ctx context.Context, r Request, c *Claim, res ran) error {
 	err := p.Keys.Complete(ctx, c, res.out)
 	switch {
-	case err == nil && c.Kept:
+	case err == nil && c.Sole:
 		res.plan.Keep()
 	case c.Refused(err):
 		// Recorded nothing, and wrote nothing else: Do starts again.

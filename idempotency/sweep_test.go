@@ -278,7 +278,7 @@ func TestKnownKeyIsReadFirst(t *testing.T) {
 	if err != nil || c == nil {
 		t.Fatalf("a new key: %+v, %v", c, err)
 	}
-	if _, pending := c.Pending(); !pending {
+	if _, pending := c.Append(); !pending {
 		t.Error("a new key's claim was written at once; want it left pending")
 	}
 }
