@@ -249,14 +249,11 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 			return done.claim, done.replay, done.err
 		}
 		step := decide(v.st, Holding{Here: v.here, Unwritten: v.held.unwritten, Answered: v.held.answer != nil}, r.Fingerprint, now)
-		done, again := a.take(ctx, step, v, now)
-		switch {
-		case done != nil:
-			return done.claim, done.replay, done.err
-		case again:
-			continue
+		done = a.take(ctx, step, v, now)
+		if done == nil {
+			done = a.wait(ctx, v, now)
 		}
-		if done := a.wait(ctx, v, now); done != nil {
+		if done != nil && done != lookAgain {
 			return done.claim, done.replay, done.err
 		}
 	}
@@ -268,6 +265,10 @@ type begun struct {
 	replay *Outcome
 	err    error
 }
+
+// lookAgain is what a step comes to when the store moved under it (another request claimed the
+// key, took it over or recorded its outcome first): Begin looks at the key again at once.
+var lookAgain = &begun{}
 
 // attempt is one request's way through Begin.
 type attempt struct {
@@ -342,8 +343,8 @@ func (a *attempt) look(ctx context.Context, now time.Time) (view, *begun) {
 	return v, nil
 }
 
-// take takes a step. It is done, or asks for another turn (again), or the step is to wait.
-func (a *attempt) take(ctx context.Context, step Step, v view, now time.Time) (done *begun, again bool) {
+// take takes a step: Begin's answer, lookAgain, or nil when the step is to wait.
+func (a *attempt) take(ctx context.Context, step Step, v view, now time.Time) *begun {
 	k := a.k
 	switch step {
 	case StepForget:
@@ -352,36 +353,36 @@ func (a *attempt) take(ctx context.Context, step Step, v view, now time.Time) (d
 		return a.claim(ctx, now)
 	case StepRefuse:
 		k.observe(ctx, EventMismatched, a.stream)
-		return &begun{err: fault.KeyReused}, false
+		return &begun{err: fault.KeyReused}
 	case StepReplay:
 		k.observe(ctx, EventReplayed, a.stream)
 		if v.here && v.held.answer != nil {
-			return &begun{replay: v.held.answer}, false // its outcome on its way to the store
+			return &begun{replay: v.held.answer} // its outcome on its way to the store
 		}
 		if err := k.position(ctx, v.st.done); err != nil {
-			return &begun{err: err}, false
+			return &begun{err: err}
 		}
 		k.remember(a.stream, v.st.first, v.st.done, Digest{}, true)
-		return &begun{replay: &v.st.done.Outcome}, false
+		return &begun{replay: &v.st.done.Outcome}
 	case StepTakeOver:
 		c, err := k.claim(ctx, a.stream, eventstore.Exact(v.st.revision), a.r, v.st.first.OrderID, now, v.st.first.ExpiresAt)
 		if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
-			return nil, true // another taker won
+			return lookAgain // another taker won
 		}
 		if c != nil {
 			c.Takeover = true
 			k.observe(ctx, EventTakenOver, a.stream)
 		}
-		return &begun{claim: c, err: err}, false
+		return &begun{claim: c, err: err}
 	}
-	return nil, false
+	return nil
 }
 
 // forget deletes an expired key, for the request to start again as new.
-func (a *attempt) forget(ctx context.Context, st keyState) (*begun, bool) {
+func (a *attempt) forget(ctx context.Context, st keyState) *begun {
 	err := a.k.Store.DeleteStream(ctx, a.stream, eventstore.Exact(st.revision))
 	if err != nil && !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
-		return &begun{err: fmt.Errorf("expire key: %w", err)}, false
+		return &begun{err: fmt.Errorf("expire key: %w", err)}
 	}
 	if err == nil {
 		a.k.observe(ctx, EventExpired, a.stream)
@@ -389,15 +390,15 @@ func (a *attempt) forget(ctx context.Context, st keyState) (*begun, bool) {
 	// The store is told the expiry again before the next claim: whether a delete keeps a
 	// stream's metadata is the store's business.
 	a.expiring = a.k.Expire == nil
-	return nil, true
+	return lookAgain
 }
 
 // claim claims a new key, or leaves its claim to the caller's append (deferring).
-func (a *attempt) claim(ctx context.Context, now time.Time) (*begun, bool) {
+func (a *attempt) claim(ctx context.Context, now time.Time) *begun {
 	k := a.k
 	if !a.expiring {
 		if err := k.Expire(ctx, a.stream, k.ttl()); err != nil {
-			return &begun{err: fmt.Errorf("set key expiry: %w", err)}, false
+			return &begun{err: fmt.Errorf("set key expiry: %w", err)}
 		}
 		a.expiring = true
 	}
@@ -406,27 +407,28 @@ func (a *attempt) claim(ctx context.Context, now time.Time) (*begun, bool) {
 		// Claimed once its append is made (Claim.Appended, completeUnwritten): the store may yet
 		// refuse it.
 		c, err := k.deferClaim(a.stream, a.r, orderID, now)
-		return &begun{claim: c, err: err}, false
+		return &begun{claim: c, err: err}
 	}
 	c, err := k.claim(ctx, a.stream, eventstore.NoStream, a.r, orderID, now, now.Add(k.ttl()))
 	if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
-		return nil, true // another request claimed it first
+		return lookAgain // another request claimed it first
 	}
 	if err == nil {
 		k.observe(ctx, EventClaimed, a.stream)
 	}
-	return &begun{claim: c, err: err}, false
+	return &begun{claim: c, err: err}
 }
 
-// wait waits for another request that holds the key, within the wait bound. If that request
-// died after appending to the order, the effect is there: the record is completed from it
-// rather than after the lease. A live holder in this process usually wakes its waiters
-// before the first poll ends, so the order's stream is looked at only after that.
+// wait waits for another request that holds the key, within the wait bound, and returns nil,
+// or Begin's answer, or lookAgain. If that request died after appending to the order, the
+// effect is there: the record is completed from it rather than after the lease. A live holder
+// in this process usually wakes its waiters before the first poll ends, so the order's stream
+// is looked at only after that.
 func (a *attempt) wait(ctx context.Context, v view, now time.Time) *begun {
 	k := a.k
 	if !a.looked && a.waited && !v.here && a.r.FindInOrderStream != nil && v.st.first.OrderID != "" {
 		a.looked = true
-		if done, again := a.recover(ctx, v.st); done != nil || again {
+		if done := a.recover(ctx, v.st); done != nil {
 			return done
 		}
 	}
@@ -452,25 +454,25 @@ func (a *attempt) wait(ctx context.Context, v view, now time.Time) *begun {
 }
 
 // recover completes the record of a holder's outcome from the order's stream, if the
-// command's events are there.
-func (a *attempt) recover(ctx context.Context, st keyState) (done *begun, again bool) {
+// command's events are there: Begin's answer, or lookAgain, or nil if they are not.
+func (a *attempt) recover(ctx context.Context, st keyState) *begun {
 	k := a.k
 	out, err := a.r.FindInOrderStream(ctx, st.first.OrderID)
-	if err != nil || out == nil {
-		if err != nil {
-			return &begun{err: err}, false
-		}
-		return nil, false
+	switch {
+	case err != nil:
+		return &begun{err: err}
+	case out == nil:
+		return nil
 	}
 	err = k.complete(ctx, a.stream, st.revision, st.first.OrderID, *out)
 	if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
-		return nil, true
+		return lookAgain
 	}
 	if err == nil {
 		k.remember(a.stream, st.first, &Completed{Outcome: *out}, Digest{}, false)
 		k.observe(ctx, EventRecovered, a.stream)
 	}
-	return &begun{replay: out, err: err}, false
+	return &begun{replay: out, err: err}
 }
 
 func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.ExpectedRevision, r Request, orderID string, now, expires time.Time) (*Claim, error) {

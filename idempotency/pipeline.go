@@ -124,8 +124,8 @@ func (p *Pipeline) Do(ctx context.Context, r Request, cmd Command) (Answer, erro
 		if res.appended {
 			hook(p.Hooks.AfterAppend, r.Key)
 		}
-		ans, again, err := p.finish(ctx, r, c, res)
-		if again {
+		ans, err := p.finish(ctx, r, c, res)
+		if errors.Is(err, errStartOver) {
 			r.Defer = false
 			continue
 		}
@@ -189,47 +189,50 @@ func (p *Pipeline) run(ctx context.Context, c *Claim, cmd Command) (res ran, ref
 		appended: events, written: events && plan.Result.Written(), plan: plan}, false
 }
 
-// finish records the outcome of a run, before or after its answer, or lets the key go. again
-// asks Do to start over: the claim, written only with the outcome, was refused.
-func (p *Pipeline) finish(ctx context.Context, r Request, c *Claim, res ran) (ans Answer, again bool, err error) {
+// errStartOver: the claim, to be written with the outcome only, was refused, because the key
+// exists after all; nothing was written, and Do starts over with the key.
+var errStartOver = errors.New("the key's claim was refused: start over")
+
+// finish records the outcome of a run, before or after its answer, or lets the key go.
+func (p *Pipeline) finish(ctx context.Context, r Request, c *Claim, res ran) (Answer, error) {
 	answer := Answer{Outcome: res.out, Replayed: res.repeated, Err: res.err}
 	if c.HasOutcome() {
 		// Recorded with the command's events (Claim.AppendWithOutcome): nothing is left to write.
 		p.record(ctx, r, c, res)
-		return answer, false, nil
+		return answer, nil
 	}
 	switch {
 	case !res.keep:
 		if err := p.Keys.Release(ctx, c, http.StatusText(res.out.Status)); err != nil {
 			p.log().Warn("release key", "claimant", r.Claimant, "key", KeyHash(r.Principal, r.Key), "error", err)
 		}
-		return answer, false, nil
+		return answer, nil
 	case res.err == nil && res.written:
 		// Answer now, record after: duplicates here get this answer at once (Answered).
 		p.Keys.Answered(c, res.out)
 		p.recordLater(ctx, r, c, res)
-		return answer, false, nil
+		return answer, nil
 	}
 	// Nothing in the order's stream would tell this answer word for word, or the events there
 	// may be another run's: record it before giving it. An answer not recorded is not given.
 	_, unwritten := c.Append()
-	err = p.record(ctx, r, c, res)
+	err := p.record(ctx, r, c, res)
 	switch {
 	case unwritten && err != nil:
-		return Answer{}, true, nil
+		return Answer{}, errStartOver
 	case errors.Is(err, ErrTakenOver):
-		return Answer{}, false, err // another request runs the key now: its outcome stands
+		return Answer{}, err // another request runs the key now: its outcome stands
 	case err != nil:
 		// Let the key go, so that a retry runs at once rather than after the lease. If the
 		// outcome did land, the release is refused and the retry gets it.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
 		p.Keys.Release(ctx, c, "outcome not recorded")
-		return Answer{}, false, err
+		return Answer{}, err
 	case c.Prior != nil:
-		return Answer{Outcome: *c.Prior, Replayed: true}, false, nil // a retry recorded first
+		return Answer{Outcome: *c.Prior, Replayed: true}, nil // a retry recorded first
 	}
-	return answer, false, nil
+	return answer, nil
 }
 
 // recordLater records an outcome already answered, in the background; Drain waits for it.
