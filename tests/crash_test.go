@@ -1,12 +1,20 @@
 package tests
 
 import (
+	"cmp"
+	"context"
 	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/eventstore/sqlite"
+	"github.com/acme/orders/idempotency"
 )
 
 // The test hooks the server honours: when the variable equals a request's Idempotency-Key,
@@ -41,6 +49,7 @@ var crashCases = []crashCase{
 				t.Errorf("order %s has events %v; want created and one line added, once", id, types(evs))
 			}
 			checkKeyed(t, evs, crashKey)
+			onlyOrderOf(t, s, "c-crash", id)
 		},
 	},
 	{
@@ -62,6 +71,27 @@ var crashCases = []crashCase{
 			checkKeyed(t, evs, crashKey)
 		},
 	},
+}
+
+// onlyOrderOf fails t unless id is the one order of customer that the orders read model
+// lists once it has caught up with id: a create that crashed and was retried made one order,
+// never two.
+func onlyOrderOf(t *testing.T, s *server, customer, id string) {
+	t.Helper()
+	var mine []string
+	listed := eventually(10*time.Second, func() bool {
+		all, err := s.tryListAll(t, url.Values{})
+		mine = mine[:0]
+		for _, o := range all {
+			if o.Customer == customer {
+				mine = append(mine, o.ID)
+			}
+		}
+		return err == nil && slices.Contains(mine, id)
+	})
+	if !listed || len(mine) != 1 {
+		t.Errorf("the orders of %s: %v; want %s alone", customer, mine, id)
+	}
 }
 
 // checkKeyed reports on t unless the last event carries key in its metadata.
@@ -338,4 +368,54 @@ func TestCrashAfterAnswerBeforeOutcome(t *testing.T) {
 			checkReplay(t, first, s.do(t, req.method, req.path, req.key, req.body))
 		})
 	}
+}
+
+// A keyed create on the embedded store leaves one event in its key's stream, the claim with the
+// outcome, written with the order's: whether the server runs on, or is killed before the
+// append (the retry runs the create) or right after it (the retry replays it), the retry
+// answers the first answer or the only run's, the customer has one order, and the key one event.
+func TestKeyedCreateIsOneKeyEvent(t *testing.T) {
+	t.Parallel()
+	for _, hook := range []string{"", crashAfterClaim, crashAfterAppend} {
+		t.Run(cmp.Or(hook, "no crash"), func(t *testing.T) {
+			t.Parallel()
+			s := &server{dir: t.TempDir()}
+			tc := crashCases[0] // create
+			var req request
+			if hook == "" {
+				s.start(t)
+				req = tc.setup(t, s)
+				wantStatus(t, s.do(t, req.method, req.path, req.key, req.body), tc.status)
+			} else {
+				req = crash(t, s, hook, tc)
+				s.restart(t)
+			}
+			r := s.do(t, req.method, req.path, req.key, req.body)
+			wantStatus(t, r, tc.status)
+			tc.check(t, s, r)
+			s.current().stop(t)
+			if got := keyEventTypes(t, s.dir, "local", req.key); !slices.Equal(got, []string{idempotency.TypeRecorded}) {
+				t.Errorf("the key's stream holds %v; want one %s", got, idempotency.TypeRecorded)
+			}
+		})
+	}
+}
+
+// keyEventTypes reads the types of the events of principal's key from the store in dir, whose
+// server has stopped.
+func keyEventTypes(t *testing.T, dir, principal, key string) []string {
+	t.Helper()
+	s, err := sqlite.Open(dir, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var types []string
+	for e, err := range s.ReadStream(context.Background(), idempotency.StreamName(principal, key), eventstore.ReadStreamOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, e.Type)
+	}
+	return types
 }
