@@ -26,6 +26,10 @@ type Config struct {
 	MaxEndpoints int
 	// MaxInFlight bounds the attempts running at once for one endpoint.
 	MaxInFlight int
+	// MaxAttempts bounds the attempts running at once on this node, whatever their endpoints:
+	// each holds at most one outgoing connection, and at most as many more are kept idle for
+	// reuse, so deliveries hold at most OutgoingConnections descriptors.
+	MaxAttempts int
 	// MaxPending bounds the deliveries an endpoint's checkpoint holds (waiting, in flight or
 	// waiting for a retry); the endpoint reads no further in the log until one leaves.
 	MaxPending int
@@ -55,6 +59,7 @@ func DefaultConfig() Config {
 		DisableAfter:      5 * 24 * time.Hour,
 		MaxEndpoints:      1000,
 		MaxInFlight:       16,
+		MaxAttempts:       256,
 		MaxPending:        1000,
 		TailBuffer:        1000,
 		MaxDeadLetters:    10000,
@@ -79,6 +84,10 @@ func ParseSchedule(s string) ([]time.Duration, error) {
 	return out, nil
 }
 
+// OutgoingConnections bounds the connections deliveries hold open at once: the attempts in
+// flight, and as many idle ones kept for reuse.
+func (c Config) OutgoingConnections() int { return 2 * c.MaxAttempts }
+
 // Check reports a configuration that cannot work.
 func (c Config) Check() error {
 	switch {
@@ -86,7 +95,7 @@ func (c Config) Check() error {
 		return fmt.Errorf("webhooks: empty retry schedule")
 	case c.Timeout <= 0 || c.Lease < 3*c.Timeout:
 		return fmt.Errorf("webhooks: the lease (%v) must be at least three attempt timeouts (%v)", c.Lease, c.Timeout)
-	case c.MaxEndpoints < 1 || c.MaxInFlight < 1 || c.MaxPending < c.MaxInFlight || c.MaxDeadLetters < 1 || c.MaxAttemptRecords < 1 || c.MaxResponseBytes < 0 || c.TailBuffer < 0:
+	case c.MaxEndpoints < 1 || c.MaxInFlight < 1 || c.MaxAttempts < 1 || c.MaxPending < c.MaxInFlight || c.MaxDeadLetters < 1 || c.MaxAttemptRecords < 1 || c.MaxResponseBytes < 0 || c.TailBuffer < 0:
 		return fmt.Errorf("webhooks: bounds must be positive, and pending at least in flight")
 	}
 	return nil

@@ -30,6 +30,7 @@ type runner struct {
 	behind   bool      // the log may hold events after the cursor
 	follow   *follower // the runner's place in the node's shared reader; nil: it reads on its own
 	sending  map[string]bool
+	starved  bool // due deliveries wait for room on the node (Config.MaxAttempts)
 	results  chan result
 	deadPoll time.Time
 	saves    int // checkpoints since the last compaction
@@ -59,6 +60,9 @@ const saveEvery = 20 * time.Millisecond
 // idlePoll is how often an idle runner on a single node reads the log anyway; new events of
 // its principal's orders wake it at once.
 const idlePoll = 5 * time.Second
+
+// starvedPoll is how often a runner whose due deliveries found no room on the node looks again.
+const starvedPoll = 50 * time.Millisecond
 
 // maxStates bounds the orders whose state a runner keeps, to build the next delivery's body
 // without folding the order again.
@@ -160,6 +164,9 @@ func (r *runner) nextDue(now time.Time) time.Duration {
 		if !r.sending[d.ID] {
 			wait = min(wait, d.Next.Sub(now))
 		}
+	}
+	if r.starved {
+		wait = max(wait, starvedPoll)
 	}
 	return max(wait, time.Millisecond)
 }
@@ -404,7 +411,8 @@ func deliveryOf(ep Endpoint, e eventstore.RecordedEvent) (Delivery, bool) {
 }
 
 // start begins the attempts that are due: the first pending delivery of each order (events of
-// one order go in log order), up to Config.MaxInFlight, while the lease outlasts them.
+// one order go in log order), up to Config.MaxInFlight, and while the node has room for them
+// (Config.MaxAttempts), while the lease outlasts them.
 func (r *runner) start(ctx context.Context, ep Endpoint, now time.Time) {
 	if !r.s.Config.SingleNode && time.Since(r.leaseFrom)+r.s.Config.Timeout >= r.s.Config.Lease {
 		return
@@ -414,6 +422,7 @@ func (r *runner) start(ctx context.Context, ep Endpoint, now time.Time) {
 		r.s.Log.Error("webhook secret", "endpoint", r.id, "error", err)
 		return
 	}
+	r.starved = false
 	first := map[string]bool{}
 	for _, d := range r.cp.Pending {
 		key := d.OrderID
@@ -430,8 +439,18 @@ func (r *runner) start(ctx context.Context, ep Endpoint, now time.Time) {
 		if len(r.sending) >= r.s.Config.MaxInFlight {
 			return
 		}
+		select {
+		case r.s.attempts <- struct{}{}:
+		default:
+			r.starved = true // the node has as many attempts in flight as it may
+			return
+		}
 		r.sending[d.ID] = true
-		go func() { r.results <- result{d.ID, r.attempt(ctx, ep.URL, d, keys)} }()
+		go func() {
+			a := r.attempt(ctx, ep.URL, d, keys)
+			<-r.s.attempts
+			r.results <- result{d.ID, a}
+		}()
 	}
 }
 

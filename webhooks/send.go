@@ -79,10 +79,15 @@ func CheckURL(ctx context.Context, raw string, allowPrivate bool) error {
 	return nil
 }
 
+// maxResponseHeader bounds the headers of a receiver's answer: more is a failed attempt. Go's
+// default, 10 MiB, would let 30 receivers hold hundreds of megabytes of this process's memory.
+const maxResponseHeader = 16 << 10
+
 // newClient is the HTTP client of deliveries: it never follows redirects, and (unless
 // allowPrivate) checks every address it connects to, after DNS resolution, so that a name
-// that resolved to a public address at registration cannot reach a private one later.
-func newClient(allowPrivate bool, timeout time.Duration, conns int) *http.Client {
+// that resolved to a public address at registration cannot reach a private one later. It
+// keeps at most conns idle connections to one host, and idle in all.
+func newClient(allowPrivate bool, timeout time.Duration, conns, idle int) *http.Client {
 	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
 	if !allowPrivate {
 		d.Control = func(network, address string, _ syscall.RawConn) error {
@@ -95,11 +100,13 @@ func newClient(allowPrivate bool, timeout time.Duration, conns int) *http.Client
 	}
 	return &http.Client{
 		Transport: &http.Transport{
-			DialContext:         d.DialContext,
-			TLSHandshakeTimeout: timeout,
-			MaxIdleConnsPerHost: conns,
-			IdleConnTimeout:     90 * time.Second,
-			ForceAttemptHTTP2:   true,
+			DialContext:            d.DialContext,
+			TLSHandshakeTimeout:    timeout,
+			MaxResponseHeaderBytes: maxResponseHeader,
+			MaxIdleConns:           idle,
+			MaxIdleConnsPerHost:    min(conns, idle),
+			IdleConnTimeout:        90 * time.Second,
+			ForceAttemptHTTP2:      true,
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}

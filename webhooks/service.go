@@ -28,11 +28,12 @@ type Service struct {
 	Metrics *Metrics // nil counts nothing
 	Now     func() time.Time
 
-	client *http.Client
-	mu     sync.Mutex
-	wakes  map[string]*signal // by principal: new events of its orders in the log
-	pend   map[string]int     // pending deliveries per endpoint delivered here
-	tail   tail               // the order events watch reads, handed to the runners caught up
+	client   *http.Client
+	attempts chan struct{} // a slot for each attempt in flight on this node (Config.MaxAttempts)
+	mu       sync.Mutex
+	wakes    map[string]*signal // by principal: new events of its orders in the log
+	pend     map[string]int     // pending deliveries per endpoint delivered here
+	tail     tail               // the order events watch reads, handed to the runners caught up
 }
 
 // wakeFor is the signal of new events of principal's orders.
@@ -61,7 +62,8 @@ func (s *Service) now() time.Time {
 // its lease), and watches the log for new order events and for endpoint changes made on other
 // nodes. It returns once every runner has stopped.
 func (s *Service) Run(ctx context.Context) error {
-	s.client = newClient(s.Config.AllowPrivate, s.Config.Timeout, s.Config.MaxInFlight)
+	s.client = newClient(s.Config.AllowPrivate, s.Config.Timeout, s.Config.MaxInFlight, s.Config.MaxAttempts)
+	s.attempts = make(chan struct{}, s.Config.MaxAttempts)
 	head, err := s.Feed.Head(ctx)
 	if err != nil {
 		return fmt.Errorf("webhooks: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -95,11 +96,11 @@ func TestConnectionsToRefusedAddressesFail(t *testing.T) {
 	hits := 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits++ }))
 	defer srv.Close()
-	a := post(context.Background(), newClient(false, time.Second, 1), srv.URL, "id", []byte("{}"), [][]byte{{1}}, time.Second, 1<<10)
+	a := post(context.Background(), newClient(false, time.Second, 1, 1), srv.URL, "id", []byte("{}"), [][]byte{{1}}, time.Second, 1<<10)
 	if a.Error == "" || outcome(a) != "refused" || hits != 0 {
 		t.Errorf("attempt %+v (outcome %s), %d requests received", a, outcome(a), hits)
 	}
-	a = post(context.Background(), newClient(true, time.Second, 1), srv.URL, "id", []byte("{}"), [][]byte{{1}}, time.Second, 1<<10)
+	a = post(context.Background(), newClient(true, time.Second, 1, 1), srv.URL, "id", []byte("{}"), [][]byte{{1}}, time.Second, 1<<10)
 	if a.Error != "" || hits != 1 {
 		t.Errorf("with private addresses allowed: %+v", a)
 	}
@@ -110,7 +111,7 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 		http.Redirect(w, r, "/elsewhere", http.StatusFound)
 	}))
 	defer srv.Close()
-	a := post(context.Background(), newClient(true, time.Second, 1), srv.URL, "id", []byte("{}"), [][]byte{{1}}, time.Second, 1<<10)
+	a := post(context.Background(), newClient(true, time.Second, 1, 1), srv.URL, "id", []byte("{}"), [][]byte{{1}}, time.Second, 1<<10)
 	if a.Status != http.StatusFound || a.Error == "" {
 		t.Errorf("attempt %+v", a)
 	}
@@ -182,5 +183,20 @@ func TestCheckpointsAreCompacted(t *testing.T) {
 	cp, expected, found, err := s.checkpoint(ctx, "we_x")
 	if !found || err != nil || cp.DeadRead != 7 || !expected.IsNoStream() {
 		t.Errorf("after a compaction died: %+v %v %v %v", cp, expected, found, err)
+	}
+}
+
+// A receiver's answer with more than 16 KiB of headers is a failed attempt, its headers never
+// held by this process: Go's default would read 10 MiB of each.
+func TestHugeAnswerHeadersFailTheAttempt(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for i := range 64 {
+			w.Header().Set(fmt.Sprint("X-Big-", i), strings.Repeat("a", 1<<10))
+		}
+	}))
+	defer srv.Close()
+	a := post(context.Background(), newClient(true, time.Second, 1, 1), srv.URL, "id", []byte("{}"), [][]byte{{1}}, time.Second, 1<<10)
+	if a.Error == "" || a.Status != 0 || !strings.Contains(a.Error, "headers exceeded") {
+		t.Errorf("attempt %+v; want it failed for its headers", a)
 	}
 }

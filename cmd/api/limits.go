@@ -14,7 +14,7 @@ type limitFlags struct {
 	ReadHeaderTimeout time.Duration `default:"10s" env:"API_READ_HEADER_TIMEOUT" help:"How long a client may take to send a request's headers; a slower connection is closed."`
 	ReadTimeout       time.Duration `default:"30s" env:"API_READ_TIMEOUT" help:"How long a client may take to send a whole request, body included; a slower connection is closed."`
 	IdleTimeout       time.Duration `default:"60s" env:"API_IDLE_TIMEOUT" help:"How long a keep-alive connection may wait for its next request before it is closed."`
-	MaxConnections    int           `default:"0" env:"API_MAX_CONNECTIONS" help:"Most connections open at once, idle ones included; one more is answered 503 with Retry-After and closed. 0: the open-file limit (RLIMIT_NOFILE) less 256 for the store's files, at most 4096."`
+	MaxConnections    int           `default:"0" env:"API_MAX_CONNECTIONS" help:"Most connections open at once, idle ones included; one more is answered 503 with Retry-After and closed. 0: the open-file limit (RLIMIT_NOFILE) less 256 for the store's files and twice --webhooks-attempts for the deliveries' connections, at most 4096."`
 	BodyMemory        int64         `default:"16" env:"API_BODY_MEMORY" help:"MiB of command bodies read and checked at once, past the first 16 KiB of each; a body that finds no room within 1 s is answered 503 with Retry-After."`
 }
 
@@ -30,8 +30,9 @@ const (
 	connectionCap     = 4096
 )
 
-// maxConnections is --max-connections, or its default for the process's open-file limit.
-func (f limitFlags) maxConnections() (int, error) {
+// maxConnections is --max-connections, or its default for the process's open-file limit, of
+// which outgoing descriptors are the webhook deliveries' (webhooks.Config.OutgoingConnections).
+func (f limitFlags) maxConnections(outgoing int) (int, error) {
 	switch {
 	case f.MaxConnections > 0:
 		return f.MaxConnections, nil
@@ -42,14 +43,16 @@ func (f limitFlags) maxConnections() (int, error) {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &nofile); err != nil {
 		return 0, fmt.Errorf("read the open-file limit for --max-connections: %w", err)
 	}
-	return connectionsFor(nofile.Cur), nil
+	return connectionsFor(nofile.Cur, uint64(outgoing)), nil
 }
 
-// connectionsFor is the default of --max-connections under an open-file limit of nofile.
-func connectionsFor(nofile uint64) int {
+// connectionsFor is the default of --max-connections under an open-file limit of nofile, with
+// outgoing descriptors taken by the deliveries.
+func connectionsFor(nofile, outgoing uint64) int {
+	reserve := connectionReserve + outgoing
 	n := nofile / 2 // a limit too small for the reserve: share it
-	if nofile > 2*connectionReserve {
-		n = nofile - connectionReserve
+	if nofile > 2*reserve {
+		n = nofile - reserve
 	}
 	return int(max(1, min(n, connectionCap)))
 }

@@ -58,7 +58,7 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	if err := servePprof(ctx, cmd.PprofAddr, log); err != nil {
 		return err
 	}
-	maxConns, err := cmd.Limits.maxConnections()
+	maxConns, err := cmd.Limits.maxConnections(2 * cmd.Webhooks.WebhooksAttempts)
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,7 @@ type webhookFlags struct {
 	WebhooksDisableAfter  time.Duration `default:"120h" env:"API_WEBHOOKS_DISABLE_AFTER" help:"Disable an endpoint that has failed this long without a success (0: never)."`
 	WebhooksMaxEndpoints  int           `default:"1000" env:"API_WEBHOOKS_MAX_ENDPOINTS" help:"Most webhook endpoints of one client; one more is refused with 422."`
 	WebhooksInFlight      int           `default:"16" env:"API_WEBHOOKS_IN_FLIGHT" help:"Most attempts in flight at once per endpoint (one per order)."`
+	WebhooksAttempts      int           `default:"256" env:"API_WEBHOOKS_ATTEMPTS" help:"Most attempts in flight at once on this node, whatever their endpoints; each holds one outgoing connection and as many more are kept idle, which the default of --max-connections leaves room for."`
 	WebhooksPending       int           `default:"1000" env:"API_WEBHOOKS_PENDING" help:"Most deliveries an endpoint holds undone (in flight or waiting for a retry); it reads no further in the log until one is done."`
 	WebhooksTailBuffer    int           `default:"1000" env:"API_WEBHOOKS_TAIL_BUFFER" help:"Most deliveries the node's one reader of the log holds for an endpoint until its runner takes them; past it the runner reads the log on its own until it catches up (0: every endpoint reads the log on its own)."`
 	WebhooksDeadLetters   int           `default:"10000" env:"API_WEBHOOKS_DEAD_LETTERS" help:"Most events in an endpoint's dead-letter stream (dead letters and retries asked for by hand); past it the stream is compacted to its latest dead letters, three quarters of this at most, and the older ones are dropped."`
@@ -44,7 +45,7 @@ func (f webhookFlags) config(singleNode bool) (webhooks.Config, error) {
 	c.Schedule, c.Timeout, c.Lease, c.DisableAfter = sched, f.WebhooksTimeout, f.WebhooksLease, f.WebhooksDisableAfter
 	c.MaxEndpoints, c.MaxInFlight, c.MaxPending = f.WebhooksMaxEndpoints, f.WebhooksInFlight, f.WebhooksPending
 	c.TailBuffer, c.AllowPrivate, c.SingleNode = f.WebhooksTailBuffer, f.WebhooksAllowPrivate, singleNode
-	c.MaxDeadLetters = f.WebhooksDeadLetters
+	c.MaxDeadLetters, c.MaxAttempts = f.WebhooksDeadLetters, f.WebhooksAttempts
 	return c, c.Check()
 }
 
