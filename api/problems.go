@@ -54,7 +54,7 @@ var problemTypes = []problemType{
 	{"command-rejected", "Command rejected", "The order's facts refuse the command (an amount that is not the total, a second payment, ...).", http.StatusUnprocessableEntity},
 	{"payment-id-taken", "Payment id taken", "Another of the client's orders already started a payment with this payment id: a payment id belongs to one order, so that the provider's callback finds it.", http.StatusUnprocessableEntity},
 	{"webhook-endpoint-invalid", "Invalid webhook endpoint", "The endpoint's event types are missing or unknown (see the WebhookEventType schema).", http.StatusUnprocessableEntity},
-	{"webhook-url-refused", "Webhook URL refused", "A webhook URL must be an absolute https URL whose host does not resolve to a loopback, private, link-local or metadata address.", http.StatusUnprocessableEntity},
+	{"webhook-url-refused", "Webhook URL refused", "A webhook URL must be an absolute https URL whose host resolves to globally reachable addresses only: none in a special-purpose range of the IANA registries (loopback, private, shared, link-local, documentation, reserved...).", http.StatusUnprocessableEntity},
 	{"webhook-endpoint-limit", "Too many webhook endpoints", "The client has as many webhook endpoints as it may (1,000 by default); delete one first.", http.StatusUnprocessableEntity},
 	{"headers-too-large", "Request headers too large", "The request's headers are larger than 64 KiB.", http.StatusRequestHeaderFieldsTooLarge},
 	{"internal", "Internal error", "The server failed; the request id identifies it in the logs.", http.StatusInternalServerError},

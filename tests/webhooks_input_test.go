@@ -8,7 +8,7 @@ import (
 )
 
 // Registrations that cannot be used are refused with a 4xx problem: URLs that are not https or
-// name loopback, private, link-local or metadata addresses, unknown event types, a missing key.
+// name addresses that are not globally reachable, unknown event types, a missing key.
 func TestWebhookRegistrationsRefused(t *testing.T) {
 	t.Parallel()
 	// Without --webhooks-allow-private.
@@ -25,6 +25,16 @@ func TestWebhookRegistrationsRefused(t *testing.T) {
 		{"https://10.1.2.3/hooks", []string{"*"}, "webhook-url-refused"},
 		{"https://192.168.0.10/hooks", []string{"*"}, "webhook-url-refused"},
 		{"https://169.254.169.254/latest/meta-data", []string{"*"}, "webhook-url-refused"},
+		// Special-purpose ranges, and IPv6 forms of refused IPv4 addresses.
+		{"https://0.1.2.3/hooks", []string{"*"}, "webhook-url-refused"},
+		{"https://198.18.0.1/hooks", []string{"*"}, "webhook-url-refused"},
+		{"https://192.0.0.8/hooks", []string{"*"}, "webhook-url-refused"},
+		{"https://240.0.0.1/hooks", []string{"*"}, "webhook-url-refused"},
+		{"https://255.255.255.255/hooks", []string{"*"}, "webhook-url-refused"},
+		{"https://[64:ff9b::a00:1]/hooks", []string{"*"}, "webhook-url-refused"},
+		{"https://[2002:7f00:1::]/hooks", []string{"*"}, "webhook-url-refused"},
+		{"https://[::127.0.0.1]/hooks", []string{"*"}, "webhook-url-refused"},
+		{"https://[fec0::1]/hooks", []string{"*"}, "webhook-url-refused"},
 		{"https://user:pw@203.0.113.9/hooks", []string{"*"}, "webhook-url-refused"},
 		{"/relative", []string{"*"}, "webhook-url-refused"},
 		{"https://203.0.113.9/hooks", []string{"order.teleported"}, "webhook-endpoint-invalid"},

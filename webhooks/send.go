@@ -22,31 +22,67 @@ import (
 // errAddressRefused: the URL's host resolved to an address deliveries may not go to.
 var errAddressRefused = errors.New("address refused")
 
-// metadataAddrs are cloud metadata services outside the ranges refused anyway.
-var metadataAddrs = []netip.Addr{
-	netip.MustParseAddr("169.254.169.254"), // AWS, GCP, Azure (link-local too)
-	netip.MustParseAddr("fd00:ec2::254"),   // AWS over IPv6
-	netip.MustParseAddr("100.100.100.200"), // Alibaba Cloud
+// notGlobal are the ranges of the IANA special-purpose address registries (IPv4 and IPv6) whose
+// addresses are not globally reachable (private, shared, loopback, link-local, documentation,
+// benchmarking, protocol assignments, reserved, multicast), so that a delivery reaches no
+// address of this node's networks or of a cloud's metadata service (169.254.169.254,
+// fd00:ec2::254, 100.100.100.200 are among them).
+var notGlobal = prefixes(
+	"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+	"192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16", "198.18.0.0/15",
+	"198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4",
+	"64:ff9b:1::/48", "100::/64", "2001::/23", "2001:db8::/32", "3fff::/20", "5f00::/16",
+)
+
+// globalUnicast6 is the IPv6 global unicast space: outside it (loopback, the IPv4-compatible
+// ::/96, unique-local, link-local, site-local, multicast, reserved) nothing is globally
+// reachable.
+var globalUnicast6 = netip.MustParsePrefix("2000::/3")
+
+// The IPv6 forms that embed an IPv4 address, which is judged in their place: NAT64's
+// well-known prefix (RFC 6052) and 6to4 (RFC 3056). IPv4-mapped addresses are unmapped.
+var (
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour = netip.MustParsePrefix("2002::/16")
+)
+
+func prefixes(ps ...string) []netip.Prefix {
+	out := make([]netip.Prefix, len(ps))
+	for i, p := range ps {
+		out[i] = netip.MustParsePrefix(p)
+	}
+	return out
 }
 
-// cgnat is the shared address space of RFC 6598, private in practice.
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
-
-// refused reports whether a delivery may not go to a.
+// refused reports whether a delivery may not go to a: any address that is not globally
+// reachable unicast. It is the one check of an endpoint's addresses, at registration
+// (CheckURL) and on every connection (newClient).
 func refused(a netip.Addr) bool {
-	a = a.Unmap()
-	return !a.IsValid() || a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() ||
-		a.IsLinkLocalMulticast() || a.IsMulticast() || a.IsUnspecified() || a.IsInterfaceLocalMulticast() ||
-		cgnat.Contains(a) || containsAddr(metadataAddrs, a)
-}
-
-func containsAddr(as []netip.Addr, a netip.Addr) bool {
-	for _, b := range as {
-		if a == b {
+	a = embedded(a)
+	if !a.IsValid() || a.Is6() && !globalUnicast6.Contains(a) {
+		return true
+	}
+	for _, p := range notGlobal {
+		if p.Contains(a) {
 			return true
 		}
 	}
 	return false
+}
+
+// embedded returns the IPv4 address an IPv6 address embeds (mapped, NAT64, 6to4), or a.
+func embedded(a netip.Addr) netip.Addr {
+	a = a.Unmap().WithZone("")
+	b := a.As16()
+	switch {
+	case !a.Is6():
+		return a
+	case nat64.Contains(a):
+		return netip.AddrFrom4([4]byte(b[12:16]))
+	case sixToFour.Contains(a):
+		return netip.AddrFrom4([4]byte(b[2:6]))
+	}
+	return a
 }
 
 // CheckURL checks an endpoint's URL at registration: absolute, https (http too with
@@ -73,7 +109,7 @@ func CheckURL(ctx context.Context, raw string, allowPrivate bool) error {
 	}
 	for _, a := range addrs {
 		if refused(a) {
-			return fmt.Errorf("%w: %s resolves to %s, a loopback, private, link-local or metadata address", ErrURLRefused, host, a)
+			return fmt.Errorf("%w: %s resolves to %s, an address that is not globally reachable", ErrURLRefused, host, a)
 		}
 	}
 	return nil

@@ -78,14 +78,28 @@ func TestKeyFileOutsideTheDataDirectory(t *testing.T) {
 	}
 }
 
+// Deliveries go to globally reachable unicast addresses only: every special-purpose range of
+// the IANA registries is refused, with the IPv4 address an IPv6 form embeds judged as itself.
 func TestRefusedAddresses(t *testing.T) {
 	for a, want := range map[string]bool{
 		"127.0.0.1": true, "::1": true, "10.0.0.1": true, "172.16.5.4": true, "192.168.1.1": true,
 		"169.254.169.254": true, "fe80::1": true, "fd00:ec2::254": true, "100.64.0.1": true, "0.0.0.0": true,
-		"::ffff:127.0.0.1": true, "203.0.113.9": false, "8.8.8.8": false, "2001:4860:4860::8888": false,
+		"100.100.100.200": true, "::ffff:127.0.0.1": true, "::": true,
+		// The special-purpose ranges an earlier filter let through.
+		"0.1.2.3": true, "198.18.0.1": true, "198.19.255.254": true, "192.0.0.8": true, "240.0.0.1": true,
+		"255.255.255.255": true, "64:ff9b::10.0.0.1": true, "64:ff9b::127.0.0.1": true,
+		"2002:7f00:1::": true, "2002:a00:1::1": true, "::127.0.0.1": true, "::8.8.8.8": true, "fec0::1": true,
+		// Documentation, benchmarking, reserved and other ranges.
+		"192.0.2.1": true, "198.51.100.7": true, "203.0.113.9": true, "192.88.99.1": true, "224.0.0.1": true,
+		"2001:db8::1": true, "3fff::1": true, "2001::1": true, "100::1": true, "64:ff9b:1::1": true,
+		"5f00::1": true, "ff02::1": true, "fc00::1": true, "4000::1": true,
+		// Globally reachable.
+		"8.8.8.8": false, "1.1.1.1": false, "2001:4860:4860::8888": false, "2606:4700:4700::1111": false,
+		"64:ff9b::8.8.8.8": false, "2002:808:808::1": false, "::ffff:8.8.8.8": false, "100.63.255.255": false,
+		"100.128.0.1": false, "198.20.0.1": false, "192.0.1.1": false,
 	} {
 		if got := refused(netip.MustParseAddr(a)); got != want {
-			t.Errorf("refused(%s) = %v", a, got)
+			t.Errorf("refused(%s) = %v, want %v", a, got, want)
 		}
 	}
 }

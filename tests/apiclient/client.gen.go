@@ -3304,8 +3304,10 @@ type ClientInterface interface {
 	// shows the endpoint's signing secret (`whsec_…`) once; the server keeps it sealed
 	// under a key outside its data directory.
 	//
-	// The URL must be `https` and its host may not resolve to a loopback, private,
-	// link-local or metadata address (→ 422 `webhook-url-refused`); the address is checked
+	// The URL must be `https` and its host must resolve to globally reachable addresses
+	// only: none in a special-purpose range of the IANA IPv4 and IPv6 registries (loopback,
+	// private, shared, link-local, documentation, reserved...), with the IPv4 address of a
+	// mapped, NAT64 or 6to4 address judged as itself (→ 422 `webhook-url-refused`); the address is checked
 	// again on every connection. A server started with `--webhooks-allow-private` allows
 	// both. A client has at most 1,000 endpoints (`--webhooks-max-endpoints`; one more → 422
 	// `webhook-endpoint-limit`).
@@ -3327,8 +3329,10 @@ type ClientInterface interface {
 	// shows the endpoint's signing secret (`whsec_…`) once; the server keeps it sealed
 	// under a key outside its data directory.
 	//
-	// The URL must be `https` and its host may not resolve to a loopback, private,
-	// link-local or metadata address (→ 422 `webhook-url-refused`); the address is checked
+	// The URL must be `https` and its host must resolve to globally reachable addresses
+	// only: none in a special-purpose range of the IANA IPv4 and IPv6 registries (loopback,
+	// private, shared, link-local, documentation, reserved...), with the IPv4 address of a
+	// mapped, NAT64 or 6to4 address judged as itself (→ 422 `webhook-url-refused`); the address is checked
 	// again on every connection. A server started with `--webhooks-allow-private` allows
 	// both. A client has at most 1,000 endpoints (`--webhooks-max-endpoints`; one more → 422
 	// `webhook-endpoint-limit`).
@@ -4197,8 +4201,10 @@ func (c *Client) ListWebhookEndpoints(ctx context.Context, params *ListWebhookEn
 // shows the endpoint's signing secret (`whsec_…`) once; the server keeps it sealed
 // under a key outside its data directory.
 //
-// The URL must be `https` and its host may not resolve to a loopback, private,
-// link-local or metadata address (→ 422 `webhook-url-refused`); the address is checked
+// The URL must be `https` and its host must resolve to globally reachable addresses
+// only: none in a special-purpose range of the IANA IPv4 and IPv6 registries (loopback,
+// private, shared, link-local, documentation, reserved...), with the IPv4 address of a
+// mapped, NAT64 or 6to4 address judged as itself (→ 422 `webhook-url-refused`); the address is checked
 // again on every connection. A server started with `--webhooks-allow-private` allows
 // both. A client has at most 1,000 endpoints (`--webhooks-max-endpoints`; one more → 422
 // `webhook-endpoint-limit`).
@@ -4230,8 +4236,10 @@ func (c *Client) RegisterWebhookEndpointWithBody(ctx context.Context, params *Re
 // shows the endpoint's signing secret (`whsec_…`) once; the server keeps it sealed
 // under a key outside its data directory.
 //
-// The URL must be `https` and its host may not resolve to a loopback, private,
-// link-local or metadata address (→ 422 `webhook-url-refused`); the address is checked
+// The URL must be `https` and its host must resolve to globally reachable addresses
+// only: none in a special-purpose range of the IANA IPv4 and IPv6 registries (loopback,
+// private, shared, link-local, documentation, reserved...), with the IPv4 address of a
+// mapped, NAT64 or 6to4 address judged as itself (→ 422 `webhook-url-refused`); the address is checked
 // again on every connection. A server started with `--webhooks-allow-private` allows
 // both. A client has at most 1,000 endpoints (`--webhooks-max-endpoints`; one more → 422
 // `webhook-endpoint-limit`).
@@ -7278,8 +7286,10 @@ type ClientWithResponsesInterface interface {
 	// shows the endpoint's signing secret (`whsec_…`) once; the server keeps it sealed
 	// under a key outside its data directory.
 	//
-	// The URL must be `https` and its host may not resolve to a loopback, private,
-	// link-local or metadata address (→ 422 `webhook-url-refused`); the address is checked
+	// The URL must be `https` and its host must resolve to globally reachable addresses
+	// only: none in a special-purpose range of the IANA IPv4 and IPv6 registries (loopback,
+	// private, shared, link-local, documentation, reserved...), with the IPv4 address of a
+	// mapped, NAT64 or 6to4 address judged as itself (→ 422 `webhook-url-refused`); the address is checked
 	// again on every connection. A server started with `--webhooks-allow-private` allows
 	// both. A client has at most 1,000 endpoints (`--webhooks-max-endpoints`; one more → 422
 	// `webhook-endpoint-limit`).
@@ -7301,8 +7311,10 @@ type ClientWithResponsesInterface interface {
 	// shows the endpoint's signing secret (`whsec_…`) once; the server keeps it sealed
 	// under a key outside its data directory.
 	//
-	// The URL must be `https` and its host may not resolve to a loopback, private,
-	// link-local or metadata address (→ 422 `webhook-url-refused`); the address is checked
+	// The URL must be `https` and its host must resolve to globally reachable addresses
+	// only: none in a special-purpose range of the IANA IPv4 and IPv6 registries (loopback,
+	// private, shared, link-local, documentation, reserved...), with the IPv4 address of a
+	// mapped, NAT64 or 6to4 address judged as itself (→ 422 `webhook-url-refused`); the address is checked
 	// again on every connection. A server started with `--webhooks-allow-private` allows
 	// both. A client has at most 1,000 endpoints (`--webhooks-max-endpoints`; one more → 422
 	// `webhook-endpoint-limit`).
@@ -13579,8 +13591,10 @@ func (c *ClientWithResponses) ListWebhookEndpointsWithResponse(ctx context.Conte
 // shows the endpoint's signing secret (`whsec_…`) once; the server keeps it sealed
 // under a key outside its data directory.
 //
-// The URL must be `https` and its host may not resolve to a loopback, private,
-// link-local or metadata address (→ 422 `webhook-url-refused`); the address is checked
+// The URL must be `https` and its host must resolve to globally reachable addresses
+// only: none in a special-purpose range of the IANA IPv4 and IPv6 registries (loopback,
+// private, shared, link-local, documentation, reserved...), with the IPv4 address of a
+// mapped, NAT64 or 6to4 address judged as itself (→ 422 `webhook-url-refused`); the address is checked
 // again on every connection. A server started with `--webhooks-allow-private` allows
 // both. A client has at most 1,000 endpoints (`--webhooks-max-endpoints`; one more → 422
 // `webhook-endpoint-limit`).
@@ -13608,8 +13622,10 @@ func (c *ClientWithResponses) RegisterWebhookEndpointWithBodyWithResponse(ctx co
 // shows the endpoint's signing secret (`whsec_…`) once; the server keeps it sealed
 // under a key outside its data directory.
 //
-// The URL must be `https` and its host may not resolve to a loopback, private,
-// link-local or metadata address (→ 422 `webhook-url-refused`); the address is checked
+// The URL must be `https` and its host must resolve to globally reachable addresses
+// only: none in a special-purpose range of the IANA IPv4 and IPv6 registries (loopback,
+// private, shared, link-local, documentation, reserved...), with the IPv4 address of a
+// mapped, NAT64 or 6to4 address judged as itself (→ 422 `webhook-url-refused`); the address is checked
 // again on every connection. A server started with `--webhooks-allow-private` allows
 // both. A client has at most 1,000 endpoints (`--webhooks-max-endpoints`; one more → 422
 // `webhook-endpoint-limit`).
