@@ -19,6 +19,10 @@ type storeFlags struct {
 	KurrentDBURL string `name:"kurrentdb-url" env:"API_KURRENTDB_URL" placeholder:"URL" help:"KurrentDB connection string, e.g. 'esdb://localhost:2113?tls=false'; TLS, credentials and cluster seeds are its parameters."`
 }
 
+// singleServer reports whether the store has one server: the embedded store, whose data
+// directory one process holds at a time (a second refuses to start).
+func (f storeFlags) singleServer() bool { return f.Store == "sqlite" }
+
 // backend is an event store the service runs on.
 type backend interface {
 	eventstore.Store

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/acme/orders/eventstore"
-	"github.com/acme/orders/eventstore/sqlite"
 	"github.com/acme/orders/webhooks"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -72,13 +71,14 @@ func (f webhookFlags) sealer(dataDir string, getenv func(string) string) (*webho
 
 // startWebhooks starts the deliveries; stop waits for them to end. Without a key it returns
 // nil: webhooks are off.
+// single says the store has one server (storeFlags.singleServer): a lease left by a process
+// that died is this one's to take at once.
 func (f webhookFlags) start(ctx context.Context, e *env, dataDir string, store eventstore.Store, feed eventstore.Feed,
-	node string, reg prometheus.Registerer, log *slog.Logger) (svc *webhooks.Service, stop func(), err error) {
+	single bool, node string, reg prometheus.Registerer, log *slog.Logger) (svc *webhooks.Service, stop func(), err error) {
 	sealer, err := f.sealer(dataDir, e.getenv)
 	if err != nil || sealer == nil {
 		return nil, func() {}, err
 	}
-	_, single := store.(*sqlite.Store)
 	cfg, err := f.config(single)
 	if err != nil {
 		return nil, nil, err
