@@ -24,14 +24,18 @@ var assetFiles embed.FS
 
 // Defaults of Config.
 const (
-	DefaultMaxSessions = 10_000
-	DefaultSessionTTL  = 8 * time.Hour
+	DefaultMaxSessions             = 10_000
+	DefaultMaxSessionsPerPrincipal = 16
+	DefaultSessionTTL              = 8 * time.Hour
 )
 
 // Config sets the console's bounds. Zero values take the defaults.
 type Config struct {
 	// MaxSessions bounds the sessions held in memory; signing in past it ends the oldest.
 	MaxSessions int
+	// MaxSessionsPerPrincipal bounds the sessions of one principal; its signing in past it
+	// ends its own oldest, never another principal's.
+	MaxSessionsPerPrincipal int
 	// SessionTTL is how long a session lasts from its sign-in.
 	SessionTTL time.Duration
 	// SecureCookies marks every cookie Secure, whatever the request came over: for a console
@@ -60,11 +64,14 @@ func New(ctx context.Context, srv *api.Server, cfg Config) (*Console, error) {
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = DefaultSessionTTL
 	}
+	if cfg.MaxSessionsPerPrincipal <= 0 {
+		cfg.MaxSessionsPerPrincipal = DefaultMaxSessionsPerPrincipal
+	}
 	pages, err := parsePages()
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{api: srv, sessions: newSessions(cfg.MaxSessions, cfg.SessionTTL), pages: pages, mux: http.NewServeMux(),
+	c := &Console{api: srv, sessions: newSessions(cfg.MaxSessions, cfg.MaxSessionsPerPrincipal, cfg.SessionTTL), pages: pages, mux: http.NewServeMux(),
 		verify: &verifyJob{ctx: ctx}, secureCookies: cfg.SecureCookies}
 	c.routes()
 	return c, nil

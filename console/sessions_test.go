@@ -11,11 +11,13 @@ import (
 // time: the lookup then tells that it expired, once.
 func TestSessionsAreBoundedAndExpire(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	table := newSessions(2, 8*time.Hour)
+	table := newSessions(2, 2, 8*time.Hour)
 	table.now = func() time.Time { return now }
-	a := table.start(api.HashKey("a"))
-	b := table.start(api.HashKey("b"))
-	c := table.start(api.HashKey("c"))
+	start := func(key string) *session {
+		s, _ := table.start(api.HashKey(key), key)
+		return s
+	}
+	a, b, c := start("a"), start("b"), start("c")
 	if s, expired := table.lookup(a.id); s != nil || expired {
 		t.Errorf("the oldest session outlived a full table: %v, expired %v", s, expired)
 	}
@@ -42,5 +44,41 @@ func TestSessionsAreBoundedAndExpire(t *testing.T) {
 	table.end(c.id)
 	if s, _ := table.lookup(c.id); s != nil || len(table.byID) != 0 || table.order.Len() != 0 {
 		t.Errorf("after end: %v, %d sessions, %d in order", s, len(table.byID), table.order.Len())
+	}
+}
+
+// A principal's sessions are bounded apart: its signing in past its bound ends its own oldest
+// session, never another principal's, and a key signs in at most signInBurst times at once,
+// then once each signInEvery.
+func TestSessionsArePerPrincipalAndSignInsLimited(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	table := newSessions(100, 2, 8*time.Hour)
+	table.now = func() time.Time { return now }
+	admin, _ := table.start(api.HashKey("admin-key"), "adam")
+	var mine []*session
+	for i := range signInBurst {
+		s, wait := table.start(api.HashKey("client-key"), "bob")
+		if s == nil {
+			t.Fatalf("sign-in %d refused (wait %v) within the burst", i, wait)
+		}
+		mine = append(mine, s)
+	}
+	if s, wait := table.start(api.HashKey("client-key"), "bob"); s != nil || wait <= 0 || wait > signInEvery {
+		t.Fatalf("a sign-in past the burst: %v, wait %v; want refused for up to %v", s, wait, signInEvery)
+	}
+	if got, _ := table.lookup(admin.id); got != admin {
+		t.Error("a client's sign-ins ended the admin's session")
+	}
+	for i, s := range mine {
+		if got, _ := table.lookup(s.id); (got != nil) != (i >= len(mine)-2) {
+			t.Errorf("the client's session %d is live %v; want its latest two alone", i, got != nil)
+		}
+	}
+	now = now.Add(signInEvery)
+	if s, _ := table.start(api.HashKey("client-key"), "bob"); s == nil {
+		t.Error("a sign-in a while after the burst was refused")
+	}
+	if n := len(table.byID); n != 3 {
+		t.Errorf("%d sessions; want the admin's and the client's two", n)
 	}
 }

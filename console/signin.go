@@ -3,6 +3,8 @@ package console
 import (
 	"crypto/rand"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/acme/orders/api"
 )
@@ -57,7 +59,12 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	api.NoteCaller(r, caller)
-	s := c.sessions.start(hash)
+	s, wait := c.sessions.start(hash, caller.Principal)
+	if s == nil {
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Round(time.Second).Seconds())+1))
+		c.showSignIn(w, r, http.StatusTooManyRequests, "This key signed in too often just now. Wait a few seconds and try again.", true)
+		return
+	}
 	c.clearCookie(w, r, signInCookie)
 	c.setCookie(w, r, sessionCookie, s.id, int(c.sessions.ttl.Seconds()))
 	http.Redirect(w, r, "/console/orders", http.StatusSeeOther)

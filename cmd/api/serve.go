@@ -37,6 +37,7 @@ type serveCmd struct {
 	PprofAddr string `env:"API_PPROF_ADDR" help:"Loopback address to serve runtime profiles (net/http/pprof) on; none if empty."`
 
 	ConsoleSessions      int           `default:"10000" env:"API_CONSOLE_SESSIONS" help:"Sessions of the console (/console/) held in memory; signing in past it ends the oldest. Sessions end with the process."`
+	ConsoleSessionsEach  int           `default:"16" env:"API_CONSOLE_SESSIONS_EACH" help:"Sessions of one principal at the console; its signing in past it ends its own oldest session, never another principal's."`
 	ConsoleSessionTTL    time.Duration `default:"8h" env:"API_CONSOLE_SESSION_TTL" help:"How long a console session lasts from its sign-in."`
 	ConsoleSecureCookies bool          `env:"API_CONSOLE_SECURE_COOKIES" help:"Mark the console's cookies Secure on plain HTTP too: set it when a proxy in front ends TLS (without it, only requests over TLS get Secure cookies)."`
 
@@ -115,7 +116,7 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		BodyMemory:     cmd.Limits.BodyMemory << 20,
 	}
 	idem.Observe = srv.ObserveKey
-	if srv.Console, err = console.New(ctx, srv, console.Config{MaxSessions: cmd.ConsoleSessions, SessionTTL: cmd.ConsoleSessionTTL, SecureCookies: cmd.ConsoleSecureCookies}); err != nil {
+	if srv.Console, err = console.New(ctx, srv, console.Config{MaxSessions: cmd.ConsoleSessions, MaxSessionsPerPrincipal: cmd.ConsoleSessionsEach, SessionTTL: cmd.ConsoleSessionTTL, SecureCookies: cmd.ConsoleSecureCookies}); err != nil {
 		return err
 	}
 	var stopWebhooks func()
