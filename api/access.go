@@ -152,9 +152,9 @@ func (s *Server) orderOwner(ctx context.Context, id string) (string, bool, error
 // notYours is the error of command c on an order that is not the caller's: exactly the one of
 // the same command on an order that does not exist, so that the answer does not tell them
 // apart. (With If-Match, command.Handler answers a missing order with a failed precondition.)
-func notYours(id string, c order.Command, ifMatch *uint64) error {
-	if ifMatch != nil {
-		return fmt.Errorf("%s on order %s: %w: want %d", c.CommandName(), id, command.ErrPreconditionFailed, *ifMatch)
+func notYours(id string, c order.Command, ifMatch precondition) error {
+	if ifMatch.tags {
+		return fmt.Errorf("%s on order %s: %w: want one of %v", c.CommandName(), id, command.ErrPreconditionFailed, ifMatch.revisions)
 	}
 	if _, err := order.Decide(order.State{}, order.InCurrency(c, ""), time.Now()); err != nil {
 		return err

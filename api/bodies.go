@@ -29,19 +29,22 @@ const (
 	drainWait = 3 * time.Second
 )
 
-// limitBody refuses a body over maxBody with 413 payload-too-large: at once when its
-// Content-Length says so, else when a read passes the limit.
+// limitBody refuses a body over maxBody with 413 payload-too-large when the handler reads it:
+// at its first read when its Content-Length says so, else when a read passes the limit. The
+// route's checks that need no body (authentication, access) come first, so that an
+// unauthenticated request is 401 whatever its body.
 func limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
 		body := req.Body
-		var err error = echo.ErrStatusRequestEntityTooLarge
-		if req.ContentLength <= maxBody {
-			req.Body = &limitedBody{ReadCloser: body, left: maxBody}
-			err = next(c)
+		left := int64(maxBody)
+		if req.ContentLength > maxBody {
+			left = -1 // declared too large: no byte of it is read
 		}
-		if errors.Is(err, echo.ErrStatusRequestEntityTooLarge) {
-			answerTooLarge(c, err, body)
+		req.Body = &limitedBody{ReadCloser: body, left: left}
+		err := next(c)
+		if errors.Is(err, echo.ErrStatusRequestEntityTooLarge) || err != nil && req.ContentLength > maxBody {
+			answerDraining(c, err, body)
 		}
 		return err
 	}
@@ -65,9 +68,10 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// answerTooLarge answers err, then reads and drops what is left of body (see drainBody). A
-// client that waits for 100 Continue before it sends a body, and got none, sends nothing more.
-func answerTooLarge(c echo.Context, err error, body io.Reader) {
+// answerDraining answers err, then reads and drops what is left of body (see drainBody), which
+// is too large or will be: the answer is not lost to a reset connection. A client that waits
+// for 100 Continue before it sends a body, and got none, sends nothing more.
+func answerDraining(c echo.Context, err error, body io.Reader) {
 	req := c.Request()
 	waits := req.ContentLength > maxBody && strings.EqualFold(req.Header.Get("Expect"), "100-continue")
 	rc := http.NewResponseController(c.Response())

@@ -99,8 +99,8 @@ func (s *Server) keyRequest(c echo.Context, rt route, in commandRequest, id stri
 // tells them.
 func (s *Server) keyed(rt route, in commandRequest) idempotency.Command {
 	var opts []command.Option
-	if in.ifMatch.revision != nil {
-		opts = append(opts, command.At(*in.ifMatch.revision))
+	if in.ifMatch.tags {
+		opts = append(opts, command.At(in.ifMatch.revisions...))
 	}
 	return idempotency.Command{
 		Build: in.build, Metadata: in.md, Options: opts, Create: rt.create,
@@ -152,7 +152,7 @@ func (s *Server) intake(c echo.Context, rt route) (in commandRequest, replay *id
 		return in, nil, idempotency.ErrKeyInvalid
 	}
 	in = commandRequest{md: command.Metadata{Principal: principal(c), CorrelationID: requestID(c)}, keyed: keyed}
-	if in.ifMatch, err = parseIfMatch(req.Header.Get("If-Match")); err != nil {
+	if in.ifMatch, err = parseIfMatch(req.Header.Values("If-Match")); err != nil {
 		return in, nil, err
 	}
 	// The path fingerprinted is the decoded one, as it always was, so a retry that escapes a
@@ -205,8 +205,8 @@ func (s *Server) Drain(ctx context.Context) error {
 // run runs an unkeyed cmd on the order under the precondition of If-Match.
 func (s *Server) run(ctx context.Context, orderID string, cmd order.Command, md command.Metadata, ifMatch precondition) (command.Result, error) {
 	var opts []command.Option
-	if ifMatch.revision != nil {
-		opts = append(opts, command.At(*ifMatch.revision))
+	if ifMatch.tags {
+		opts = append(opts, command.At(ifMatch.revisions...))
 	}
 	res, err := s.Orders.Handle(ctx, orderID, cmd, md, opts...)
 	noteCause(ctx, err) // for the log line of a 5xx answer (see answerFailures)
@@ -222,7 +222,7 @@ func refusal(cmd order.Command, orderID string, ifMatch precondition, res comman
 		return command.Result{}, noOrderToMatch(cmd, orderID)
 	case errors.Is(err, command.ErrNotOwner):
 		// To anyone but its creator, an order does not exist.
-		return command.Result{}, notYours(orderID, cmd, ifMatch.revision)
+		return command.Result{}, notYours(orderID, cmd, ifMatch)
 	case ifMatch.exists && errors.As(err, &oe) && oe.Kind == order.KindNotFound && res.State.Version == 0:
 		return command.Result{}, noOrderToMatch(cmd, orderID) // not a missing line: no order
 	}
@@ -290,9 +290,14 @@ const logPosition = "Log-Position"
 
 func etag(revision uint64) string { return `"` + strconv.FormatUint(revision, 10) + `"` }
 
-// precondition is a command's If-Match: the order's revision, or any revision (*), or none.
+// precondition is a command's If-Match (RFC 9110 §13.1.1): a list of entity tags, met by an
+// order whose ETag one of them matches by strong comparison; or * for any revision; or none.
 type precondition struct {
-	revision *uint64
+	// tags: If-Match lists entity tags; revisions are those of them that can match: strong
+	// tags of this API's form. A weak tag never matches, nor does another's: a list of none
+	// but those is never met.
+	tags      bool
+	revisions []uint64
 	// exists is If-Match: *, met by an existing order whatever its revision; never by a
 	// missing one (RFC 9110 §13.1.1), nor by the order a create would make.
 	exists bool
@@ -303,26 +308,54 @@ func noOrderToMatch(cmd order.Command, orderID string) error {
 	return fmt.Errorf("%s on order %s: %w: If-Match is * and the order does not exist", cmd.CommandName(), orderID, command.ErrPreconditionFailed)
 }
 
-// parseIfMatch reads If-Match: *, a quoted revision, or nothing.
-func parseIfMatch(v string) (precondition, error) {
-	switch v = strings.TrimSpace(v); v {
+// parseIfMatch reads the If-Match headers, which form one list: *, or entity tags separated by
+// commas, each quoted and maybe weak (W/"…"). Anything else is malformed.
+func parseIfMatch(values []string) (precondition, error) {
+	v := strings.TrimSpace(strings.Join(values, ","))
+	switch v {
 	case "":
 		return precondition{}, nil
 	case "*":
 		return precondition{exists: true}, nil
 	}
-	rev, err := strconv.ParseUint(strings.Trim(strings.TrimPrefix(v, "W/"), `"`), 10, 64)
-	if err != nil {
-		return precondition{}, fmt.Errorf("%w: If-Match must be * or an ETag of this API, such as \"3\"", errMalformed)
+	p := precondition{tags: true}
+	malformed := fmt.Errorf("%w: If-Match must be * or a list of entity tags, such as \"3\"", errMalformed)
+	for rest := v; rest != ""; {
+		rest = strings.TrimLeft(rest, " \t,")
+		if rest == "" {
+			break
+		}
+		weak := strings.HasPrefix(rest, "W/")
+		rest = strings.TrimPrefix(rest, "W/")
+		if !strings.HasPrefix(rest, `"`) {
+			return precondition{}, malformed
+		}
+		end := strings.IndexByte(rest[1:], '"')
+		if end < 0 {
+			return precondition{}, malformed
+		}
+		tag := rest[1 : 1+end]
+		rest = rest[2+end:]
+		if next := strings.TrimLeft(rest, " \t"); next != "" && next[0] != ',' {
+			return precondition{}, malformed
+		}
+		if rev, err := strconv.ParseUint(tag, 10, 64); err == nil && !weak && strconv.FormatUint(rev, 10) == tag {
+			p.revisions = append(p.revisions, rev)
+		}
 	}
-	return precondition{revision: &rev}, nil
+	return p, nil
 }
 
+// isJSON reports whether contentType is JSON, which is UTF-8 (RFC 8259 §8.1): a charset
+// parameter that names another refuses the body (415).
 func isJSON(contentType string) bool {
 	if contentType == echo.MIMEApplicationJSON {
 		return true // what nearly every client sends, without parsing
 	}
-	mt, _, err := mime.ParseMediaType(contentType)
+	mt, params, err := mime.ParseMediaType(contentType)
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return false
+	}
 	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }
 

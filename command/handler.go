@@ -97,13 +97,17 @@ func (h *Handler) Handle(ctx context.Context, id string, c order.Command, md Met
 type Option func(*options)
 
 type options struct {
-	at    *uint64
+	at    []uint64 // the revisions the order may be at, if conditional
+	cond  bool
 	isNew bool
 }
 
-// At requires the order to be at revision (If-Match): at any other revision, or if the order
-// does not exist, the command returns ErrPreconditionFailed.
-func At(revision uint64) Option { return func(o *options) { o.at = &revision } }
+// At requires the order to be at one of revisions (If-Match): at any other revision, or if the
+// order does not exist, the command returns ErrPreconditionFailed. With no revision, nothing
+// meets it.
+func At(revisions ...uint64) Option {
+	return func(o *options) { o.at, o.cond = revisions, true }
+}
 
 // NewOrder says the order id was drawn for this very command (a create whose key was just
 // claimed): its stream cannot exist, so the command is decided without reading it. Should it

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/acme/orders/domain/order"
@@ -127,7 +128,7 @@ func (p *Plan) turn(ctx context.Context) (again bool, err error) {
 		return false, nil
 	}
 	at := p.opts.at
-	unmet := at != nil && (o.State.Version == 0 || o.Revision() != *at)
+	unmet := p.opts.cond && (o.State.Version == 0 || !slices.Contains(at, o.Revision()))
 	var events []order.Event
 	var decideErr error
 	if !unmet {
@@ -145,7 +146,7 @@ func (p *Plan) turn(ctx context.Context) (again bool, err error) {
 			}
 		}
 		if unmet {
-			return false, fmt.Errorf("%s on order %s: %w: want %d", p.md.Command, p.id, ErrPreconditionFailed, *at)
+			return false, fmt.Errorf("%s on order %s: %w: want one of %v", p.md.Command, p.id, ErrPreconditionFailed, at)
 		}
 		p.finish(Result{State: o.State, Revision: o.Revision(), Position: o.Position}, decideErr)
 		return false, nil

@@ -146,8 +146,14 @@ func (s *server) send(t testing.TB, r request) (*response, error) {
 	if len(r.header)%2 != 0 {
 		return nil, fmt.Errorf("%s: odd header list %q", r, r.header)
 	}
+	given := map[string]bool{} // a header given twice is sent twice; once, it replaces the default
 	for i := 0; i < len(r.header); i += 2 {
-		req.Header[http.CanonicalHeaderKey(r.header[i])] = []string{r.header[i+1]}
+		k := http.CanonicalHeaderKey(r.header[i])
+		if !given[k] {
+			req.Header[k] = nil
+		}
+		given[k] = true
+		req.Header[k] = append(req.Header[k], r.header[i+1])
 	}
 	if r.invalid {
 		req = apitest.ExpectInvalidRequest(req)

@@ -1,7 +1,10 @@
 package tests
 
 import (
+	"encoding/json"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -36,4 +39,33 @@ func TestIfMatchAnyNeedsAnExistingOrder(t *testing.T) {
 	if o := s.as(t, alice, "GET", "/v1/orders/"+id, "", nil); o.num("version") != 4 || o.str("status") != "created" {
 		t.Errorf("%v; want version 4, not cancelled", o)
 	}
+}
+
+// If-Match compares entity tags strongly, and a list of them is met by any member (RFC 9110
+// §13.1.1, §8.8.3.2): a weak tag never matches; "999", "<current>" matches, in one header or
+// two. A JSON body declared in another charset than UTF-8 is refused (415), and a request
+// without a key is 401 whatever the size it declares for its body.
+func TestIfMatchListsAndWeakTagsAndBodies(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "", "--keys-file", accessKeysFile(t))
+	id := s.aliceOrder(t, "lists-create")
+	etag := s.as(t, alice, "GET", "/v1/orders/"+id, "", nil).header.Get("ETag")
+	add := func(key string, header ...string) *response {
+		return s.as(t, alice, "POST", "/v1/orders/"+id+"/lines", key, line{SKU: "sku-" + key, Quantity: 1, UnitPrice: 5}, header...)
+	}
+	checkProblem(t, add("weak", "If-Match", "W/"+etag), http.StatusPreconditionFailed, "precondition-failed")
+	r := add("list", "If-Match", `"999", `+etag)
+	wantStatus(t, r, http.StatusOK)
+	etag = r.header.Get("ETag")
+	wantStatus(t, add("two", "If-Match", `"999"`, "If-Match", etag), http.StatusOK)
+	checkProblem(t, add("none", "If-Match", `"999", W/"1", "x"`), http.StatusPreconditionFailed, "precondition-failed")
+	checkProblem(t, s.doInvalid(t, "POST", "/v1/orders/"+id+"/lines", "bad", line{SKU: "sku-bad", Quantity: 1, UnitPrice: 5},
+		append(slices.Clone(alice), "If-Match", `"1" garbage`)...), http.StatusBadRequest, "malformed-request")
+
+	latin := s.doInvalid(t, "POST", "/v1/orders", "latin", orderFor("c-latin"), append(slices.Clone(alice), "Content-Type", "application/json; charset=iso-8859-1")...)
+	checkProblem(t, latin, http.StatusUnsupportedMediaType, "unsupported-media-type")
+
+	big := strings.Repeat("x", 2<<20)
+	checkProblem(t, s.doInvalid(t, "POST", "/v1/orders", "big", json.RawMessage(`"`+big+`"`)), http.StatusUnauthorized, "unauthorized")
+	checkProblem(t, s.doInvalid(t, "POST", "/v1/orders", "big", json.RawMessage(`"`+big+`"`), alice...), http.StatusRequestEntityTooLarge, "payload-too-large")
 }

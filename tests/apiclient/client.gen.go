@@ -1889,8 +1889,11 @@ type CreateOrderParams struct {
 	IdempotencyKey IdempotencyKeyRequired `json:"Idempotency-Key"`
 
 	// IfMatch `"<revision>"`, the `ETag` of the order the client last saw. If it is not the order's
-	// current revision the command is not applied → 412 `precondition-failed`. `*`: the
+	// current revision the command is not applied → 412 `precondition-failed`. A list
+	// (`"3", "4"`, or the header given more than once) is met if any of its tags is the
+	// order's; tags are compared strongly, so a weak one (`W/"3"`) never matches. `*`: the
 	// command applies to any existing order, and to no missing one (412), nor to a create.
+	// Anything but `*` or a list of quoted tags is 400.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
 	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
@@ -1926,8 +1929,11 @@ type CancelOrderParams struct {
 	IdempotencyKey IdempotencyKeyRequired `json:"Idempotency-Key"`
 
 	// IfMatch `"<revision>"`, the `ETag` of the order the client last saw. If it is not the order's
-	// current revision the command is not applied → 412 `precondition-failed`. `*`: the
+	// current revision the command is not applied → 412 `precondition-failed`. A list
+	// (`"3", "4"`, or the header given more than once) is met if any of its tags is the
+	// order's; tags are compared strongly, so a weak one (`W/"3"`) never matches. `*`: the
 	// command applies to any existing order, and to no missing one (412), nor to a create.
+	// Anything but `*` or a list of quoted tags is 400.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
 	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
@@ -1964,8 +1970,11 @@ type AddLineParams struct {
 	IdempotencyKey IdempotencyKeyRequired `json:"Idempotency-Key"`
 
 	// IfMatch `"<revision>"`, the `ETag` of the order the client last saw. If it is not the order's
-	// current revision the command is not applied → 412 `precondition-failed`. `*`: the
+	// current revision the command is not applied → 412 `precondition-failed`. A list
+	// (`"3", "4"`, or the header given more than once) is met if any of its tags is the
+	// order's; tags are compared strongly, so a weak one (`W/"3"`) never matches. `*`: the
 	// command applies to any existing order, and to no missing one (412), nor to a create.
+	// Anything but `*` or a list of quoted tags is 400.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
 	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
@@ -1981,8 +1990,11 @@ type RemoveLineParams struct {
 	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
 
 	// IfMatch `"<revision>"`, the `ETag` of the order the client last saw. If it is not the order's
-	// current revision the command is not applied → 412 `precondition-failed`. `*`: the
+	// current revision the command is not applied → 412 `precondition-failed`. A list
+	// (`"3", "4"`, or the header given more than once) is met if any of its tags is the
+	// order's; tags are compared strongly, so a weak one (`W/"3"`) never matches. `*`: the
 	// command applies to any existing order, and to no missing one (412), nor to a create.
+	// Anything but `*` or a list of quoted tags is 400.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
 	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
@@ -1998,8 +2010,11 @@ type ChangeLineQuantityParams struct {
 	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
 
 	// IfMatch `"<revision>"`, the `ETag` of the order the client last saw. If it is not the order's
-	// current revision the command is not applied → 412 `precondition-failed`. `*`: the
+	// current revision the command is not applied → 412 `precondition-failed`. A list
+	// (`"3", "4"`, or the header given more than once) is met if any of its tags is the
+	// order's; tags are compared strongly, so a weak one (`W/"3"`) never matches. `*`: the
 	// command applies to any existing order, and to no missing one (412), nor to a create.
+	// Anything but `*` or a list of quoted tags is 400.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
 	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
@@ -2019,8 +2034,11 @@ type StartPaymentParams struct {
 	IdempotencyKey IdempotencyKeyRequired `json:"Idempotency-Key"`
 
 	// IfMatch `"<revision>"`, the `ETag` of the order the client last saw. If it is not the order's
-	// current revision the command is not applied → 412 `precondition-failed`. `*`: the
+	// current revision the command is not applied → 412 `precondition-failed`. A list
+	// (`"3", "4"`, or the header given more than once) is met if any of its tags is the
+	// order's; tags are compared strongly, so a weak one (`W/"3"`) never matches. `*`: the
 	// command applies to any existing order, and to no missing one (412), nor to a create.
+	// Anything but `*` or a list of quoted tags is 400.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
 	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
@@ -2040,8 +2058,11 @@ type ConfirmPaymentParams struct {
 	IdempotencyKey IdempotencyKeyRequired `json:"Idempotency-Key"`
 
 	// IfMatch `"<revision>"`, the `ETag` of the order the client last saw. If it is not the order's
-	// current revision the command is not applied → 412 `precondition-failed`. `*`: the
+	// current revision the command is not applied → 412 `precondition-failed`. A list
+	// (`"3", "4"`, or the header given more than once) is met if any of its tags is the
+	// order's; tags are compared strongly, so a weak one (`W/"3"`) never matches. `*`: the
 	// command applies to any existing order, and to no missing one (412), nor to a create.
+	// Anything but `*` or a list of quoted tags is 400.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
 	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
@@ -2061,8 +2082,11 @@ type FailPaymentParams struct {
 	IdempotencyKey IdempotencyKeyRequired `json:"Idempotency-Key"`
 
 	// IfMatch `"<revision>"`, the `ETag` of the order the client last saw. If it is not the order's
-	// current revision the command is not applied → 412 `precondition-failed`. `*`: the
+	// current revision the command is not applied → 412 `precondition-failed`. A list
+	// (`"3", "4"`, or the header given more than once) is met if any of its tags is the
+	// order's; tags are compared strongly, so a weak one (`W/"3"`) never matches. `*`: the
 	// command applies to any existing order, and to no missing one (412), nor to a create.
+	// Anything but `*` or a list of quoted tags is 400.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
 	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
@@ -2082,8 +2106,11 @@ type RequestRefundParams struct {
 	IdempotencyKey IdempotencyKeyRequired `json:"Idempotency-Key"`
 
 	// IfMatch `"<revision>"`, the `ETag` of the order the client last saw. If it is not the order's
-	// current revision the command is not applied → 412 `precondition-failed`. `*`: the
+	// current revision the command is not applied → 412 `precondition-failed`. A list
+	// (`"3", "4"`, or the header given more than once) is met if any of its tags is the
+	// order's; tags are compared strongly, so a weak one (`W/"3"`) never matches. `*`: the
 	// command applies to any existing order, and to no missing one (412), nor to a create.
+	// Anything but `*` or a list of quoted tags is 400.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
 	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
@@ -2103,8 +2130,11 @@ type CompleteRefundParams struct {
 	IdempotencyKey IdempotencyKeyRequired `json:"Idempotency-Key"`
 
 	// IfMatch `"<revision>"`, the `ETag` of the order the client last saw. If it is not the order's
-	// current revision the command is not applied → 412 `precondition-failed`. `*`: the
+	// current revision the command is not applied → 412 `precondition-failed`. A list
+	// (`"3", "4"`, or the header given more than once) is met if any of its tags is the
+	// order's; tags are compared strongly, so a weak one (`W/"3"`) never matches. `*`: the
 	// command applies to any existing order, and to no missing one (412), nor to a create.
+	// Anything but `*` or a list of quoted tags is 400.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
 	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
@@ -2124,8 +2154,11 @@ type ShipOrderParams struct {
 	IdempotencyKey IdempotencyKeyRequired `json:"Idempotency-Key"`
 
 	// IfMatch `"<revision>"`, the `ETag` of the order the client last saw. If it is not the order's
-	// current revision the command is not applied → 412 `precondition-failed`. `*`: the
+	// current revision the command is not applied → 412 `precondition-failed`. A list
+	// (`"3", "4"`, or the header given more than once) is met if any of its tags is the
+	// order's; tags are compared strongly, so a weak one (`W/"3"`) never matches. `*`: the
 	// command applies to any existing order, and to no missing one (412), nor to a create.
+	// Anything but `*` or a list of quoted tags is 400.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
 	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
@@ -2156,8 +2189,11 @@ type ConfirmPaymentByIdParams struct {
 	IdempotencyKey IdempotencyKeyRequired `json:"Idempotency-Key"`
 
 	// IfMatch `"<revision>"`, the `ETag` of the order the client last saw. If it is not the order's
-	// current revision the command is not applied → 412 `precondition-failed`. `*`: the
+	// current revision the command is not applied → 412 `precondition-failed`. A list
+	// (`"3", "4"`, or the header given more than once) is met if any of its tags is the
+	// order's; tags are compared strongly, so a weak one (`W/"3"`) never matches. `*`: the
 	// command applies to any existing order, and to no missing one (412), nor to a create.
+	// Anything but `*` or a list of quoted tags is 400.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 
 	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
