@@ -40,7 +40,7 @@ var problemTypes = []problemType{
 	{"malformed-request", "Malformed request", "The request body is not valid JSON for this route (syntax, types, unknown or missing fields), or a path value is invalid.", http.StatusBadRequest},
 	{"invalid-command", "Invalid command", "The order service finds the command invalid on its own (a bad currency, a quantity out of range, ...).", http.StatusBadRequest},
 	{"unauthorized", "Unauthorized", "The request needs a valid bearer API key.", http.StatusUnauthorized},
-	{"forbidden", "Forbidden", "The API key is valid, but none of its roles (client, auditor, admin) may call this route.", http.StatusForbidden},
+	{"forbidden", "Forbidden", "The API key is valid, but none of its roles (client, auditor, admin) may call this route; or, in development mode, the request's Host is not a loopback name.", http.StatusForbidden},
 	{"not-found", "Not found", "No such route or order.", http.StatusNotFound},
 	{"method-not-allowed", "Method not allowed", "The route does not support this method.", http.StatusMethodNotAllowed},
 	{"idempotency-key-in-flight", "Request in progress", "Another request with this Idempotency-Key is still running; retry after the Retry-After delay.", http.StatusConflict},

@@ -57,6 +57,9 @@ type Server struct {
 	RequestTimeout time.Duration
 	// Hooks are for tests that crash the process at a precise point; nil in production.
 	Hooks Hooks
+	// LoopbackHosts has development mode (no keys) answer only requests whose Host names the
+	// loopback (localhost, 127.0.0.0/8, ::1): 403 for others, which a DNS-rebinding page sends.
+	LoopbackHosts bool
 	// Console, if set, serves /console/ and everything under it (package console).
 	Console http.Handler
 	// Webhooks are the webhook endpoints and their deliveries; nil answers their routes 503.

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/fault"
 
 	"github.com/acme/orders/idempotency"
@@ -99,6 +100,9 @@ func (s *Server) registerEndpoint(c echo.Context) error {
 	}
 	if len(b.Description) > 1024 {
 		return fmt.Errorf("%w: description: longer than 1024 bytes", errMalformed)
+	}
+	if b.Description != "" && !order.IsText(b.Description) {
+		return fmt.Errorf("%w: description: must be printable text on one line, without leading or trailing spaces", errMalformed)
 	}
 	ep, secret, replayed, err := s.Webhooks.Endpoints.Register(req.Context(), principal(c), key, *b.URL, b.Events, b.Description)
 	if err != nil {

@@ -478,3 +478,28 @@ func TestHeadAndBearer(t *testing.T) {
 		}
 	}
 }
+
+// Development mode answers only requests to a loopback name: a page of another site whose
+// name resolves to 127.0.0.1 (DNS rebinding) sends its own Host, and is refused 403.
+func TestDevelopmentModeAnswersLoopbackHostsOnly(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "")
+	for host, want := range map[string]int{
+		"evil.example": http.StatusForbidden, "evil.example:80": http.StatusForbidden, "127.0.0.1.nip.io": http.StatusForbidden,
+		"localhost": http.StatusOK, "127.0.0.1": http.StatusOK, "[::1]:8080": http.StatusOK, "app.localhost": http.StatusOK,
+	} {
+		req, err := http.NewRequest("GET", s.url("/v1/orders"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("Host %s: %d; want %d", host, res.StatusCode, want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -94,4 +95,17 @@ func TestWebhookEndpointsPerClient(t *testing.T) {
 	s.ok(t, alice, 204, "DELETE", "/v1/webhook-endpoints/"+id, "", nil)
 	s.ok(t, alice, 204, "DELETE", "/v1/webhook-endpoints/"+id, "", nil)
 	s.ok(t, alice, 201, "POST", "/v1/webhook-endpoints", "ep-1001", map[string]any{"url": rec.url, "events": []string{"*"}})
+}
+
+// A webhook endpoint's description is text as every free-text field takes it: printable, on
+// one line; control, format and bidi characters, separators and noncharacters are refused.
+func TestWebhookDescriptionIsText(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "", webhookArgs(t, "--keys-file", accessKeysFile(t))...)
+	rec := newReceiver(t)
+	for i, d := range []string{"a\x00b", "a\tb", "a\u202eb", "\ufeffa", "a\u2028b", "a\ufffeb", " a"} {
+		r := s.doInvalid(t, "POST", "/v1/webhook-endpoints", fmt.Sprint("desc-", i), map[string]any{"url": rec.url, "events": []string{"*"}, "description": d}, alice...)
+		checkProblem(t, r, http.StatusBadRequest, "malformed-request")
+	}
+	s.ok(t, alice, http.StatusCreated, "POST", "/v1/webhook-endpoints", "desc-ok", map[string]any{"url": rec.url, "events": []string{"*"}, "description": "Shop – orders, ünïcode"})
 }

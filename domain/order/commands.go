@@ -243,13 +243,19 @@ func checkText(field, v string, max int) *Error {
 	if len(v) > max {
 		return errorf(KindInvalid, "%s is longer than %d bytes", field, max)
 	}
-	if !utf8.ValidString(v) || strings.IndexFunc(v, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
-		return errorf(KindInvalid, "%s %q must be printable text on one line", field, v)
-	}
-	if strings.TrimSpace(v) != v {
-		return errorf(KindInvalid, "%s %q has leading or trailing spaces", field, v)
+	if !IsText(v) {
+		return errorf(KindInvalid, "%s %q must be printable text on one line, without leading or trailing spaces", field, v)
 	}
 	return nil
+}
+
+// IsText reports whether v is text as every free-text field takes it (an order's client
+// reference and line names, a webhook endpoint's description): valid UTF-8 of printable
+// characters (no control, format or bidi characters, line or paragraph separators,
+// noncharacters) on one line, spaces inside but not around it.
+func IsText(v string) bool {
+	return utf8.ValidString(v) && strings.IndexFunc(v, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 &&
+		strings.TrimSpace(v) == v
 }
 
 func validChannel(c string) bool {
