@@ -375,7 +375,7 @@ func TestBodiesOverTheLimitAreAnswered(t *testing.T) {
 // rawPost is a POST of body to path as written on the wire, its length announced or chunked.
 func rawPost(path string, body []byte, chunked bool) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nIdempotency-Key: raw\r\n", path)
+	fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nIdempotency-Key: raw\r\n", path)
 	if !chunked {
 		fmt.Fprintf(&b, "Content-Length: %d\r\n\r\n%s", len(body), body)
 		return b.String()

@@ -322,7 +322,7 @@ type rawCase struct {
 
 func rawGarbage(id string) []rawCase {
 	post := func(path, headers, body string) string {
-		return "POST " + path + " HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nIdempotency-Key: raw-" +
+		return "POST " + path + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nIdempotency-Key: raw-" +
 			strconv.Itoa(len(headers)+len(body)) + "\r\n" + headers + "\r\n" + body
 	}
 	const create = `{"customerId":"c-raw","currency":"EUR"}`
@@ -336,17 +336,17 @@ func rawGarbage(id string) []rawCase {
 		{name: "negative Content-Length", raw: post("/v1/orders", "Content-Length: -1\r\n", create)},
 		{name: "two keys", raw: post("/v1/orders", "Idempotency-Key: other\r\nContent-Length: "+strconv.Itoa(len(create))+"\r\n", create)},
 		{name: "control character in key", raw: post("/v1/orders", "Idempotency-Key: a\x01b\r\nContent-Length: 2\r\n", "{}")},
-		{name: "NUL in header", raw: "GET /healthz HTTP/1.1\r\nHost: t\r\nX-A: a\x00b\r\n\r\n"},
-		{name: "header without colon", raw: "GET /healthz HTTP/1.1\r\nHost: t\r\nnocolon\r\n\r\n"},
-		{name: "huge header", raw: "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: " + strings.Repeat("b", 70<<10) + "\r\n\r\n"},
+		{name: "NUL in header", raw: "GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-A: a\x00b\r\n\r\n"},
+		{name: "header without colon", raw: "GET /healthz HTTP/1.1\r\nHost: localhost\r\nnocolon\r\n\r\n"},
+		{name: "huge header", raw: "GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: " + strings.Repeat("b", 70<<10) + "\r\n\r\n"},
 		{name: "garbage request line", raw: "GARBAGE\r\n\r\n"},
-		{name: "space in path", raw: "GET /v1/orders/a b HTTP/1.1\r\nHost: t\r\n\r\n"},
-		{name: "absolute URI", raw: "GET http://elsewhere/v1/orders/" + id + " HTTP/1.1\r\nHost: t\r\n\r\n"},
-		{name: "asterisk", raw: "OPTIONS * HTTP/1.1\r\nHost: t\r\n\r\n"},
+		{name: "space in path", raw: "GET /v1/orders/a b HTTP/1.1\r\nHost: localhost\r\n\r\n"},
+		{name: "absolute URI", raw: "GET http://elsewhere/v1/orders/" + id + " HTTP/1.1\r\nHost: localhost\r\n\r\n"},
+		{name: "asterisk", raw: "OPTIONS * HTTP/1.1\r\nHost: localhost\r\n\r\n"},
 		{name: "HTTP/1.0 without Host", raw: "GET /v1/orders/" + id + " HTTP/1.0\r\n\r\n"},
-		{name: "odd method", raw: "FOO /v1/orders HTTP/1.1\r\nHost: t\r\n\r\n"},
+		{name: "odd method", raw: "FOO /v1/orders HTTP/1.1\r\nHost: localhost\r\n\r\n"},
 		{name: "expect continue without body", raw: post("/v1/orders", "Expect: 100-continue\r\nContent-Length: 40\r\n", ""), halfClose: true},
-		{name: "pipelined", raw: post("/v1/orders", "Content-Length: "+strconv.Itoa(len(create))+"\r\n", create) + "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"},
+		{name: "pipelined", raw: post("/v1/orders", "Content-Length: "+strconv.Itoa(len(create))+"\r\n", create) + "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"},
 	}
 }
 
