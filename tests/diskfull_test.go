@@ -223,3 +223,29 @@ func prlimit(pid, resource int, limit, old *syscall.Rlimit) error {
 	}
 	return nil
 }
+
+// Readiness reflects that writes fail on a full disk even when nothing else has tried to write
+// since it filled (the read models caught up, no sweep due): 503 while full, and 200 again by
+// itself once space returns, with no command needed to find out.
+func TestReadinessSeesAFullDisk(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "")
+	s.create(t, "ready-create", "c-ready")
+	s.waitProjections(t, "caught up", caughtUp)
+	wantStatus(t, s.do(t, "GET", "/readyz", "", nil), http.StatusOK)
+	pid := s.current().cmd.Process.Pid
+	var old syscall.Rlimit
+	if err := prlimit(pid, syscall.RLIMIT_FSIZE, nil, &old); err != nil {
+		t.Fatalf("prlimit: %v", err)
+	}
+	if err := prlimit(pid, syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: 1, Max: old.Max}, nil); err != nil {
+		t.Fatalf("prlimit: %v", err)
+	}
+	checkProblem(t, s.do(t, "GET", "/readyz", "", nil), http.StatusServiceUnavailable, "unavailable")
+	if err := prlimit(pid, syscall.RLIMIT_FSIZE, &old, nil); err != nil {
+		t.Fatalf("prlimit: %v", err)
+	}
+	if !eventually(10*time.Second, func() bool { return s.do(t, "GET", "/readyz", "", nil).status == http.StatusOK }) {
+		t.Error("readyz once space returned: still not 200 after 10 s")
+	}
+}

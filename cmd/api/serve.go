@@ -111,7 +111,7 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		Node:          nodeName(),
 		Hooks:         testHooks(e.getenv),
 
-		Ready:          withSweeper(api.Readiness(store, runner), idem),
+		Ready:          withWritableData(withSweeper(api.Readiness(store, runner), idem), cmd.Data),
 		Metrics:        metrics,
 		RequestTimeout: cmd.Limits.RequestTimeout,
 		BodyMemory:     cmd.Limits.BodyMemory << 20,
@@ -247,6 +247,33 @@ func withSweeper(ready func(context.Context) error, idem *idempotency.Keys) func
 			return err
 		}
 		return idem.SweepErr()
+	}
+}
+
+// withWritableData adds to ready a write of one page into the data directory, synced and
+// removed: a full disk, or any other reason writes fail there, turns readiness to 503, and back
+// to 200 by itself once a write succeeds again, with no command needed to find out.
+func withWritableData(ready func(context.Context) error, dir string) func(context.Context) error {
+	page := make([]byte, 4096)
+	return func(ctx context.Context) error {
+		if err := ready(ctx); err != nil {
+			return err
+		}
+		f, err := os.CreateTemp(dir, ".readiness-*")
+		if err != nil {
+			return fmt.Errorf("the data directory takes no writes: %w", err)
+		}
+		defer os.Remove(f.Name())
+		if _, err = f.Write(page); err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("the data directory takes no writes: %w", err)
+		}
+		return nil
 	}
 }
 
