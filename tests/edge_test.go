@@ -21,13 +21,20 @@ import (
 )
 
 // rssKiB is the resident memory of process pid in KiB, -1 where /proc does not tell.
-func rssKiB(pid int) int {
+func rssKiB(pid int) int { return statusKiB(pid, "VmRSS") }
+
+// anonKiB is the anonymous resident memory of process pid in KiB (RssAnon: the heap and the
+// stacks, not the files it maps), -1 where /proc does not tell.
+func anonKiB(pid int) int { return statusKiB(pid, "RssAnon") }
+
+// statusKiB is the field of /proc/PID/status given in kB, -1 where /proc does not tell.
+func statusKiB(pid int, field string) int {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return -1
 	}
 	for l := range strings.SplitSeq(string(status), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(l, field+":"); ok {
 			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
 			return n
 		}

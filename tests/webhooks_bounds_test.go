@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,20 +112,4 @@ func hangingListener(t *testing.T) string {
 		}
 	})
 	return ln.Addr().String()
-}
-
-// anonKiB is the anonymous resident memory of process pid in KiB (RssAnon: the heap and the
-// stacks, not the files it maps), -1 where /proc does not tell.
-func anonKiB(pid int) int {
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return -1
-	}
-	for l := range strings.SplitSeq(string(status), "\n") {
-		if v, ok := strings.CutPrefix(l, "RssAnon:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-			return n
-		}
-	}
-	return -1
 }
