@@ -11,10 +11,7 @@ import (
 func (h *Handler) HandleKept(ctx context.Context, id string, c order.Command, md Metadata, opts ...Option) (Result, error) {
 	p := h.Plan(ctx, id, c, md, opts...)
 	defer p.Close()
-	for !p.Done() {
-		results, err := h.Write(ctx, p.Appends...)
-		p.Written(ctx, results, err)
-	}
+	h.carryOut(ctx, p)
 	p.Keep()
 	return p.Result, p.Err
 }

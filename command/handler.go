@@ -86,11 +86,16 @@ type Result struct {
 func (h *Handler) Handle(ctx context.Context, id string, c order.Command, md Metadata, opts ...Option) (Result, error) {
 	p := h.Plan(ctx, id, c, md, opts...)
 	defer p.Close()
+	h.carryOut(ctx, p)
+	return p.Result, p.Err
+}
+
+// carryOut makes p's appends and tells p what the store did, until p is done.
+func (h *Handler) carryOut(ctx context.Context, p *Plan) {
 	for !p.Done() {
 		results, err := h.Write(ctx, p.Appends...)
 		p.Written(ctx, results, err)
 	}
-	return p.Result, p.Err
 }
 
 // Option is a way a command runs besides the plain one.

@@ -74,9 +74,10 @@ func TestReleaseStoresStayReadable(t *testing.T) {
 
 // Past any key TTL, a release's keys are gone, but its commands on its orders are still
 // recognised from the order's events, which carry their keys: each accepted one answers what
-// the release answered, each refused charge is refused again, and no order gains an event. A create is recognised by nothing once its key is
-// gone: with a client reference it is refused as that reference's second order; without one
-// it is a new order, as any create with an unknown key.
+// the release answered, each refused charge is refused again, and no order gains an event. A
+// create is recognised by nothing once its key is gone: with a client reference it is refused
+// as that reference's second order; without one it is a new order, as any create with an
+// unknown key.
 func TestReleaseKeysPastTTL(t *testing.T) {
 	t.Parallel()
 	for _, store := range releaseStores(t) {

@@ -15,7 +15,7 @@ import (
 	"github.com/acme/orders/tests/load"
 )
 
-// Projection lag of issue 5: how long after a command is acknowledged the orders read model
+// Projection lag: how long after a command is acknowledged the orders read model
 // answers it, sampled by one prober so that the measurement does not change the load.
 const (
 	targetLag  = time.Second

@@ -19,7 +19,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
 
-// Webhook deliveries under load (issue 23): with --webhooks N the harness registers N endpoints
+// Webhook deliveries under load: with --webhooks N the harness registers N endpoints
 // for the clients' principal before the server's lifecycles, each at its own path of a receiver
 // in the harness that answers 204 at once, and checks every delivery: its signature (with the
 // Standard Webhooks reference library, not the sender's code), one webhook-id per event, each
