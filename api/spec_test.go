@@ -39,6 +39,7 @@ var contractProblems = map[string]int{
 	"webhook-endpoint-invalid":  422,
 	"webhook-url-refused":       422,
 	"webhook-endpoint-limit":    422,
+	"webhook-secret-withdrawn":  422,
 	"headers-too-large":         431,
 	"internal":                  500,
 	"event-unreadable":          500,

@@ -50,3 +50,60 @@ func TestWebhookEndpointDisabledAndRotated(t *testing.T) {
 		t.Errorf("order %s: %v", order, got)
 	}
 }
+
+// A signing secret is shown to its owner in the answer that drew it and to that request's
+// retries, and never again once its endpoint is deleted, it is rotated away or the key is
+// older than the key TTL; an admin sees a client's endpoints but never learns their secrets.
+func TestWebhookSecretsAreShownOnce(t *testing.T) {
+	t.Parallel()
+	const ttl = 3 * time.Second
+	s := startServer(t, "", webhookArgs(t, "--keys-file", accessKeysFile(t), "--key-ttl", ttl.String())...)
+	body := map[string]any{"url": "https://203.0.113.9/hooks", "events": []string{"*"}}
+	register := func(key string) *response {
+		return s.as(t, alice, "POST", "/v1/webhook-endpoints", key, body)
+	}
+	rotate := func(caller []string, id, key string) *response {
+		return s.as(t, caller, "POST", "/v1/webhook-endpoints/"+id+"/rotate-secret", key, nil)
+	}
+	withdrawn := func(what string, r *response) {
+		t.Helper()
+		checkProblem(t, r, 422, "webhook-secret-withdrawn")
+		if strings.Contains(string(r.body), "whsec_") {
+			t.Errorf("%s: the answer shows a secret: %s", what, r.body)
+		}
+	}
+
+	id, first := s.register(t, alice, "shown-once", "https://203.0.113.9/hooks")
+	if again := s.ok(t, alice, 201, "POST", "/v1/webhook-endpoints", "shown-once", body); again.str("secret") != first || again.replayed() != "true" {
+		t.Errorf("the registration's retry: %s", again.body)
+	}
+	rotated := s.ok(t, alice, 200, "POST", "/v1/webhook-endpoints/"+id+"/rotate-secret", "rotate-1", nil).str("secret")
+	if again := s.ok(t, alice, 200, "POST", "/v1/webhook-endpoints/"+id+"/rotate-secret", "rotate-1", nil); again.str("secret") != rotated {
+		t.Errorf("the rotation's retry: %s", again.body)
+	}
+	withdrawn("the registration's retry after a rotation", register("shown-once"))
+	s.ok(t, alice, 200, "POST", "/v1/webhook-endpoints/"+id+"/rotate-secret", "rotate-2", nil)
+	withdrawn("a rotation's retry after another rotation", rotate(alice, id, "rotate-1"))
+
+	// An admin reads the endpoint, but may not rotate its secret: it is alice's alone.
+	r := rotate(adam, id, "admin-rotate")
+	checkProblem(t, r, 403, "forbidden")
+	for _, r := range []*response{r, s.ok(t, adam, 200, "GET", "/v1/webhook-endpoints/"+id, "", nil), s.ok(t, adam, 200, "GET", "/v1/webhook-endpoints", "", nil)} {
+		if strings.Contains(string(r.body), "whsec_") {
+			t.Errorf("an admin's answer shows a secret: %s", r.body)
+		}
+	}
+
+	deleted, _ := s.register(t, alice, "deleted", "https://203.0.113.9/hooks")
+	s.ok(t, alice, 200, "POST", "/v1/webhook-endpoints/"+deleted+"/rotate-secret", "rotate-deleted", nil)
+	s.ok(t, alice, 204, "DELETE", "/v1/webhook-endpoints/"+deleted, "", nil)
+	withdrawn("the registration's retry after deletion", s.as(t, alice, "POST", "/v1/webhook-endpoints", "deleted", body))
+	checkProblem(t, rotate(alice, deleted, "rotate-deleted"), 404, "not-found")
+
+	// Past the key TTL, neither a registration's nor a rotation's retry shows its secret.
+	s.register(t, alice, "aged", "https://203.0.113.9/hooks")
+	s.ok(t, alice, 200, "POST", "/v1/webhook-endpoints/"+id+"/rotate-secret", "rotate-aged", nil)
+	time.Sleep(ttl + 500*time.Millisecond)
+	withdrawn("the registration's retry past the key TTL", register("aged"))
+	withdrawn("a rotation's retry past the key TTL", rotate(alice, id, "rotate-aged"))
+}

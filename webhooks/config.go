@@ -45,6 +45,9 @@ type Config struct {
 	MaxAttemptRecords int
 	// MaxResponseBytes bounds what is read of a receiver's answer.
 	MaxResponseBytes int64
+	// KeyTTL is how long a registration's or a rotation's Idempotency-Key answers its retries
+	// with the secret it drew (the server's key TTL); 0: as long as the secret is current.
+	KeyTTL time.Duration
 	// AllowPrivate allows plain http and loopback, private and link-local addresses.
 	AllowPrivate bool
 }

@@ -33,6 +33,13 @@ var (
 	// changing under it (other registrations, deletes or retries at once) past its tries. It
 	// changed nothing; a retry after a moment goes through.
 	ErrContended = fault.New(fault.Unavailable, "", "webhook streams kept changing; nothing was changed")
+	// ErrSecretWithdrawn: the request's Idempotency-Key was answered with a signing secret
+	// that is no longer shown: its endpoint is deleted, the secret rotated away, or the key
+	// older than Config.KeyTTL.
+	ErrSecretWithdrawn = fault.New(fault.Rejected, "webhook-secret-withdrawn", "the signing secret this Idempotency-Key was answered with is no longer shown")
+	// ErrNotOwner: a signing secret is shown to its endpoint's owner only, so only the owner
+	// rotates it.
+	ErrNotOwner = fault.New(fault.Forbidden, "", "only the endpoint's owner rotates its secret; an admin may disable or delete it")
 )
 
 // Endpoint statuses.
@@ -304,7 +311,24 @@ func (es *Endpoints) replay(ep Endpoint, principal, rawURL string, events []stri
 	if ep.Principal != principal || ep.URL != rawURL || !slices.Equal(ep.Events, events) || ep.Description != description {
 		return Endpoint{}, "", false, fmt.Errorf("%w: the key registered endpoint %s with other values", fault.KeyReused, ep.ID)
 	}
-	key, err := es.Sealer.Open(ep.ID, ep.first.Sealed)
+	return es.showAgain(ep, ep.first)
+}
+
+// showAgain answers a retry with the secret its first request drew, if that may still be
+// shown: the endpoint is not deleted, the secret is its current one, and the key is younger
+// than Config.KeyTTL. A secret rotated away still signs for a while, and a deleted endpoint's
+// receiver may still trust it: shown again, it would let whoever holds the key forge
+// deliveries.
+func (es *Endpoints) showAgain(ep Endpoint, s Secret) (Endpoint, string, bool, error) {
+	switch {
+	case ep.Status == StatusDeleted:
+		return Endpoint{}, "", false, fmt.Errorf("%w: endpoint %s is deleted", ErrSecretWithdrawn, ep.ID)
+	case ep.Secrets[len(ep.Secrets)-1].Sealed != s.Sealed:
+		return Endpoint{}, "", false, fmt.Errorf("%w: the secret of endpoint %s was rotated since; rotate it again for a new one", ErrSecretWithdrawn, ep.ID)
+	case es.Config.KeyTTL > 0 && es.Now().Sub(s.CreatedAt) > es.Config.KeyTTL:
+		return Endpoint{}, "", false, fmt.Errorf("%w: the key is older than %v; rotate the secret of endpoint %s for a new one", ErrSecretWithdrawn, es.Config.KeyTTL, ep.ID)
+	}
+	key, err := es.Sealer.Open(ep.ID, s.Sealed)
 	if err != nil {
 		return Endpoint{}, "", false, err
 	}
@@ -337,19 +361,20 @@ func (es *Endpoints) checkEvents(events []string) error {
 	return nil
 }
 
-// Rotate draws a new signing secret for endpoint id; the old one signs beside it for 24 h. A
-// retry with the same Idempotency-Key gets the secret the first request drew (replayed).
+// Rotate draws a new signing secret for principal's endpoint id; the old one signs beside it
+// for 24 h. A retry with the same Idempotency-Key gets the secret the first request drew
+// (replayed) while it may be shown (showAgain). With all, principal sees every endpoint but
+// rotates only its own: the secret is its owner's alone.
 func (es *Endpoints) Rotate(ctx context.Context, id, principal string, all bool, key string) (Endpoint, string, bool, error) {
 	ep, err := es.Get(id, principal, all)
 	if err != nil {
 		return Endpoint{}, "", false, err
 	}
+	if ep.Principal != principal {
+		return Endpoint{}, "", false, fmt.Errorf("%w: endpoint %s is %s's", ErrNotOwner, id, ep.Principal)
+	}
 	if s, ok := ep.rotations[key]; ok {
-		raw, err := es.Sealer.Open(id, s.Sealed)
-		if err != nil {
-			return Endpoint{}, "", false, err
-		}
-		return ep, SecretPrefix + base64.StdEncoding.EncodeToString(raw), true, nil
+		return es.showAgain(ep, s)
 	}
 	text, raw := NewSecret()
 	now := es.Now().UTC()

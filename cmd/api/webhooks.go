@@ -35,7 +35,7 @@ type webhookFlags struct {
 }
 
 // config is the deliveries' configuration from the flags.
-func (f webhookFlags) config(singleNode bool) (webhooks.Config, error) {
+func (f webhookFlags) config(singleNode bool, keyTTL time.Duration) (webhooks.Config, error) {
 	c := webhooks.DefaultConfig()
 	sched, err := webhooks.ParseSchedule(f.WebhooksRetrySchedule)
 	if err != nil {
@@ -44,7 +44,7 @@ func (f webhookFlags) config(singleNode bool) (webhooks.Config, error) {
 	c.Schedule, c.Timeout, c.Lease, c.DisableAfter = sched, f.WebhooksTimeout, f.WebhooksLease, f.WebhooksDisableAfter
 	c.MaxEndpoints, c.MaxInFlight, c.MaxPending = f.WebhooksMaxEndpoints, f.WebhooksInFlight, f.WebhooksPending
 	c.TailBuffer, c.AllowPrivate, c.SingleNode = f.WebhooksTailBuffer, f.WebhooksAllowPrivate, singleNode
-	c.MaxDeadLetters, c.MaxAttempts = f.WebhooksDeadLetters, f.WebhooksAttempts
+	c.MaxDeadLetters, c.MaxAttempts, c.KeyTTL = f.WebhooksDeadLetters, f.WebhooksAttempts, keyTTL
 	return c, c.Check()
 }
 
@@ -74,12 +74,12 @@ func (f webhookFlags) sealer(dataDir string, getenv func(string) string) (*webho
 // single says the store has one server (storeFlags.singleServer): a lease left by a process
 // that died is this one's to take at once.
 func (f webhookFlags) start(ctx context.Context, e *env, dataDir string, store eventstore.Store, feed eventstore.Feed,
-	single bool, node string, reg prometheus.Registerer, log *slog.Logger) (svc *webhooks.Service, stop func(), err error) {
+	single bool, keyTTL time.Duration, node string, reg prometheus.Registerer, log *slog.Logger) (svc *webhooks.Service, stop func(), err error) {
 	sealer, err := f.sealer(dataDir, e.getenv)
 	if err != nil || sealer == nil {
 		return nil, func() {}, err
 	}
-	cfg, err := f.config(single)
+	cfg, err := f.config(single, keyTTL)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1052,7 +1052,7 @@ type Problem struct {
 	// does not know and act on `status`.
 	//
 	//
-	// Examples: /problems/idempotency-key-missing, /problems/idempotency-key-invalid, /problems/malformed-request, /problems/invalid-command, /problems/unauthorized, /problems/forbidden, /problems/not-found, /problems/method-not-allowed, /problems/idempotency-key-in-flight, /problems/invalid-transition, /problems/concurrent-modification, /problems/precondition-failed, /problems/rebuild-in-progress, /problems/payload-too-large, /problems/unsupported-media-type, /problems/idempotency-key-reused, /problems/command-rejected, /problems/payment-id-taken, /problems/webhook-endpoint-invalid, /problems/webhook-url-refused, /problems/webhook-endpoint-limit, /problems/headers-too-large, /problems/internal, /problems/event-unreadable, /problems/unavailable
+	// Examples: /problems/idempotency-key-missing, /problems/idempotency-key-invalid, /problems/malformed-request, /problems/invalid-command, /problems/unauthorized, /problems/forbidden, /problems/not-found, /problems/method-not-allowed, /problems/idempotency-key-in-flight, /problems/invalid-transition, /problems/concurrent-modification, /problems/precondition-failed, /problems/rebuild-in-progress, /problems/payload-too-large, /problems/unsupported-media-type, /problems/idempotency-key-reused, /problems/command-rejected, /problems/payment-id-taken, /problems/webhook-endpoint-invalid, /problems/webhook-url-refused, /problems/webhook-endpoint-limit, /problems/webhook-secret-withdrawn, /problems/headers-too-large, /problems/internal, /problems/event-unreadable, /problems/unavailable
 	Type string `json:"type"`
 }
 
@@ -3350,8 +3350,10 @@ type ClientInterface interface {
 	//
 	// The endpoint's id is derived from the caller and the Idempotency-Key: a retry with the
 	// same key and body gets the same endpoint and secret, with `Idempotent-Replayed: true`,
-	// for as long as the endpoint exists; the key with another body → 422
-	// `idempotency-key-reused`.
+	// while that secret is the endpoint's current one, the endpoint is not deleted and the key
+	// is younger than the key TTL (24 h by default); after that the retry is 422
+	// `webhook-secret-withdrawn`, so a secret rotated away or of a deleted endpoint is never
+	// shown again. The key with another body → 422 `idempotency-key-reused`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3375,8 +3377,10 @@ type ClientInterface interface {
 	//
 	// The endpoint's id is derived from the caller and the Idempotency-Key: a retry with the
 	// same key and body gets the same endpoint and secret, with `Idempotent-Replayed: true`,
-	// for as long as the endpoint exists; the key with another body → 422
-	// `idempotency-key-reused`.
+	// while that secret is the endpoint's current one, the endpoint is not deleted and the key
+	// is younger than the key TTL (24 h by default); after that the retry is 422
+	// `webhook-secret-withdrawn`, so a secret rotated away or of a deleted endpoint is never
+	// shown again. The key with another body → 422 `idempotency-key-reused`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3439,7 +3443,10 @@ type ClientInterface interface {
 	// Draws a new signing secret, shown in the answer. The previous one keeps signing beside
 	// it for 24 h: deliveries carry both signatures in `webhook-signature`, so a receiver can
 	// switch at its pace. A retry with the same Idempotency-Key gets the same secret, with
-	// `Idempotent-Replayed: true`.
+	// `Idempotent-Replayed: true`, while that secret is the endpoint's current one, the
+	// endpoint is not deleted and the key is younger than the key TTL; after that the retry is
+	// 422 `webhook-secret-withdrawn`. Only the endpoint's owner rotates its secret: an admin's
+	// rotation of another client's endpoint is 403 (an admin may disable or delete it).
 	//
 	// Corresponds with POST /v1/webhook-endpoints/{id}/rotate-secret (the `RotateWebhookSecret` operationId).
 	RotateWebhookSecret(ctx context.Context, id WebhookEndpointId, params *RotateWebhookSecretParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4247,8 +4254,10 @@ func (c *Client) ListWebhookEndpoints(ctx context.Context, params *ListWebhookEn
 //
 // The endpoint's id is derived from the caller and the Idempotency-Key: a retry with the
 // same key and body gets the same endpoint and secret, with `Idempotent-Replayed: true`,
-// for as long as the endpoint exists; the key with another body → 422
-// `idempotency-key-reused`.
+// while that secret is the endpoint's current one, the endpoint is not deleted and the key
+// is younger than the key TTL (24 h by default); after that the retry is 422
+// `webhook-secret-withdrawn`, so a secret rotated away or of a deleted endpoint is never
+// shown again. The key with another body → 422 `idempotency-key-reused`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4282,8 +4291,10 @@ func (c *Client) RegisterWebhookEndpointWithBody(ctx context.Context, params *Re
 //
 // The endpoint's id is derived from the caller and the Idempotency-Key: a retry with the
 // same key and body gets the same endpoint and secret, with `Idempotent-Replayed: true`,
-// for as long as the endpoint exists; the key with another body → 422
-// `idempotency-key-reused`.
+// while that secret is the endpoint's current one, the endpoint is not deleted and the key
+// is younger than the key TTL (24 h by default); after that the retry is 422
+// `webhook-secret-withdrawn`, so a secret rotated away or of a deleted endpoint is never
+// shown again. The key with another body → 422 `idempotency-key-reused`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4416,7 +4427,10 @@ func (c *Client) EnableWebhookEndpoint(ctx context.Context, id WebhookEndpointId
 // Draws a new signing secret, shown in the answer. The previous one keeps signing beside
 // it for 24 h: deliveries carry both signatures in `webhook-signature`, so a receiver can
 // switch at its pace. A retry with the same Idempotency-Key gets the same secret, with
-// `Idempotent-Replayed: true`.
+// `Idempotent-Replayed: true`, while that secret is the endpoint's current one, the
+// endpoint is not deleted and the key is younger than the key TTL; after that the retry is
+// 422 `webhook-secret-withdrawn`. Only the endpoint's owner rotates its secret: an admin's
+// rotation of another client's endpoint is 403 (an admin may disable or delete it).
 //
 // Corresponds with POST /v1/webhook-endpoints/{id}/rotate-secret (the `RotateWebhookSecret` operationId).
 func (c *Client) RotateWebhookSecret(ctx context.Context, id WebhookEndpointId, params *RotateWebhookSecretParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7332,8 +7346,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// The endpoint's id is derived from the caller and the Idempotency-Key: a retry with the
 	// same key and body gets the same endpoint and secret, with `Idempotent-Replayed: true`,
-	// for as long as the endpoint exists; the key with another body → 422
-	// `idempotency-key-reused`.
+	// while that secret is the endpoint's current one, the endpoint is not deleted and the key
+	// is younger than the key TTL (24 h by default); after that the retry is 422
+	// `webhook-secret-withdrawn`, so a secret rotated away or of a deleted endpoint is never
+	// shown again. The key with another body → 422 `idempotency-key-reused`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7357,8 +7373,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// The endpoint's id is derived from the caller and the Idempotency-Key: a retry with the
 	// same key and body gets the same endpoint and secret, with `Idempotent-Replayed: true`,
-	// for as long as the endpoint exists; the key with another body → 422
-	// `idempotency-key-reused`.
+	// while that secret is the endpoint's current one, the endpoint is not deleted and the key
+	// is younger than the key TTL (24 h by default); after that the retry is 422
+	// `webhook-secret-withdrawn`, so a secret rotated away or of a deleted endpoint is never
+	// shown again. The key with another body → 422 `idempotency-key-reused`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7433,7 +7451,10 @@ type ClientWithResponsesInterface interface {
 	// Draws a new signing secret, shown in the answer. The previous one keeps signing beside
 	// it for 24 h: deliveries carry both signatures in `webhook-signature`, so a receiver can
 	// switch at its pace. A retry with the same Idempotency-Key gets the same secret, with
-	// `Idempotent-Replayed: true`.
+	// `Idempotent-Replayed: true`, while that secret is the endpoint's current one, the
+	// endpoint is not deleted and the key is younger than the key TTL; after that the retry is
+	// 422 `webhook-secret-withdrawn`. Only the endpoint's owner rotates its secret: an admin's
+	// rotation of another client's endpoint is 403 (an admin may disable or delete it).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -13637,8 +13658,10 @@ func (c *ClientWithResponses) ListWebhookEndpointsWithResponse(ctx context.Conte
 //
 // The endpoint's id is derived from the caller and the Idempotency-Key: a retry with the
 // same key and body gets the same endpoint and secret, with `Idempotent-Replayed: true`,
-// for as long as the endpoint exists; the key with another body → 422
-// `idempotency-key-reused`.
+// while that secret is the endpoint's current one, the endpoint is not deleted and the key
+// is younger than the key TTL (24 h by default); after that the retry is 422
+// `webhook-secret-withdrawn`, so a secret rotated away or of a deleted endpoint is never
+// shown again. The key with another body → 422 `idempotency-key-reused`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13668,8 +13691,10 @@ func (c *ClientWithResponses) RegisterWebhookEndpointWithBodyWithResponse(ctx co
 //
 // The endpoint's id is derived from the caller and the Idempotency-Key: a retry with the
 // same key and body gets the same endpoint and secret, with `Idempotent-Replayed: true`,
-// for as long as the endpoint exists; the key with another body → 422
-// `idempotency-key-reused`.
+// while that secret is the endpoint's current one, the endpoint is not deleted and the key
+// is younger than the key TTL (24 h by default); after that the retry is 422
+// `webhook-secret-withdrawn`, so a secret rotated away or of a deleted endpoint is never
+// shown again. The key with another body → 422 `idempotency-key-reused`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13786,7 +13811,10 @@ func (c *ClientWithResponses) EnableWebhookEndpointWithResponse(ctx context.Cont
 // Draws a new signing secret, shown in the answer. The previous one keeps signing beside
 // it for 24 h: deliveries carry both signatures in `webhook-signature`, so a receiver can
 // switch at its pace. A retry with the same Idempotency-Key gets the same secret, with
-// `Idempotent-Replayed: true`.
+// `Idempotent-Replayed: true`, while that secret is the endpoint's current one, the
+// endpoint is not deleted and the key is younger than the key TTL; after that the retry is
+// 422 `webhook-secret-withdrawn`. Only the endpoint's owner rotates its secret: an admin's
+// rotation of another client's endpoint is 403 (an admin may disable or delete it).
 //
 // Returns a wrapper object for the known response body format(s).
 //
