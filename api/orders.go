@@ -35,7 +35,7 @@ type orderView struct {
 	TrackingNumber   string       `json:"trackingNumber,omitempty"`
 	DuplicateCharges []chargeView `json:"duplicateCharges,omitempty"`
 	// An order records every duplicate charge, however many: the answer shows the first
-	// shownCharges, their count and total, and where the rest are.
+	// ShownCharges, their count and total, and where the rest are.
 	DuplicateChargeCount  int       `json:"duplicateChargeCount,omitempty"`
 	DuplicateChargeTotal  int64     `json:"duplicateChargeTotal,omitempty"`
 	DuplicateChargeEvents string    `json:"duplicateChargeEvents,omitempty"` // only if some are not shown
@@ -69,7 +69,7 @@ func viewOrder(s order.State) orderView {
 		v.Lines[i] = lineView{SKU: l.SKU, Name: l.Name, Quantity: l.Quantity, UnitPrice: l.UnitPrice.Amount}
 	}
 	for c := range s.DuplicateCharges.All() {
-		if len(v.DuplicateCharges) == shownCharges {
+		if len(v.DuplicateCharges) == ShownCharges {
 			v.DuplicateChargeEvents = "/v1/orders/" + s.ID + "/events"
 			break
 		}
@@ -136,8 +136,13 @@ func (c chargeView) appendJSON(b []byte) []byte {
 	return b
 }
 
-// shownCharges is how many duplicate charges an order's answer lists (api/openapi.yaml).
-const shownCharges = 100
+// ShownCharges is how many duplicate charges an order's answer lists (api/openapi.yaml), and
+// a page of the console's.
+const ShownCharges = 100
+
+// OrderJSON is order s as the API shows it: what the console compares to show what an event
+// changed, in the API's names and forms.
+func OrderJSON(s order.State) ([]byte, error) { return viewOrder(s).appendJSON(nil) }
 
 // orderID returns the path's order id if it is a ULID.
 func orderID(c echo.Context) (string, error) {

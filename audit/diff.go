@@ -1,9 +1,11 @@
 package audit
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -73,4 +75,50 @@ func show(v any) string {
 		return "nil"
 	}
 	return fmt.Sprintf("%+v", v)
+}
+
+// JSONChanges lists the members in which before and after, two JSON objects, differ: in the
+// order of after's members, then those only before has, each value as its JSON text (absent:
+// empty). A document's own names and forms (RFC 3339 times, amounts in minor units) are what
+// its reader knows.
+func JSONChanges(before, after []byte) ([]Change, error) {
+	b, bNames, err := members(before)
+	if err != nil {
+		return nil, err
+	}
+	a, aNames, err := members(after)
+	if err != nil {
+		return nil, err
+	}
+	var out []Change
+	for _, name := range append(aNames, slices.DeleteFunc(bNames, func(n string) bool { return a[n] != nil })...) {
+		if !bytes.Equal(b[name], a[name]) {
+			out = append(out, Change{Field: name, Before: string(b[name]), After: string(a[name])})
+		}
+	}
+	return out, nil
+}
+
+// members reads a JSON object's members, compacted, and their names in order.
+func members(doc []byte) (map[string][]byte, []string, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, nil, fmt.Errorf("not a JSON object: %.40q", doc)
+	}
+	out := map[string][]byte{}
+	var names []string
+	for dec.More() {
+		name, err := dec.Token()
+		var v json.RawMessage
+		if err == nil {
+			err = dec.Decode(&v)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		var c bytes.Buffer
+		json.Compact(&c, v) // valid: Decode checked it
+		out[name.(string)], names = c.Bytes(), append(names, name.(string))
+	}
+	return out, names, nil
 }

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -25,5 +26,30 @@ func TestFieldDiffNamesTheFieldsThatDiffer(t *testing.T) {
 	want := `ClientRef: "", found "ref-1"; Status: paid, found shipped; Lines: nil, found []; Total: 2500 EUR, found 1 EUR`
 	if d := fieldDiff(fold, row); d != want {
 		t.Errorf("fieldDiff:\n got %s\nwant %s", d, want)
+	}
+}
+
+// An event's changes are named as the document names them, with its values' JSON text; a
+// member that appears or goes is a change from or to nothing.
+func TestJSONChangesNameTheMembersThatDiffer(t *testing.T) {
+	before := []byte(`{"id":"o-1","status":"created","total":2500,"paymentId":"p-1","lines":[{"sku":"a"}],"updatedAt":"2026-11-29T10:00:00Z"}`)
+	after := []byte(`{"id":"o-1", "status":"paying","total":2500,"lines":[ {"sku":"a"} ],"carrier":"dhl","updatedAt":"2026-11-29T10:05:00Z"}`)
+	got, err := JSONChanges(before, after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Change{
+		{"status", `"created"`, `"paying"`},
+		{"carrier", "", `"dhl"`},
+		{"updatedAt", `"2026-11-29T10:00:00Z"`, `"2026-11-29T10:05:00Z"`},
+		{"paymentId", `"p-1"`, ""},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("JSONChanges:\n got %q\nwant %q", got, want)
+	}
+	for _, bad := range []string{`[1]`, `{"a":`, ``} {
+		if _, err := JSONChanges([]byte(bad), after); err == nil {
+			t.Errorf("JSONChanges of %q: no error", bad)
+		}
 	}
 }

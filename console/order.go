@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/acme/orders/api"
 	"github.com/acme/orders/audit"
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
@@ -58,7 +59,16 @@ type orderData struct {
 	Chain      chainStatus
 	Selected   *stateAt
 	CanSelect  bool // the caller may see states as of an event
-	Duplicates []order.Charge
+	Duplicates chargesPage
+}
+
+// chargesPage is a page of an order's duplicate charges: as many as the API's answer lists.
+type chargesPage struct {
+	Charges     []order.Charge
+	From        int  // the index of the first shown
+	First, Last int  // the numbers of the first and last shown, from 1
+	Next        *int // the index of the first of the next page
+	Previous    *int // of the previous page
 }
 
 // orderPage shows an order: its current state from the orders read model, its timeline from
@@ -70,6 +80,9 @@ func (c *Console) orderPage(w http.ResponseWriter, r *http.Request, v *visit) {
 	d, err := c.order(ctx, v, id)
 	if err == nil {
 		d.From, _, err = revisionParam(r, "from")
+	}
+	if err == nil {
+		err = d.pageCharges(r)
 	}
 	if err == nil {
 		err = c.timeline(ctx, &d)
@@ -114,13 +127,40 @@ func (c *Console) order(ctx context.Context, v *visit, id string) (orderData, er
 		return d, fmt.Errorf("%w: %s", errUnknownOrder, id)
 	}
 	d.State, d.Position = row.State, row.Position
-	for ch := range row.State.DuplicateCharges.All() {
-		d.Duplicates = append(d.Duplicates, ch)
-	}
 	// What the API lets the caller read of the order's history, the console shows.
 	d.CanSelect = c.api.Authorize(ctx, v.caller, http.MethodGet, "/v1/orders/:id/state", id) == nil
 	d.Chain.Checked = c.api.Authorize(ctx, v.caller, http.MethodGet, "/v1/orders/:id/chain", id) == nil
 	return d, nil
+}
+
+// pageCharges picks the page of duplicate charges from the query's charges (an index).
+func (d *orderData) pageCharges(r *http.Request) error {
+	from, _, err := revisionParam(r, "charges")
+	if err != nil {
+		return err
+	}
+	n := d.State.DuplicateCharges.Len()
+	p := chargesPage{From: int(min(from, uint64(n)))}
+	i := 0
+	for ch := range d.State.DuplicateCharges.All() {
+		if i >= p.From+api.ShownCharges {
+			break
+		}
+		if i >= p.From {
+			p.Charges = append(p.Charges, ch)
+		}
+		i++
+	}
+	p.First, p.Last = p.From+1, p.From+len(p.Charges)
+	if p.Last < n {
+		p.Next = &p.Last
+	}
+	if p.From > 0 {
+		prev := max(0, p.From-api.ShownCharges)
+		p.Previous = &prev
+	}
+	d.Duplicates = p
+	return nil
 }
 
 // timeline reads a page of the order's events from d.From.
@@ -167,7 +207,10 @@ func (c *Console) stateAt(ctx context.Context, id string, rev uint64) (*stateAt,
 			return nil, err
 		}
 	}
-	s := &stateAt{Revision: rev, State: state, Changes: audit.Changes(before, state)}
+	s := &stateAt{Revision: rev, State: state}
+	if s.Changes, err = changes(before, state); err != nil {
+		return nil, err
+	}
 	for e, err := range c.api.Store.ReadStream(ctx, command.StreamName(id), eventstore.ReadStreamOptions{From: rev, Limit: 1}) {
 		if err != nil {
 			return nil, err
@@ -175,6 +218,19 @@ func (c *Console) stateAt(ctx context.Context, id string, rev uint64) (*stateAt,
 		s.Type = e.Type
 	}
 	return s, nil
+}
+
+// changes lists what turned before into after, in the API's names and forms.
+func changes(before, after order.State) ([]audit.Change, error) {
+	b, err := api.OrderJSON(before)
+	if err != nil {
+		return nil, err
+	}
+	a, err := api.OrderJSON(after)
+	if err != nil {
+		return nil, err
+	}
+	return audit.JSONChanges(b, a)
 }
 
 // chain checks the order's stream as a verify of the log does (audit.CheckStream).

@@ -221,7 +221,7 @@ func auditorFollowsAnOrder(t *testing.T, ctx context.Context, s *server, ids []s
 	run(t, ctx, "choose the third event", chromedp.Click(chromedp.CSS("#event-2 a")))
 	waitForPage(t, ctx, "the state as of the third event", `location.search.includes("event=2") && document.querySelector("#diff") !== null`)
 	diff := text(t, ctx, "#diff")
-	for _, want := range []string{"Status", "created", "paying", "PaymentID", "pay-console"} {
+	for _, want := range []string{"status", `"created"`, `"paying"`, "paymentId", `"pay-console"`, "updatedAt"} {
 		if !strings.Contains(diff, want) {
 			t.Errorf("the third event's diff lacks %q:\n%s", want, diff)
 		}
@@ -466,5 +466,58 @@ func sessionsEnd(t *testing.T, ctx context.Context, s *server, ttl time.Duration
 	run(t, ctx, "open the orders after the session's time", chromedp.Navigate(s.base+"/console/orders"))
 	if got := signInMessage(t, ctx); got == "" {
 		t.Errorf("an expired session: no message")
+	}
+}
+
+// An order's page lists its duplicate charges a page of 100 at a time, as the API's answer
+// does, with their count and a way to the next page; the state as of a charge says what it
+// changed by the API's count and total, not by every charge.
+func TestConsolePagesDuplicateCharges(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "", "--keys-file", accessKeysFile(t))
+	id := createdID(t, s.as(t, alice, "POST", "/v1/orders", "charged", orderFor("c-charged")))
+	s.ok(t, alice, 200, "POST", "/v1/orders/"+id+"/payments", "charged-start", map[string]any{"paymentId": "pay-0", "amount": orderTotal})
+	s.ok(t, alice, 200, "POST", "/v1/orders/"+id+"/payments/pay-0/confirm", "charged-confirm", map[string]any{"amount": orderTotal})
+	const charges = 150
+	for i := 1; i <= charges; i++ {
+		s.ok(t, alice, 422, "POST", fmt.Sprintf("/v1/orders/%s/payments/pay-%d/confirm", id, i), fmt.Sprint("again-", i), map[string]any{"amount": orderTotal})
+	}
+	browser := consoleBrowser(t)
+	if status := consoleSignIn(t, s, browser, audrey); status != http.StatusSeeOther {
+		t.Fatalf("sign-in: %d", status)
+	}
+	page := func(query string) string {
+		t.Helper()
+		res, err := browser.Get(s.url("/console/orders/" + id + query))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d\n%s", query, res.StatusCode, body)
+		}
+		return string(body)
+	}
+	shown := func(body string) int {
+		dup := body[strings.Index(body, `id="duplicates"`):]
+		return strings.Count(dup[:strings.Index(dup, "</section>")], "<li>")
+	}
+	first := page("")
+	if n := shown(first); n != 100 || !strings.Contains(first, fmt.Sprint(charges, " payments")) || !strings.Contains(first, "?charges=100#duplicates") {
+		t.Errorf("the first page shows %d charges, or lacks their count or the next page's link", n)
+	}
+	second := page("?charges=100")
+	if n := shown(second); n != charges-100 || !strings.Contains(second, "?charges=0#duplicates") || strings.Contains(second, `rel="next"`) {
+		t.Errorf("the second page shows %d charges, or lacks the previous page's link", n)
+	}
+	last := page(fmt.Sprintf("?event=%d", 3+charges))
+	diff := last[strings.Index(last, `id="diff"`):]
+	diff = diff[:strings.Index(diff, "</table>")]
+	if !strings.Contains(diff, "duplicateChargeCount") || !strings.Contains(diff, fmt.Sprint(charges)) || strings.Count(diff, "paymentId") > 0 {
+		t.Errorf("the last charge's changes:\n%s", diff)
+	}
+	if len(last) > 200<<10 {
+		t.Errorf("the page as of the last charge is %d bytes", len(last))
 	}
 }
