@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 
+	"unsafe"
+
 	"github.com/acme/orders/eventstore"
-	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/acme/orders/bytecache"
+	"github.com/acme/orders/domain/order"
 )
 
 // cachedOrder is an order as this handler last folded or wrote it, so that the next command on it
@@ -22,24 +26,69 @@ type cachedOrder struct {
 	keys map[string]struct{}
 }
 
-// cachedOrdersDefault is how many orders a handler keeps unless told otherwise.
-const cachedOrdersDefault = 10000
+// CachedOrdersDefault is how many bytes of orders a handler keeps unless told otherwise.
+const CachedOrdersDefault = 16 << 20
+
+// What a cached order takes beyond its state's strings, lines, charges and keys: the cache's
+// list entry and map slot, the order's struct, the keys' map. Charged generously: measured by
+// BenchmarkCachedOrderBytes.
+const (
+	cachedOverhead = 1024
+	lineSize       = int64(unsafe.Sizeof(order.Line{}))
+	chargeSize     = int64(unsafe.Sizeof(order.Charge{})) + 48 // and its slot in the index by payment id
+	keySlot        = 48                                        // a key's slot in the keys' map, its string's header
+)
+
+// size is what caching r costs in memory, in bytes: each string rounded up as the allocator
+// does, each slice at its capacity.
+func (r cachedOrder) size() int64 {
+	s := &r.order.State
+	n := int64(cachedOverhead) + str(s.ID) + str(s.CustomerID) + str(s.ClientRef) + str(s.Channel) +
+		str(s.PaymentID) + str(s.RefundID) + str(s.Carrier) + str(s.TrackingNumber) + str(s.CancelReason) +
+		str(r.order.Hash) + str(r.order.Owner) + int64(cap(s.Lines))*lineSize
+	for _, l := range s.Lines {
+		n += str(l.SKU) + str(l.Name)
+	}
+	for c := range s.DuplicateCharges.All() {
+		n += chargeSize + str(c.PaymentID)
+	}
+	for k := range r.keys {
+		n += keySlot + str(k)
+	}
+	return n
+}
+
+// str bounds the heap a string takes: its bytes rounded up to the allocator's size class (by
+// 8 bytes up to 32, by 16 up to 128, by at most an eighth beyond).
+func str(s string) int64 {
+	n := int64(len(s))
+	switch {
+	case n <= 32:
+		return (n + 7) &^ 7
+	case n <= 128:
+		return (n + 15) &^ 15
+	}
+	return n + n/8
+}
 
 func keyOf(principal, key string) string { return principal + "\x00" + key }
 
-// orderCache returns the cache of orders, or nil if CachedOrders turned it off.
-func (h *Handler) orderCache() *lru.Cache[string, cachedOrder] {
+// orderCache returns the cache of orders, or nil if CachedOrderBytes turned it off.
+func (h *Handler) orderCache() *bytecache.Cache[string, cachedOrder] {
 	h.ordersOnce.Do(func() {
-		n := h.CachedOrders
+		n := h.CachedOrderBytes
 		if n == 0 {
-			n = cachedOrdersDefault
+			n = CachedOrdersDefault
 		}
 		if n > 0 {
-			h.orders, _ = lru.New[string, cachedOrder](n) // n > 0 cannot fail
+			h.orders = bytecache.New[string, cachedOrder](n, cachedOverhead)
 		}
 	})
 	return h.orders
 }
+
+// CachedBytes is what the orders cached take, as charged against CachedOrderBytes.
+func (h *Handler) CachedBytes() int64 { return h.orderCache().Bytes() }
 
 // cached returns the order cached for stream.
 func (h *Handler) cached(stream string) (cachedOrder, bool) {
@@ -56,12 +105,7 @@ func (h *Handler) cache(stream string, r cachedOrder) {
 	if m == nil {
 		return
 	}
-	h.cacheMu.Lock()
-	defer h.cacheMu.Unlock()
-	if old, ok := m.Peek(stream); ok && old.order.State.Version >= r.order.State.Version {
-		return
-	}
-	m.Add(stream, r)
+	m.AddUnless(stream, r, r.size(), func(held cachedOrder) bool { return held.order.State.Version >= r.order.State.Version })
 }
 
 // uncache drops the order cached for stream if it is at version or before, known stale: a
@@ -72,11 +116,7 @@ func (h *Handler) uncache(stream string, version int64) {
 	if m == nil {
 		return
 	}
-	h.cacheMu.Lock()
-	defer h.cacheMu.Unlock()
-	if old, ok := m.Peek(stream); ok && old.order.State.Version <= version {
-		m.Remove(stream)
-	}
+	m.RemoveIf(stream, func(held cachedOrder) bool { return held.order.State.Version <= version })
 }
 
 // unchanged reports whether the cached order o is still the stream's latest version.

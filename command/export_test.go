@@ -15,3 +15,9 @@ func (h *Handler) HandleKept(ctx context.Context, id string, c order.Command, md
 	p.Keep()
 	return p.Result, p.Err
 }
+
+// ForgetCached drops the cache of orders, and caches none after.
+func (h *Handler) ForgetCached() {
+	h.orderCache()
+	h.orders = nil
+}

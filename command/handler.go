@@ -10,9 +10,9 @@ import (
 
 	"github.com/acme/orders/fault"
 
+	"github.com/acme/orders/bytecache"
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
-	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 var (
@@ -36,14 +36,13 @@ type Handler struct {
 	// order meanwhile; 0 means 2 seconds. Commands of this process on one order never refuse
 	// each other: they run one after another. A negative RetryFor never retries.
 	RetryFor time.Duration
-	// CachedOrders is how many orders are kept in memory as last folded or written, so that a
-	// command on one of them reads nothing before its append (see cachedOrder); 0 means 10,000, a
-	// negative number none.
-	CachedOrders int
+	// CachedOrderBytes bounds the memory of the orders kept as last folded or written, so that
+	// a command on one of them reads nothing before its append (see cachedOrder); 0 means
+	// CachedOrdersDefault, a negative number none.
+	CachedOrderBytes int64
 
 	ordersOnce sync.Once
-	orders     *lru.Cache[string, cachedOrder] // see orderCache
-	cacheMu    sync.Mutex
+	orders     *bytecache.Cache[string, cachedOrder] // see orderCache
 
 	queues queues
 

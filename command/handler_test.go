@@ -24,7 +24,7 @@ var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 func eur(minor int64) order.Money { return order.Money{Amount: minor, Currency: "EUR"} }
 
 // newHandler returns a handler on a fresh embedded store.
-func newHandler(t *testing.T) (*command.Handler, *sqlite.Store) {
+func newHandler(t testing.TB) (*command.Handler, *sqlite.Store) {
 	t.Helper()
 	s, err := sqlite.Open(t.TempDir(), sqlite.Config{})
 	if err != nil {

@@ -29,7 +29,7 @@ type Keys struct {
 	// (KeyHash), for logs and metrics; ctx is the request's. It must not block.
 	Observe func(ctx context.Context, e Event, keyHash string)
 	// RememberBytes bounds the memory that completed keys take, so that their replays need no
-	// read of the store; 0 means RememberDefault (64 MiB), a negative number none. An eighth of
+	// read of the store; 0 means RememberDefault (32 MiB), a negative number none. An eighth of
 	// it keeps keys read from the store for a replay (see memory). An outcome larger than 64
 	// KiB (or than a 64th of the budget) stays in the store: its replay reads it.
 	RememberBytes int64

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"github.com/acme/orders/bytecache"
 )
 
 // remembered is a completed key as stored: what a replay needs without reading the stream,
@@ -96,7 +96,7 @@ func (r remembered) is(fingerprint string, expiresAt time.Time) bool {
 
 // RememberDefault is how many bytes of completed keys a Keys keeps in memory unless told
 // otherwise: an eighth of them for keys read back from the store (see memory).
-const RememberDefault = 64 << 20
+const RememberDefault = 32 << 20
 
 // What a remembered key takes beyond its strings: the LRU's list entry with the remembered
 // struct, its map slot, the strings' headers. Charged generously: measured by
@@ -126,67 +126,33 @@ func allocated(n int) int {
 // replays read nothing from the store (see memory).
 type completed struct {
 	once       sync.Once
-	here, read *byteLRU // keys completed here; keys read back from the store
+	here, read *memo // keys completed here; keys read back from the store
 }
 
-// byteLRU is a least-recently-used cache of remembered keys bounded by the bytes they take
-// (remembered.size): the LRU bounds only a count.
-type byteLRU struct {
-	mu      sync.Mutex
-	lru     *simplelru.LRU[memoryKey, remembered]
-	bytes   int64
-	budget  int64
+// memo is a cache of remembered keys bounded by the bytes they take (remembered.size).
+type memo struct {
+	*bytecache.Cache[memoryKey, remembered]
 	largest int64 // outcomes above are kept on disk only
 }
 
-func newByteLRU(budget int64) *byteLRU {
-	c := &byteLRU{budget: budget, largest: min(largestRemembered, budget/64)}
-	// The count never binds before the bytes: no entry costs less than its overhead.
-	c.lru, _ = simplelru.NewLRU(int(max(budget/entryOverhead, 1)), func(_ memoryKey, r remembered) {
-		c.bytes -= r.size()
-	})
-	return c
+func newMemo(budget int64) *memo {
+	// No entry costs less than its overhead.
+	return &memo{Cache: bytecache.New[memoryKey, remembered](budget, entryOverhead), largest: min(largestRemembered, budget/64)}
 }
 
-// add remembers r under key, its outcome left on disk if it is too large, and forgets the
-// least recently used keys until the cache is within its budget again.
-func (c *byteLRU) add(key memoryKey, r remembered) {
-	if int64(len(r.body)) > c.largest {
+// add remembers r under key, its outcome left on disk if it is too large.
+func (m *memo) add(key memoryKey, r remembered) {
+	if int64(len(r.body)) > m.largest {
 		r.code, r.headers, r.body, r.onDisk = "", "", "", true
 	}
-	n := r.size()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.lru.Remove(key) // Add would replace it without the eviction callback
-	if n > c.budget {
-		return // not even the key without its outcome fits
-	}
-	c.lru.Add(key, r)
-	c.bytes += n
-	for c.bytes > c.budget {
-		c.lru.RemoveOldest()
-	}
+	m.Add(key, r, r.size())
 }
 
-func (c *byteLRU) get(key memoryKey) (remembered, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lru.Get(key)
-}
-
-func (c *byteLRU) remove(key memoryKey) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.lru.Remove(key)
-}
-
-func (c *byteLRU) size() int64 {
-	if c == nil {
+func (m *memo) size() int64 {
+	if m == nil {
 		return 0
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.bytes
+	return m.Bytes()
 }
 
 // memory returns the cache of keys completed here, or nil if RememberBytes turned it off, and
@@ -195,7 +161,7 @@ func (c *byteLRU) size() int64 {
 // backlog again, the load harness's replay phase), would each push out the oldest key
 // remembered, which is the one the next replays ask for: every one of them would read the
 // store (an LRU cache's sequential scan). Kept apart, the keys read push out only each other.
-func (k *Keys) memory() (done, read *byteLRU) {
+func (k *Keys) memory() (done, read *memo) {
 	m := &k.completed
 	m.once.Do(func() {
 		n := k.RememberBytes
@@ -203,8 +169,8 @@ func (k *Keys) memory() (done, read *byteLRU) {
 			n = RememberDefault
 		}
 		if n > 0 {
-			m.read = newByteLRU(max(n/8, 1))
-			m.here = newByteLRU(max(n-n/8, 1))
+			m.read = newMemo(max(n/8, 1))
+			m.here = newMemo(max(n-n/8, 1))
 		}
 	})
 	return m.here, m.read
@@ -245,13 +211,13 @@ func (k *Keys) recall(stream string, now time.Time) (remembered, bool) {
 	}
 	key := keyOf(stream)
 	m := here
-	r, ok := here.get(key)
+	r, ok := here.Get(key)
 	if !ok {
 		m = fromStore
-		r, ok = fromStore.get(key)
+		r, ok = fromStore.Get(key)
 	}
 	if ok && r.expiresAt <= now.UnixNano() {
-		m.remove(key)
+		m.Remove(key)
 		return remembered{}, false
 	}
 	return r, ok
@@ -267,8 +233,8 @@ func (k *Keys) outcomeOnDisk(ctx context.Context, stream string, r remembered) (
 	}
 	if st.done == nil || !r.is(st.first.Fingerprint, st.first.ExpiresAt) {
 		here, fromStore := k.memory()
-		here.remove(keyOf(stream))
-		fromStore.remove(keyOf(stream))
+		here.Remove(keyOf(stream))
+		fromStore.Remove(keyOf(stream))
 		return nil, nil
 	}
 	if err := k.position(ctx, st.done); err != nil {

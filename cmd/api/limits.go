@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
+	"runtime/debug"
 	"syscall"
 	"time"
 )
@@ -16,6 +18,27 @@ type limitFlags struct {
 	IdleTimeout       time.Duration `default:"60s" env:"API_IDLE_TIMEOUT" help:"How long a keep-alive connection may wait for its next request before it is closed."`
 	MaxConnections    int           `default:"0" env:"API_MAX_CONNECTIONS" help:"Most connections open at once, idle ones included; one more is answered 503 with Retry-After and closed. 0: the open-file limit (RLIMIT_NOFILE) less 256 for the store's files and twice --webhooks-attempts for the deliveries' connections, at most 4096."`
 	BodyMemory        int64         `default:"16" env:"API_BODY_MEMORY" help:"MiB of command bodies read and checked at once, past the first 16 KiB of each; a body that finds no room within 1 s is answered 503 with Retry-After."`
+	MemoryLimit       int64         `default:"160" env:"API_MEMORY_LIMIT" help:"MiB of memory the Go runtime keeps the process under by collecting garbage sooner as it nears them (its soft limit; GOMEMLIMIT wins if set); 0: none. --key-memory, --order-memory and --body-memory together must fit in half of it: the rest is the work of the requests in flight."`
+}
+
+// setMemoryLimit sets the runtime's soft memory limit from --memory-limit, unless GOMEMLIMIT
+// set it, once the bounded memories (MiB) are known to fit in half of it. Without a limit the
+// heap grows to twice what is live before a collection, and the pages it frees meanwhile stay
+// in the process's resident memory. It returns the limit in force, in bytes (math.MaxInt64:
+// none).
+func (f limitFlags) setMemoryLimit(bounded int64, getenv func(string) string) (int64, error) {
+	switch {
+	case getenv("GOMEMLIMIT") != "":
+		return debug.SetMemoryLimit(-1), nil
+	case f.MemoryLimit < 0:
+		return 0, errors.New("--memory-limit must not be negative")
+	case f.MemoryLimit == 0:
+		return debug.SetMemoryLimit(math.MaxInt64), nil
+	case 2*bounded > f.MemoryLimit:
+		return 0, fmt.Errorf("--key-memory, --order-memory and --body-memory take %d MiB, more than half of --memory-limit (%d MiB)", bounded, f.MemoryLimit)
+	}
+	debug.SetMemoryLimit(f.MemoryLimit << 20)
+	return f.MemoryLimit << 20, nil
 }
 
 // writeTimeout bounds the writing of an answer, a fixed limit of the HTTP server.

@@ -24,15 +24,16 @@ import (
 )
 
 type serveCmd struct {
-	Addr      string        `default:"127.0.0.1:8080" env:"API_ADDR" help:"Address to listen on."`
-	Data      string        `default:"./data" env:"API_DATA" help:"Data directory of the embedded event store."`
-	KeysFile  string        `env:"API_KEYS_FILE" help:"File of API keys, one '<principal> <sha256-hex-of-key> [role,...]' per line (roles client, auditor, admin; client if none; see 'api keys add'). Without it the service runs in development mode: every request is the principal 'local', and only a loopback address is allowed."`
-	KeyTTL    time.Duration `default:"24h" env:"API_KEY_TTL" help:"How long an Idempotency-Key is kept from its first claim, for every key kept."`
-	KeyWait   time.Duration `default:"2s" env:"API_KEY_WAIT" help:"How long a duplicate waits for the request that holds its key."`
-	KeyLease  time.Duration `default:"10s" env:"API_KEY_LEASE" help:"How long a claim holds its key before another request may take it over."`
-	KeyMemory uint          `default:"64" env:"API_KEY_MEMORY" help:"MiB of memory for the outcomes of Idempotency-Keys, so that their replays read nothing from the store (0 for none); an eighth of it keeps the keys read back from the store for a replay. An outcome over 64 KiB stays in the store: its replays read it."`
-	Shutdown  time.Duration `name:"shutdown-timeout" default:"15s" env:"API_SHUTDOWN_TIMEOUT" help:"How long a graceful shutdown waits for in-flight requests."`
-	Writeback time.Duration `default:"50ms" env:"API_WRITEBACK" help:"How often the disk is asked to start writing what the checkpoints of the embedded store and of the read models copied, without waiting for it (Linux), so that their syncs do not hold the commits; 0 for never."`
+	Addr        string        `default:"127.0.0.1:8080" env:"API_ADDR" help:"Address to listen on."`
+	Data        string        `default:"./data" env:"API_DATA" help:"Data directory of the embedded event store."`
+	KeysFile    string        `env:"API_KEYS_FILE" help:"File of API keys, one '<principal> <sha256-hex-of-key> [role,...]' per line (roles client, auditor, admin; client if none; see 'api keys add'). Without it the service runs in development mode: every request is the principal 'local', and only a loopback address is allowed."`
+	KeyTTL      time.Duration `default:"24h" env:"API_KEY_TTL" help:"How long an Idempotency-Key is kept from its first claim, for every key kept."`
+	KeyWait     time.Duration `default:"2s" env:"API_KEY_WAIT" help:"How long a duplicate waits for the request that holds its key."`
+	KeyLease    time.Duration `default:"10s" env:"API_KEY_LEASE" help:"How long a claim holds its key before another request may take it over."`
+	KeyMemory   uint          `default:"32" env:"API_KEY_MEMORY" help:"MiB of memory for the outcomes of Idempotency-Keys, so that their replays read nothing from the store (0 for none); an eighth of it keeps the keys read back from the store for a replay. An outcome over 64 KiB stays in the store: its replays read it."`
+	OrderMemory uint          `default:"16" env:"API_ORDER_MEMORY" help:"MiB of memory for the orders last folded or written, so that a command on one of them reads nothing before its append (0 for none); each is charged its size (about 1.7 KB for a small order, 11 KB for one of 100 lines)."`
+	Shutdown    time.Duration `name:"shutdown-timeout" default:"15s" env:"API_SHUTDOWN_TIMEOUT" help:"How long a graceful shutdown waits for in-flight requests."`
+	Writeback   time.Duration `default:"50ms" env:"API_WRITEBACK" help:"How often the disk is asked to start writing what the checkpoints of the embedded store and of the read models copied, without waiting for it (Linux), so that their syncs do not hold the commits; 0 for never."`
 
 	PprofAddr string `env:"API_PPROF_ADDR" help:"Loopback address to serve runtime profiles (net/http/pprof) on; none if empty."`
 
@@ -60,6 +61,10 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		return err
 	}
 	maxConns, err := cmd.Limits.maxConnections(2 * cmd.Webhooks.WebhooksAttempts)
+	if err != nil {
+		return err
+	}
+	memoryLimit, err := cmd.Limits.setMemoryLimit(int64(cmd.KeyMemory)+int64(cmd.OrderMemory)+cmd.Limits.BodyMemory, e.getenv)
 	if err != nil {
 		return err
 	}
@@ -92,7 +97,7 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	}
 	defer stopProjections()
 	metrics.WatchProjections(runner)
-	orders := &command.Handler{Store: timed}
+	orders := &command.Handler{Store: timed, CachedOrderBytes: cmp.Or(int64(cmd.OrderMemory)<<20, -1)}
 	stopScan := startLegacyScan(ctx, orders, store, log)
 	defer stopScan()
 	srv := &api.Server{
@@ -129,6 +134,10 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		Name: "orders_idempotency_memory_bytes",
 		Help: "Bytes that the completed keys kept in memory take, as charged against --key-memory.",
 	}, func() float64 { return float64(idem.RememberedBytes()) }))
+	metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "orders_order_memory_bytes",
+		Help: "Bytes that the orders kept in memory as last folded or written take, as charged against --order-memory.",
+	}, func() float64 { return float64(orders.CachedBytes()) }))
 	if cmd.KeysFile != "" {
 		stopReload := reloadKeysOnHangup(ctx, cmd.KeysFile, srv, log)
 		defer stopReload()
@@ -155,7 +164,7 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	go func() { served <- hs.Serve(api.NewListener(ln, maxConns, metrics, log)) }()
 	fmt.Fprintf(e.stdout, "listening on http://%s\n", ln.Addr())
 	log.Info("serving", "addr", ln.Addr().String(), "data", cmd.Data, "development_mode", len(keys) == 0,
-		"max_connections", maxConns, "idle_timeout", cmd.Limits.IdleTimeout.String())
+		"max_connections", maxConns, "idle_timeout", cmd.Limits.IdleTimeout.String(), "memory_limit_bytes", memoryLimit)
 
 	var serveErr error // the listener failed: shut down all the same
 	select {
