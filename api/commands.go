@@ -250,7 +250,7 @@ func (s *Server) respond(rt route, orderID string, res command.Result, err error
 		Status: http.StatusOK,
 		Headers: map[string]string{
 			echo.HeaderContentType: echo.MIMEApplicationJSON,
-			"ETag":                 etag(res.Revision),
+			"ETag":                 etag(res.State.Version),
 		},
 		Position: res.Position.Commit,
 		Body:     string(append(body, '\n')),
@@ -288,7 +288,25 @@ func (s *Server) write(c echo.Context, out idempotency.Outcome, replayed bool) e
 // logPosition is the header that tells the log position of a command's effect (see caughtUp).
 const logPosition = "Log-Position"
 
-func etag(revision uint64) string { return `"` + strconv.FormatUint(revision, 10) + `"` }
+// etag is the entity tag of an order at version: "v" and the version, the number its answer's
+// "version" says. Tags of the form before it, a bare number, were the order's stream revision
+// (its version less one), and If-Match still reads them so (revisionOf).
+func etag(version int64) string { return `"v` + strconv.FormatInt(version, 10) + `"` }
+
+// revisionOf is the order's stream revision that a strong entity tag's opaque text names: "v"
+// and a version of 1 or more (etag), or a bare revision (the form before); ok is false for any
+// other text, which no order's tag matches.
+func revisionOf(tag string) (rev uint64, ok bool) {
+	digits, version := strings.CutPrefix(tag, "v")
+	n, err := strconv.ParseUint(digits, 10, 64)
+	switch {
+	case err != nil || strconv.FormatUint(n, 10) != digits:
+		return 0, false
+	case version:
+		return n - 1, n >= 1
+	}
+	return n, true
+}
 
 // precondition is a command's If-Match (RFC 9110 §13.1.1): a list of entity tags, met by an
 // order whose ETag one of them matches by strong comparison; or * for any revision; or none.
@@ -319,7 +337,7 @@ func parseIfMatch(values []string) (precondition, error) {
 		return precondition{exists: true}, nil
 	}
 	p := precondition{tags: true}
-	malformed := fmt.Errorf("%w: If-Match must be * or a list of entity tags, such as \"3\"", errMalformed)
+	malformed := fmt.Errorf("%w: If-Match must be * or a list of entity tags, such as \"v3\"", errMalformed)
 	for rest := v; rest != ""; {
 		rest = strings.TrimLeft(rest, " \t,")
 		if rest == "" {
@@ -339,7 +357,7 @@ func parseIfMatch(values []string) (precondition, error) {
 		if next := strings.TrimLeft(rest, " \t"); next != "" && next[0] != ',' {
 			return precondition{}, malformed
 		}
-		if rev, err := strconv.ParseUint(tag, 10, 64); err == nil && !weak && strconv.FormatUint(rev, 10) == tag {
+		if rev, ok := revisionOf(tag); ok && !weak {
 			p.revisions = append(p.revisions, rev)
 		}
 	}

@@ -127,7 +127,7 @@ func (s *Server) getOrder(c echo.Context) error {
 		return fmt.Errorf("%w: %s", errOrderNotFound, id)
 	}
 	h := c.Response().Header()
-	h.Set("ETag", etag(uint64(row.State.Version-1)))
+	h.Set("ETag", etag(row.State.Version))
 	h.Set("Log-Position", strconv.FormatUint(row.Position, 10))
 	return c.JSON(http.StatusOK, viewOrder(row.State))
 }

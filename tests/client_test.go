@@ -415,5 +415,5 @@ func types(events []event) []string {
 	return ts
 }
 
-// etag is the ETag of an order at version v: its stream revision, quoted.
-func etag(version int64) string { return strconv.Quote(strconv.FormatInt(version-1, 10)) }
+// etag is the ETag of an order at version v: "v" and the version, quoted.
+func etag(version int64) string { return strconv.Quote("v" + strconv.FormatInt(version, 10)) }

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -68,4 +69,30 @@ func TestIfMatchListsAndWeakTagsAndBodies(t *testing.T) {
 	big := strings.Repeat("x", 2<<20)
 	checkProblem(t, s.doInvalid(t, "POST", "/v1/orders", "big", json.RawMessage(`"`+big+`"`)), http.StatusUnauthorized, "unauthorized")
 	checkProblem(t, s.doInvalid(t, "POST", "/v1/orders", "big", json.RawMessage(`"`+big+`"`), alice...), http.StatusRequestEntityTooLarge, "payload-too-large")
+}
+
+// An order's ETag is its version, the number its answer's "version" says: "v2" for an order
+// of two events. A client that kept a tag of the form before ("1", the stream revision of the
+// same order) is still matched by it, and "v0", which no order has, matches none.
+func TestETagIsTheVersion(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "", "--keys-file", accessKeysFile(t))
+	id := s.aliceOrder(t, "version-create")
+	got := s.as(t, alice, "GET", "/v1/orders/"+id, "", nil)
+	if tag, v := got.header.Get("ETag"), got.num("version"); tag != fmt.Sprintf(`"v%d"`, v) {
+		t.Fatalf("ETag %s beside version %d", tag, v)
+	}
+	v := got.num("version")
+	add := func(key, ifMatch string) *response {
+		return s.as(t, alice, "POST", "/v1/orders/"+id+"/lines", key, line{SKU: "sku-" + key, Quantity: 1, UnitPrice: 5}, "If-Match", ifMatch)
+	}
+	r := add("old-form", fmt.Sprintf(`"%d"`, v-1))
+	wantStatus(t, r, http.StatusOK)
+	if tag := r.header.Get("ETag"); tag != fmt.Sprintf(`"v%d"`, v+1) || r.num("version") != v+1 {
+		t.Errorf("after the command: ETag %s beside version %d", tag, r.num("version"))
+	}
+	checkProblem(t, add("old-stale", fmt.Sprintf(`"%d"`, v-1)), http.StatusPreconditionFailed, "precondition-failed")
+	checkProblem(t, add("v0", `"v0"`), http.StatusPreconditionFailed, "precondition-failed")
+	checkProblem(t, add("v-padded", fmt.Sprintf(`"v0%d"`, v+1)), http.StatusPreconditionFailed, "precondition-failed")
+	wantStatus(t, add("new-form", fmt.Sprintf(`"v%d"`, v+1)), http.StatusOK)
 }

@@ -898,7 +898,7 @@ type Order struct {
 	TrackingNumber *string   `json:"trackingNumber,omitempty"`
 	UpdatedAt      time.Time `json:"updatedAt"`
 
-	// Version The number of events of the order; the ETag is `"<version − 1>"`.
+	// Version The number of events of the order; the ETag is `"v<version>"`.
 	Version int64 `json:"version"`
 }
 
@@ -1888,10 +1888,11 @@ type CreateOrderParams struct {
 	// (`--key-wait`) and then gets 409 `idempotency-key-in-flight` with `Retry-After`.
 	IdempotencyKey IdempotencyKeyRequired `json:"Idempotency-Key"`
 
-	// IfMatch `"<revision>"`, the `ETag` of the order the client last saw. If it is not the order's
-	// current revision the command is not applied → 412 `precondition-failed`. A list
-	// (`"3", "4"`, or the header given more than once) is met if any of its tags is the
-	// order's; tags are compared strongly, so a weak one (`W/"3"`) never matches. `*`: the
+	// IfMatch `"v<version>"`, the `ETag` of the order the client last saw. If it is not the order's
+	// current version the command is not applied → 412 `precondition-failed`. A tag of the
+	// earlier form, `"<revision>"` (the version less one), names the same order state. A
+	// list (`"v3", "v4"`, or the header given more than once) is met if any of its tags is
+	// the order's; tags are compared strongly, so a weak one (`W/"v3"`) never matches. `*`: the
 	// command applies to any existing order, and to no missing one (412), nor to a create.
 	// Anything but `*` or a list of quoted tags is 400.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
@@ -1928,10 +1929,11 @@ type CancelOrderParams struct {
 	// (`--key-wait`) and then gets 409 `idempotency-key-in-flight` with `Retry-After`.
 	IdempotencyKey IdempotencyKeyRequired `json:"Idempotency-Key"`
 
-	// IfMatch `"<revision>"`, the `ETag` of the order the client last saw. If it is not the order's
-	// current revision the command is not applied → 412 `precondition-failed`. A list
-	// (`"3", "4"`, or the header given more than once) is met if any of its tags is the
-	// order's; tags are compared strongly, so a weak one (`W/"3"`) never matches. `*`: the
+	// IfMatch `"v<version>"`, the `ETag` of the order the client last saw. If it is not the order's
+	// current version the command is not applied → 412 `precondition-failed`. A tag of the
+	// earlier form, `"<revision>"` (the version less one), names the same order state. A
+	// list (`"v3", "v4"`, or the header given more than once) is met if any of its tags is
+	// the order's; tags are compared strongly, so a weak one (`W/"v3"`) never matches. `*`: the
 	// command applies to any existing order, and to no missing one (412), nor to a create.
 	// Anything but `*` or a list of quoted tags is 400.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
@@ -1969,10 +1971,11 @@ type AddLineParams struct {
 	// (`--key-wait`) and then gets 409 `idempotency-key-in-flight` with `Retry-After`.
 	IdempotencyKey IdempotencyKeyRequired `json:"Idempotency-Key"`
 
-	// IfMatch `"<revision>"`, the `ETag` of the order the client last saw. If it is not the order's
-	// current revision the command is not applied → 412 `precondition-failed`. A list
-	// (`"3", "4"`, or the header given more than once) is met if any of its tags is the
-	// order's; tags are compared strongly, so a weak one (`W/"3"`) never matches. `*`: the
+	// IfMatch `"v<version>"`, the `ETag` of the order the client last saw. If it is not the order's
+	// current version the command is not applied → 412 `precondition-failed`. A tag of the
+	// earlier form, `"<revision>"` (the version less one), names the same order state. A
+	// list (`"v3", "v4"`, or the header given more than once) is met if any of its tags is
+	// the order's; tags are compared strongly, so a weak one (`W/"v3"`) never matches. `*`: the
 	// command applies to any existing order, and to no missing one (412), nor to a create.
 	// Anything but `*` or a list of quoted tags is 400.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
@@ -1989,10 +1992,11 @@ type RemoveLineParams struct {
 	// same rules and replay guarantees as on POST.
 	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
 
-	// IfMatch `"<revision>"`, the `ETag` of the order the client last saw. If it is not the order's
-	// current revision the command is not applied → 412 `precondition-failed`. A list
-	// (`"3", "4"`, or the header given more than once) is met if any of its tags is the
-	// order's; tags are compared strongly, so a weak one (`W/"3"`) never matches. `*`: the
+	// IfMatch `"v<version>"`, the `ETag` of the order the client last saw. If it is not the order's
+	// current version the command is not applied → 412 `precondition-failed`. A tag of the
+	// earlier form, `"<revision>"` (the version less one), names the same order state. A
+	// list (`"v3", "v4"`, or the header given more than once) is met if any of its tags is
+	// the order's; tags are compared strongly, so a weak one (`W/"v3"`) never matches. `*`: the
 	// command applies to any existing order, and to no missing one (412), nor to a create.
 	// Anything but `*` or a list of quoted tags is 400.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
@@ -2009,10 +2013,11 @@ type ChangeLineQuantityParams struct {
 	// same rules and replay guarantees as on POST.
 	IdempotencyKey *IdempotencyKeyOptional `json:"Idempotency-Key,omitempty"`
 
-	// IfMatch `"<revision>"`, the `ETag` of the order the client last saw. If it is not the order's
-	// current revision the command is not applied → 412 `precondition-failed`. A list
-	// (`"3", "4"`, or the header given more than once) is met if any of its tags is the
-	// order's; tags are compared strongly, so a weak one (`W/"3"`) never matches. `*`: the
+	// IfMatch `"v<version>"`, the `ETag` of the order the client last saw. If it is not the order's
+	// current version the command is not applied → 412 `precondition-failed`. A tag of the
+	// earlier form, `"<revision>"` (the version less one), names the same order state. A
+	// list (`"v3", "v4"`, or the header given more than once) is met if any of its tags is
+	// the order's; tags are compared strongly, so a weak one (`W/"v3"`) never matches. `*`: the
 	// command applies to any existing order, and to no missing one (412), nor to a create.
 	// Anything but `*` or a list of quoted tags is 400.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
@@ -2033,10 +2038,11 @@ type StartPaymentParams struct {
 	// (`--key-wait`) and then gets 409 `idempotency-key-in-flight` with `Retry-After`.
 	IdempotencyKey IdempotencyKeyRequired `json:"Idempotency-Key"`
 
-	// IfMatch `"<revision>"`, the `ETag` of the order the client last saw. If it is not the order's
-	// current revision the command is not applied → 412 `precondition-failed`. A list
-	// (`"3", "4"`, or the header given more than once) is met if any of its tags is the
-	// order's; tags are compared strongly, so a weak one (`W/"3"`) never matches. `*`: the
+	// IfMatch `"v<version>"`, the `ETag` of the order the client last saw. If it is not the order's
+	// current version the command is not applied → 412 `precondition-failed`. A tag of the
+	// earlier form, `"<revision>"` (the version less one), names the same order state. A
+	// list (`"v3", "v4"`, or the header given more than once) is met if any of its tags is
+	// the order's; tags are compared strongly, so a weak one (`W/"v3"`) never matches. `*`: the
 	// command applies to any existing order, and to no missing one (412), nor to a create.
 	// Anything but `*` or a list of quoted tags is 400.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
@@ -2057,10 +2063,11 @@ type ConfirmPaymentParams struct {
 	// (`--key-wait`) and then gets 409 `idempotency-key-in-flight` with `Retry-After`.
 	IdempotencyKey IdempotencyKeyRequired `json:"Idempotency-Key"`
 
-	// IfMatch `"<revision>"`, the `ETag` of the order the client last saw. If it is not the order's
-	// current revision the command is not applied → 412 `precondition-failed`. A list
-	// (`"3", "4"`, or the header given more than once) is met if any of its tags is the
-	// order's; tags are compared strongly, so a weak one (`W/"3"`) never matches. `*`: the
+	// IfMatch `"v<version>"`, the `ETag` of the order the client last saw. If it is not the order's
+	// current version the command is not applied → 412 `precondition-failed`. A tag of the
+	// earlier form, `"<revision>"` (the version less one), names the same order state. A
+	// list (`"v3", "v4"`, or the header given more than once) is met if any of its tags is
+	// the order's; tags are compared strongly, so a weak one (`W/"v3"`) never matches. `*`: the
 	// command applies to any existing order, and to no missing one (412), nor to a create.
 	// Anything but `*` or a list of quoted tags is 400.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
@@ -2081,10 +2088,11 @@ type FailPaymentParams struct {
 	// (`--key-wait`) and then gets 409 `idempotency-key-in-flight` with `Retry-After`.
 	IdempotencyKey IdempotencyKeyRequired `json:"Idempotency-Key"`
 
-	// IfMatch `"<revision>"`, the `ETag` of the order the client last saw. If it is not the order's
-	// current revision the command is not applied → 412 `precondition-failed`. A list
-	// (`"3", "4"`, or the header given more than once) is met if any of its tags is the
-	// order's; tags are compared strongly, so a weak one (`W/"3"`) never matches. `*`: the
+	// IfMatch `"v<version>"`, the `ETag` of the order the client last saw. If it is not the order's
+	// current version the command is not applied → 412 `precondition-failed`. A tag of the
+	// earlier form, `"<revision>"` (the version less one), names the same order state. A
+	// list (`"v3", "v4"`, or the header given more than once) is met if any of its tags is
+	// the order's; tags are compared strongly, so a weak one (`W/"v3"`) never matches. `*`: the
 	// command applies to any existing order, and to no missing one (412), nor to a create.
 	// Anything but `*` or a list of quoted tags is 400.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
@@ -2105,10 +2113,11 @@ type RequestRefundParams struct {
 	// (`--key-wait`) and then gets 409 `idempotency-key-in-flight` with `Retry-After`.
 	IdempotencyKey IdempotencyKeyRequired `json:"Idempotency-Key"`
 
-	// IfMatch `"<revision>"`, the `ETag` of the order the client last saw. If it is not the order's
-	// current revision the command is not applied → 412 `precondition-failed`. A list
-	// (`"3", "4"`, or the header given more than once) is met if any of its tags is the
-	// order's; tags are compared strongly, so a weak one (`W/"3"`) never matches. `*`: the
+	// IfMatch `"v<version>"`, the `ETag` of the order the client last saw. If it is not the order's
+	// current version the command is not applied → 412 `precondition-failed`. A tag of the
+	// earlier form, `"<revision>"` (the version less one), names the same order state. A
+	// list (`"v3", "v4"`, or the header given more than once) is met if any of its tags is
+	// the order's; tags are compared strongly, so a weak one (`W/"v3"`) never matches. `*`: the
 	// command applies to any existing order, and to no missing one (412), nor to a create.
 	// Anything but `*` or a list of quoted tags is 400.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
@@ -2129,10 +2138,11 @@ type CompleteRefundParams struct {
 	// (`--key-wait`) and then gets 409 `idempotency-key-in-flight` with `Retry-After`.
 	IdempotencyKey IdempotencyKeyRequired `json:"Idempotency-Key"`
 
-	// IfMatch `"<revision>"`, the `ETag` of the order the client last saw. If it is not the order's
-	// current revision the command is not applied → 412 `precondition-failed`. A list
-	// (`"3", "4"`, or the header given more than once) is met if any of its tags is the
-	// order's; tags are compared strongly, so a weak one (`W/"3"`) never matches. `*`: the
+	// IfMatch `"v<version>"`, the `ETag` of the order the client last saw. If it is not the order's
+	// current version the command is not applied → 412 `precondition-failed`. A tag of the
+	// earlier form, `"<revision>"` (the version less one), names the same order state. A
+	// list (`"v3", "v4"`, or the header given more than once) is met if any of its tags is
+	// the order's; tags are compared strongly, so a weak one (`W/"v3"`) never matches. `*`: the
 	// command applies to any existing order, and to no missing one (412), nor to a create.
 	// Anything but `*` or a list of quoted tags is 400.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
@@ -2153,10 +2163,11 @@ type ShipOrderParams struct {
 	// (`--key-wait`) and then gets 409 `idempotency-key-in-flight` with `Retry-After`.
 	IdempotencyKey IdempotencyKeyRequired `json:"Idempotency-Key"`
 
-	// IfMatch `"<revision>"`, the `ETag` of the order the client last saw. If it is not the order's
-	// current revision the command is not applied → 412 `precondition-failed`. A list
-	// (`"3", "4"`, or the header given more than once) is met if any of its tags is the
-	// order's; tags are compared strongly, so a weak one (`W/"3"`) never matches. `*`: the
+	// IfMatch `"v<version>"`, the `ETag` of the order the client last saw. If it is not the order's
+	// current version the command is not applied → 412 `precondition-failed`. A tag of the
+	// earlier form, `"<revision>"` (the version less one), names the same order state. A
+	// list (`"v3", "v4"`, or the header given more than once) is met if any of its tags is
+	// the order's; tags are compared strongly, so a weak one (`W/"v3"`) never matches. `*`: the
 	// command applies to any existing order, and to no missing one (412), nor to a create.
 	// Anything but `*` or a list of quoted tags is 400.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
@@ -2188,10 +2199,11 @@ type ConfirmPaymentByIdParams struct {
 	// (`--key-wait`) and then gets 409 `idempotency-key-in-flight` with `Retry-After`.
 	IdempotencyKey IdempotencyKeyRequired `json:"Idempotency-Key"`
 
-	// IfMatch `"<revision>"`, the `ETag` of the order the client last saw. If it is not the order's
-	// current revision the command is not applied → 412 `precondition-failed`. A list
-	// (`"3", "4"`, or the header given more than once) is met if any of its tags is the
-	// order's; tags are compared strongly, so a weak one (`W/"3"`) never matches. `*`: the
+	// IfMatch `"v<version>"`, the `ETag` of the order the client last saw. If it is not the order's
+	// current version the command is not applied → 412 `precondition-failed`. A tag of the
+	// earlier form, `"<revision>"` (the version less one), names the same order state. A
+	// list (`"v3", "v4"`, or the header given more than once) is met if any of its tags is
+	// the order's; tags are compared strongly, so a weak one (`W/"v3"`) never matches. `*`: the
 	// command applies to any existing order, and to no missing one (412), nor to a create.
 	// Anything but `*` or a list of quoted tags is 400.
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
