@@ -3,6 +3,7 @@ package tests
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -108,4 +109,30 @@ func TestWebhookDescriptionIsText(t *testing.T) {
 		checkProblem(t, r, http.StatusBadRequest, "malformed-request")
 	}
 	s.ok(t, alice, http.StatusCreated, "POST", "/v1/webhook-endpoints", "desc-ok", map[string]any{"url": rec.url, "events": []string{"*"}, "description": "Shop – orders, ünïcode"})
+}
+
+// In development mode on the embedded store, webhooks work out of the box: without a key the
+// server makes one in its data directory (owner-only), and keeps it across restarts. With API
+// keys and no webhook key, webhooks are off (503), as an operator must choose where the key lives.
+func TestWebhooksWorkOutOfTheBoxInDevelopmentMode(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "", "--webhooks-allow-private")
+	body := map[string]any{"url": "https://127.0.0.1:9/hooks", "events": []string{"*"}}
+	first := s.do(t, "POST", "/v1/webhook-endpoints", "dev-hook", body)
+	wantStatus(t, first, http.StatusCreated)
+	info, err := os.Stat(filepath.Join(s.dir, "webhooks.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode := info.Mode().Perm(); mode != 0o600 {
+		t.Errorf("the key file's mode is %v, want 0600", mode)
+	}
+	s.restart(t)
+	again := s.do(t, "POST", "/v1/webhook-endpoints", "dev-hook", body)
+	if again.status != http.StatusCreated || again.str("secret") != first.str("secret") {
+		t.Errorf("the registration's retry after a restart: %s; want the first secret, opened by the same key", again.body)
+	}
+
+	keyed := startServer(t, "", "--keys-file", accessKeysFile(t), "--webhooks-allow-private")
+	checkProblem(t, keyed.as(t, alice, "POST", "/v1/webhook-endpoints", "no-key", body), http.StatusServiceUnavailable, "unavailable")
 }

@@ -60,6 +60,12 @@ func LoadKeyFile(path, dataDir string, generate bool) ([]byte, error) {
 	if inside(path, dataDir) {
 		return nil, fmt.Errorf("webhook secret key file %s is inside the data directory %s; keep it elsewhere", path, dataDir)
 	}
+	return ReadKeyFile(path, generate)
+}
+
+// ReadKeyFile reads the key in path, wherever it is; with generate, a missing file is created
+// with a new random key (mode 0600).
+func ReadKeyFile(path string, generate bool) ([]byte, error) {
 	text, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) && generate {
 		key := make([]byte, 32)

@@ -126,7 +126,7 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		return err
 	}
 	var stopWebhooks func()
-	if srv.Webhooks, stopWebhooks, err = cmd.Webhooks.start(ctx, e, cmd.Data, timed, store, cmd.Backend.singleServer(), cmd.KeyTTL, srv.Node, metrics.Registry, log); err != nil {
+	if srv.Webhooks, stopWebhooks, err = cmd.Webhooks.start(ctx, e, cmd.Data, timed, store, cmd.Backend.singleServer(), len(keys) == 0, cmd.KeyTTL, srv.Node, metrics.Registry, log); err != nil {
 		return err
 	}
 	defer stopWebhooks()

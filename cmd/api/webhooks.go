@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,7 +20,7 @@ import (
 
 // webhookFlags configure the webhook deliveries of serve.
 type webhookFlags struct {
-	WebhooksSecretKeyFile string        `env:"API_WEBHOOKS_SECRET_KEY_FILE" placeholder:"FILE" help:"File holding the key (64 hex digits) that seals webhook signing secrets in the store; it may not be inside --data, so that a copy of the data directory does not reveal them. Or give the key in API_WEBHOOKS_SECRET_KEY. Without either, webhooks are off (their routes answer 503)."`
+	WebhooksSecretKeyFile string        `env:"API_WEBHOOKS_SECRET_KEY_FILE" placeholder:"FILE" help:"File holding the key (64 hex digits) that seals webhook signing secrets in the store; it may not be inside --data, so that a copy of the data directory does not reveal them. Or give the key in API_WEBHOOKS_SECRET_KEY. Without either, in development mode (no --keys-file) on the embedded store the key is made in --data as webhooks.key; otherwise webhooks are off (their routes answer 503)."`
 	WebhooksGenerateKey   bool          `env:"API_WEBHOOKS_GENERATE_KEY" help:"Create --webhooks-secret-key-file with a new random key if it does not exist."`
 	WebhooksAllowPrivate  bool          `env:"API_WEBHOOKS_ALLOW_PRIVATE" help:"Allow webhook URLs with plain http and loopback, private and link-local addresses (for tests and closed networks)."`
 	WebhooksRetrySchedule string        `default:"0s,5s,5m,30m,2h,5h,10h,10h" env:"API_WEBHOOKS_RETRY_SCHEDULE" help:"Delay before each delivery attempt (retries get up to 20% jitter); after the last the delivery is dead-lettered."`
@@ -48,9 +49,15 @@ func (f webhookFlags) config(singleNode bool, keyTTL time.Duration) (webhooks.Co
 	return c, c.Check()
 }
 
-// sealer makes the secrets' sealer from the key file or API_WEBHOOKS_SECRET_KEY; nil (webhooks
-// off) without either.
-func (f webhookFlags) sealer(dataDir string, getenv func(string) string) (*webhooks.Sealer, error) {
+// devKeyFile is the webhook secret key of development mode on the embedded store, in the data
+// directory.
+const devKeyFile = "webhooks.key"
+
+// sealer makes the secrets' sealer from the key file or API_WEBHOOKS_SECRET_KEY. Without
+// either, in development mode on the embedded store (dev), the key is the data directory's
+// devKeyFile, made at the first start: webhooks work out of the box on a laptop, where a copy
+// of the data directory is the developer's own. Elsewhere, nil: webhooks are off.
+func (f webhookFlags) sealer(dataDir string, dev bool, getenv func(string) string, log *slog.Logger) (*webhooks.Sealer, error) {
 	var key []byte
 	var err error
 	switch env := getenv("API_WEBHOOKS_SECRET_KEY"); {
@@ -60,6 +67,10 @@ func (f webhookFlags) sealer(dataDir string, getenv func(string) string) (*webho
 		key, err = webhooks.LoadKeyFile(f.WebhooksSecretKeyFile, dataDir, f.WebhooksGenerateKey)
 	case env != "":
 		key, err = webhooks.ParseKey(env)
+	case dev:
+		path := filepath.Join(dataDir, devKeyFile)
+		key, err = webhooks.ReadKeyFile(path, true)
+		log.Info("webhook signing secrets sealed by the key in the data directory (development mode); with --keys-file, give --webhooks-secret-key-file outside it", "file", path)
 	default:
 		return nil, nil
 	}
@@ -72,10 +83,10 @@ func (f webhookFlags) sealer(dataDir string, getenv func(string) string) (*webho
 // startWebhooks starts the deliveries; stop waits for them to end. Without a key it returns
 // nil: webhooks are off.
 // single says the store has one server (storeFlags.singleServer): a lease left by a process
-// that died is this one's to take at once.
+// that died is this one's to take at once. dev says the server runs in development mode.
 func (f webhookFlags) start(ctx context.Context, e *env, dataDir string, store eventstore.Store, feed eventstore.Feed,
-	single bool, keyTTL time.Duration, node string, reg prometheus.Registerer, log *slog.Logger) (svc *webhooks.Service, stop func(), err error) {
-	sealer, err := f.sealer(dataDir, e.getenv)
+	single, dev bool, keyTTL time.Duration, node string, reg prometheus.Registerer, log *slog.Logger) (svc *webhooks.Service, stop func(), err error) {
+	sealer, err := f.sealer(dataDir, dev && single, e.getenv, log)
 	if err != nil || sealer == nil {
 		return nil, func() {}, err
 	}
