@@ -28,10 +28,9 @@ var fuzzRoutes = []struct {
 	{"request-refund", requestRefund, false}, {"complete-refund", completeRefund, false},
 }
 
-// bugTrailingData is a server bug that this fuzz target found. decode and idempotency's
-// canonical JSON look for data after the JSON value with json.Decoder.More, which reports
-// false before a ']' or '}': `{"reason":"x"}]` is taken as `{"reason":"x"}`. Until it is
-// fixed (b4fbdda) the check only logged it.
+// bugTrailingData is a server bug that this fuzz target found: looking for data after the
+// JSON value with json.Decoder.More, which reports false before a ']' or '}', takes
+// `{"reason":"x"}]` for `{"reason":"x"}`.
 const bugTrailingData = "a body with ']' or '}' after its JSON object is accepted, not refused as malformed"
 
 // FuzzCommandBody decodes arbitrary bodies and path values as each command route does. A

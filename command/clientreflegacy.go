@@ -48,14 +48,14 @@ type LegacyScan struct {
 // none, it appends the marker with expected revision NoStream. On a new store that is at once.
 //
 // Appending the marker after the scan is sound because nothing appends a legacy claim any more:
-// no release since claims are per principal (commit 0acd655) writes one, so every legacy claim
+// no release since claims became per principal writes one, so every legacy claim
 // a store holds was committed before the scan began, and the scan, which reads the log to its
 // end, meets it. NoStream only settles which of several nodes' scans writes the marker (the
-// same event id, so a repeat is recognised). A node of a release before 0acd655 sharing a
+// same event id, so a repeat is recognised). A node of a release with legacy claims sharing a
 // KurrentDB with this one could still append a legacy claim after the scan; such a mix breaks
 // the guarantee the other way already (that node reads no per-principal claim, so it lets
-// through a reference another node's order holds), so a cluster is upgraded past 0acd655 as a
-// whole.
+// through a reference another node's order holds), so a cluster is upgraded past legacy claims
+// as a whole.
 func (h *Handler) ScanLegacyClientRefs(ctx context.Context, feed eventstore.Feed) (LegacyScan, error) {
 	marked, err := h.noLegacyMarker(ctx)
 	if err != nil {

@@ -29,7 +29,7 @@ type Metadata struct {
 // eventIDSpace is the UUIDv5 namespace of derived event ids. Changing it, or anything else in
 // eventID, makes a retry of a command run before the change append other ids than its first
 // run: the store no longer takes the second append for a repeat, and the retry is recognised
-// only by the order's stream, whose events carry their key (Handler.Load), as after 9882b74.
+// only by the order's stream, whose events carry their key (Handler.Load).
 var eventIDSpace = uuid.MustParse("7d4e9a52-3c1b-4c55-9f3e-6a0d2b8e1f40")
 
 // eventID returns the id of the index-th event that the command with md's key appends to
