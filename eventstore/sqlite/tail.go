@@ -113,7 +113,7 @@ func (t *tail) forget(deleted map[string]bool) {
 	}
 }
 
-// drop lets the oldest n events go: whole chunks, or the start of one.
+// drop lets the oldest n events go: whole chunks, or the start of one, whose rest is copied.
 func (t *tail) drop(n int) {
 	for n > 0 && len(t.chunks) > 0 {
 		c := t.chunks[0]
@@ -128,7 +128,9 @@ func (t *tail) drop(n int) {
 			t.chunks[0] = nil
 			t.chunks = t.chunks[1:]
 		} else {
-			t.chunks[0] = c[k:]
+			// The rest into an array of its own: c's would keep the dropped events' bytes
+			// alive, past tailBytes, as long as any of c is kept.
+			t.chunks[0] = slices.Clone(c[k:])
 		}
 	}
 }

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -167,4 +168,29 @@ func TestSubscriptionReadsAcrossTheTailsChunks(t *testing.T) {
 			break
 		}
 	}
+}
+
+// Large events keep the tail within tailBytes of heap, not only of its count: the events it
+// lets go of are freed, even those that shared an array with events it keeps.
+func TestTailOfLargeEventsStaysWithinItsBytes(t *testing.T) {
+	var tl tail
+	heap := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	for p := uint64(1); p <= 200; p++ {
+		e := eventstore.RecordedEvent{Stream: "s", Position: position(p), Data: make([]byte, 1<<20)}
+		tl.add([]eventstore.RecordedEvent{e}, nil)
+	}
+	grown := int64(heap()) - int64(before)
+	if tl.bytes > tailBytes {
+		t.Errorf("the tail counts %d bytes, over %d", tl.bytes, tailBytes)
+	}
+	if grown > tailBytes+tailBytes/4 {
+		t.Errorf("the tail of 200 events of 1 MiB holds %d MiB of heap; want at most %d MiB and a little", grown>>20, tailBytes>>20)
+	}
+	runtime.KeepAlive(&tl)
 }
