@@ -81,6 +81,18 @@ func BenchmarkDecodeManyLines(b *testing.B) {
 	}
 }
 
+// BenchmarkDecodeSmallCreate reads a create of two lines as its route does.
+func BenchmarkDecodeSmallCreate(b *testing.B) {
+	body := []byte(`{"customerId":"c-1","currency":"EUR","clientReference":"ref-1","lines":[{"sku":"sku-1","quantity":2,"unitPrice":1000},{"sku":"sku-2","name":"A thing","quantity":1,"unitPrice":500}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		var c createBody
+		if err := decode(body, &c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkCreate serves keyed creates, each with a new key, one after another, as the load
 // harness's keyed creates do: the claim, the order's events and the outcome, on the embedded
 // store. Its allocations and CPU profile are those of a create; its time is mostly the disk's.
