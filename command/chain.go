@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"strconv"
 )
@@ -86,17 +87,17 @@ func StoredHash(metadata []byte) string {
 }
 
 // chained encodes md for the event at revision of stream, chained after prevHash; it returns
-// the metadata to store and the event's hash. The metadata is encoded in place, after room for
-// the hash member: until the hash is known, the member's last byte (its comma) is the
-// encoding's opening brace, so that m above is the buffer's tail and is never copied.
+// the metadata to store and the event's hash. The stored metadata is the hash member, then md
+// as encoding/json writes it, its opening brace replaced by the member's comma: the hash is
+// over md's bytes as stored, so their encoder must not change a byte.
 func chained(md Metadata, prevHash, stream string, revision uint64, typ string, data []byte) ([]byte, string, error) {
 	md.PrevHash = prevHash
-	size := hashMember + 200 + len(md.Principal) + len(md.IdempotencyKey) + len(md.Fingerprint) +
-		len(md.CorrelationID) + len(md.CausationID) + len(md.Command) + len(prevHash)
-	out, err := md.appendJSON(make([]byte, hashMember-1, size))
+	m, err := json.Marshal(md)
 	if err != nil {
 		return nil, "", err
 	}
+	out := make([]byte, hashMember-1+len(m))
+	copy(out[hashMember-1:], m)
 	var sum [2 * sha256.Size]byte
 	chainHash(&sum, prevHash, stream, revision, typ, data, out[hashMember-1:])
 	n := copy(out, hashPrefix)

@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/acme/orders/jsonenc"
-
 	"github.com/google/uuid"
 	"github.com/oklog/ulid/v2"
 )
@@ -71,19 +69,4 @@ func nameID(principal, key, stream string, index int) uuid.UUID {
 	id[6] = id[6]&0x0f | 0x50 // version 5 (name-based, SHA-1)
 	id[8] = id[8]&0x3f | 0x80 // variant RFC 9562
 	return id
-}
-
-// appendJSON appends md as encoding/json writes it (TestMetadataIsEncodingJSONs): the stored
-// metadata is hashed as stored, so its encoder must not change a byte.
-func (md Metadata) appendJSON(dst []byte) ([]byte, error) {
-	o := jsonenc.Open(dst)
-	o.StringOmitEmpty("principal", md.Principal)
-	o.StringOmitEmpty("idempotencyKey", md.IdempotencyKey)
-	o.StringOmitEmpty("fingerprint", md.Fingerprint)
-	o.StringOmitEmpty("correlationId", md.CorrelationID)
-	o.StringOmitEmpty("causationId", md.CausationID)
-	o.String("command", md.Command)
-	o.Time("at", md.At)
-	o.StringOmitEmpty("prevHash", md.PrevHash)
-	return o.Close()
 }

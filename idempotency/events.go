@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/acme/orders/eventstore"
-	"github.com/acme/orders/jsonenc"
 	"github.com/google/uuid"
 )
 
@@ -139,78 +138,6 @@ func newEvent(typ string, data []byte) eventstore.EventData {
 	return eventstore.EventData{ID: uuid.Must(uuid.NewV7()), Type: typ, Data: data}
 }
 
-// The events every key writes are encoded as encoding/json writes them, byte for byte
-// (TestKeyEventsAreEncodingJSONs), without its reflection: a claim and an outcome per command.
-
-func (c Claimed) appendJSON(dst []byte) ([]byte, error) {
-	o := jsonenc.Open(dst)
-	c.fields(&o)
-	return o.Close()
-}
-
-func (c Claimed) fields(o *jsonenc.Object) {
-	o.String("principal", c.Principal)
-	o.String("key", c.Key)
-	o.String("method", c.Method)
-	o.String("path", c.Path)
-	o.String("fingerprint", c.Fingerprint)
-	o.String("orderId", c.OrderID)
-	o.String("claimant", c.Claimant)
-	o.Time("claimedAt", c.ClaimedAt)
-	o.Time("leaseUntil", c.LeaseUntil)
-	o.Time("expiresAt", c.ExpiresAt)
-}
-
-func (c Claimed) encode() ([]byte, error) {
-	size := 300 + len(c.Principal) + len(c.Key) + len(c.Method) + len(c.Path) + len(c.Fingerprint) + len(c.OrderID) + len(c.Claimant)
-	return c.appendJSON(make([]byte, 0, size))
-}
-
-func (out Outcome) fields(o *jsonenc.Object) {
-	o.Int("status", int64(out.Status))
-	o.StringOmitEmpty("code", out.Code)
-	o.StringMapOmitEmpty("headers", out.Headers)
-	o.String("body", out.Body)
-	o.IntOmitEmpty("position", int64(out.Position))
-}
-
-// size is about what the outcome takes encoded.
-func (out Outcome) size() int {
-	size := 100 + len(out.Code) + len(out.Body) + len(out.Body)/8
-	for k, v := range out.Headers {
-		size += len(k) + len(v) + 6
-	}
-	return size
-}
-
-func (at At) fields(o *jsonenc.Object) {
-	o.StringOmitEmpty("positionStream", at.PositionStream)
-	o.IntOmitEmpty("positionRevision", int64(at.PositionRevision))
-}
-
-func (c Completed) appendJSON(dst []byte) ([]byte, error) {
-	o := jsonenc.Open(dst)
-	c.Outcome.fields(&o)
-	o.String("orderId", c.OrderID)
-	o.Time("completedAt", c.CompletedAt)
-	c.At.fields(&o)
-	return o.Close()
-}
-
-func (c Completed) encode() ([]byte, error) {
-	return c.appendJSON(make([]byte, 0, c.Outcome.size()+100+len(c.OrderID)+len(c.PositionStream)))
-}
-
-func (r Recorded) appendJSON(dst []byte) ([]byte, error) {
-	o := jsonenc.Open(dst)
-	r.Claimed.fields(&o)
-	r.Outcome.fields(&o)
-	r.At.fields(&o)
-	return o.Close()
-}
-
-func (r Recorded) encode() ([]byte, error) {
-	c := r.Claimed
-	size := 300 + len(c.Principal) + len(c.Key) + len(c.Method) + len(c.Path) + len(c.Fingerprint) + len(c.OrderID) + len(c.Claimant)
-	return r.appendJSON(make([]byte, 0, size+r.Outcome.size()+len(r.PositionStream)))
-}
+func (c Claimed) encode() ([]byte, error)   { return json.Marshal(c) }
+func (c Completed) encode() ([]byte, error) { return json.Marshal(c) }
+func (r Recorded) encode() ([]byte, error)  { return json.Marshal(r) }

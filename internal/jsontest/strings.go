@@ -1,7 +1,6 @@
-// Package jsonenctest gives the tests of encoders built on jsonenc the strings that tell an
-// encoder from encoding/json, if anything does, the other values they draw (Values), and a
-// check that their generated values set every field of the type encoded (Fields).
-package jsonenctest
+// Package jsontest gives tests of stored formats (hashes, ids, fingerprints) the strings that
+// exercise every escape of encoding/json.
+package jsontest
 
 import "math/rand/v2"
 
