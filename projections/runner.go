@@ -560,39 +560,24 @@ func (rn *run) linger(ctx context.Context, events <-chan eventstore.RecordedEven
 	return batch
 }
 
-// follow feeds every projection's live loop from the log, resubscribing after transient
-// failures; a projection whose loop has returned is skipped.
+// follow feeds every projection's live loop from the log (eventstore.Follow); a projection
+// whose loop has returned is skipped. If the store closes, every loop is told.
 func (r *Runner) follow(ctx context.Context, after eventstore.Position, feeds []*feed) {
-	for attempt := 0; ; attempt++ {
-		for e, err := range r.Feed.SubscribeAll(ctx, eventstore.SubscribeOptions{After: after}) {
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				if errors.Is(err, eventstore.ErrClosed) || attempt >= 10 {
-					for _, f := range feeds {
-						f.failed <- err
-					}
-					return
-				}
-				r.log().Warn("projection subscription dropped; resubscribing", "error", err)
-				break
+	dropped := func(err error) { r.log().Warn("projection subscription dropped; resubscribing", "error", err) }
+	err := eventstore.Follow(ctx, r.Feed, eventstore.SubscribeOptions{After: after}, dropped, func(e eventstore.RecordedEvent) error {
+		for _, f := range feeds {
+			select {
+			case f.events <- e:
+			case <-f.gone:
+			case <-ctx.Done():
+				return ctx.Err()
 			}
-			attempt = 0
-			for _, f := range feeds {
-				select {
-				case f.events <- e:
-				case <-f.gone:
-				case <-ctx.Done():
-					return
-				}
-			}
-			after = e.Position
 		}
-		select {
-		case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
-		case <-ctx.Done():
-			return
+		return nil
+	})
+	if ctx.Err() == nil {
+		for _, f := range feeds {
+			f.failed <- err
 		}
 	}
 }

@@ -105,30 +105,22 @@ func (s *Service) Run(ctx context.Context) error {
 // reloads the endpoint and wakes the supervisor.
 func (s *Service) watch(ctx context.Context, after eventstore.Position, changed *signal) {
 	filter := eventstore.Filter{StreamPrefixes: []string{command.StreamName(""), endpointPrefix}}
-	for ctx.Err() == nil {
-		for e, err := range s.Feed.SubscribeAll(ctx, eventstore.SubscribeOptions{After: after, Filter: filter}) {
-			if err != nil {
-				if ctx.Err() == nil {
-					s.Log.Warn("webhooks: follow the log", "error", err)
-				}
-				break
+	dropped := func(err error) { s.Log.Warn("webhooks: follow the log", "error", err) }
+	err := eventstore.Follow(ctx, s.Feed, eventstore.SubscribeOptions{After: after, Filter: filter}, dropped, func(e eventstore.RecordedEvent) error {
+		if id, ok := strings.CutPrefix(e.Stream, endpointPrefix); ok {
+			if err := s.Endpoints.Reload(ctx, id); err != nil {
+				s.Log.Warn("webhook endpoint", "endpoint", id, "error", err)
 			}
-			after = e.Position
-			if id, ok := strings.CutPrefix(e.Stream, endpointPrefix); ok {
-				if err := s.Endpoints.Reload(ctx, id); err != nil {
-					s.Log.Warn("webhook endpoint", "endpoint", id, "error", err)
-				}
-				changed.notify()
-				continue
-			}
-			principal := principalOf(e)
-			s.tail.hand(e, principal)
-			s.wakeFor(principal).notify()
+			changed.notify()
+			return nil
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
+		principal := principalOf(e)
+		s.tail.hand(e, principal)
+		s.wakeFor(principal).notify()
+		return nil
+	})
+	if ctx.Err() == nil {
+		s.Log.Warn("webhooks: the log is no longer followed", "error", err)
 	}
 }
 
