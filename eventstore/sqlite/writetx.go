@@ -1,0 +1,355 @@
+package sqlite
+
+import (
+	"bytes"
+	"database/sql/driver"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/acme/orders/eventstore"
+)
+
+// answerRefusals answers, before the commit, each refusal of a stream that the transaction
+// leaves as it was: the refusal rests on committed events alone, and holds whatever becomes
+// of the transaction. A refusal of a stream the transaction wrote waits for the commit: its
+// Actual names a revision that is durable only then, and a read before then still finds the
+// revision the loser expected, with which it would only lose again.
+func (w *writeTx) answerRefusals(pending []*request) {
+	for _, r := range pending {
+		if wrong, ok := r.err.(*eventstore.WrongExpectedRevisionError); ok {
+			if _, changed := w.undo[wrong.Stream]; !changed {
+				r.answer()
+			}
+		}
+	}
+}
+
+// writeTx applies requests inside the writer's transaction.
+type writeTx struct {
+	tx   driver.Tx
+	conn *writeConn
+	now  int64
+
+	// streams caches stream rows across transactions; only the writer touches it, so it is
+	// the truth for every stream it holds. undo keeps the entries this transaction changed,
+	// as they were, to restore them if it rolls back.
+	streams map[string]streamRow
+	undo    map[string]cachedRow
+
+	// written and deleted are what the transaction did, for the tail once it commits. bytes
+	// holds the written events' data and metadata: one array for the transaction, which only
+	// grows within its capacity, so that what the tail hands out is never written over.
+	written []eventstore.RecordedEvent
+	deleted map[string]bool
+	bytes   []byte
+}
+
+// cachedRow is a stream's entry in the writer's cache, or its absence.
+type cachedRow struct {
+	row    streamRow
+	cached bool
+}
+
+// streamRow is a stream's row; id 0 means the stream was never written.
+type streamRow struct {
+	id            int64
+	revision      uint64 // of the last event ever written
+	firstRevision uint64 // of the current life
+	deleted       bool
+}
+
+func (sr streamRow) live() bool { return sr.id != 0 && !sr.deleted }
+
+// actual is the stream's state as a wrong-expected-revision error reports it.
+func (sr streamRow) actual() eventstore.ExpectedRevision {
+	if !sr.live() {
+		return eventstore.NoStream
+	}
+	return eventstore.Exact(sr.revision)
+}
+
+func (w *writeTx) stream(name string) (streamRow, error) {
+	if sr, ok := w.streams[name]; ok {
+		return sr, nil
+	}
+	rows, err := w.conn.stream.query(name)
+	if err != nil {
+		return streamRow{}, err
+	}
+	var sr streamRow
+	if len(rows) == 1 {
+		row := rows[0]
+		sr = streamRow{id: asInt(row[0]), firstRevision: uint64(asInt(row[1])), revision: uint64(asInt(row[2])), deleted: asInt(row[3]) != 0}
+		if last, ok := row[4].(int64); ok && !sr.deleted {
+			sr.revision = uint64(last)
+		}
+	}
+	w.streams[name] = sr
+	return sr, nil
+}
+
+// setStream records the stream's new state, keeping the old one for rollback.
+func (w *writeTx) setStream(name string, sr streamRow) {
+	if _, ok := w.undo[name]; !ok {
+		old, cached := w.streams[name]
+		w.undo[name] = cachedRow{old, cached}
+	}
+	w.streams[name] = sr
+}
+
+// rollback undoes the transaction, in the database and in the stream cache.
+func (w *writeTx) rollback() {
+	w.tx.Rollback()
+	for name, old := range w.undo {
+		if old.cached {
+			w.streams[name] = old.row
+		} else {
+			delete(w.streams, name)
+		}
+	}
+}
+
+// check reports whether expected matches the stream.
+func check(sr streamRow, expected eventstore.ExpectedRevision) bool {
+	switch {
+	case expected.IsAny():
+		return true
+	case expected.IsNoStream():
+		return !sr.live()
+	case expected.IsStreamExists():
+		return sr.live()
+	}
+	rev, _ := expected.Revision()
+	return sr.live() && sr.revision == rev
+}
+
+// appendAll makes appends all or nothing. Every one is checked before any event is written, so
+// that a refusal leaves the transaction as it was; a failed write aborts it. A stream created
+// with NoStream that the writer has not cached is claimed by its row's INSERT in the check
+// itself (see claim): a refusal of a later append deletes the rows claimed before it.
+func (w *writeTx) appendAll(appends []eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
+	results := make([]eventstore.AppendResult, len(appends))
+	rows := make([]streamRow, len(appends))
+	claimed := make([]bool, len(appends))
+	for i, a := range appends {
+		var err error
+		if rows[i], claimed[i], err = w.claim(a.Stream, a.Expected, len(a.Events)); err == nil && !claimed[i] {
+			rows[i], results[i], err = w.plan(a.Stream, rows[i], a.Expected, a.Events)
+		}
+		if err != nil {
+			return nil, w.unclaim(rows[:i], claimed[:i], err)
+		}
+	}
+	for i, a := range appends {
+		if results[i].Fate == eventstore.FateRepeated {
+			continue
+		}
+		var err error
+		if results[i], err = w.write(a.Stream, rows[i], claimed[i], a.Events); err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
+
+// claim returns the stream's row: the cached one, or for an append with expected NoStream to a
+// stream the writer has not cached, one it inserts for the n events to come, unless the name
+// has a row already (then it reads that row, as for any other append). A new stream so costs
+// one statement instead of a SELECT that finds nothing and the INSERT. claimed says that the
+// row is the inserted one, for n events from revision 0.
+func (w *writeTx) claim(name string, expected eventstore.ExpectedRevision, n int) (sr streamRow, claimed bool, err error) {
+	if sr, cached := w.streams[name]; cached || !expected.IsNoStream() {
+		if !cached {
+			sr, err = w.stream(name)
+		}
+		return sr, false, err
+	}
+	res, err := w.conn.exec(w.conn.claimStream, name, n-1)
+	if err != nil {
+		return streamRow{}, false, err
+	}
+	if inserted, err := res.RowsAffected(); err != nil || inserted == 0 {
+		if err == nil {
+			sr, err = w.stream(name) // the name has a row: a live stream, or a deleted one
+		}
+		return sr, false, err
+	}
+	if sr.id, err = res.LastInsertId(); err != nil {
+		return streamRow{}, false, errAbort{err}
+	}
+	sr.revision = uint64(n - 1)
+	return sr, true, nil
+}
+
+// unclaim deletes the rows that claim inserted for appends checked before one that is not made
+// for err, and returns err; if it cannot, the request aborts (see errAbort) with err.
+func (w *writeTx) unclaim(rows []streamRow, claimed []bool, err error) error {
+	for i, sr := range rows {
+		if !claimed[i] {
+			continue
+		}
+		if _, derr := w.conn.exec(w.conn.unclaimStream, sr.id); derr != nil {
+			return errAbort{err}
+		}
+	}
+	return err
+}
+
+// plan decides an append to the stream with row sr without writing: it returns the row to
+// write the events after, or the result of the earlier append they repeat (FateRepeated), or
+// why they cannot be appended.
+func (w *writeTx) plan(name string, sr streamRow, expected eventstore.ExpectedRevision, events []eventstore.EventData) (streamRow, eventstore.AppendResult, error) {
+	if !check(sr, expected) {
+		wrong := &eventstore.WrongExpectedRevisionError{Stream: name, Expected: expected, Actual: sr.actual()}
+		// A repeat of an exact append finds its events right after the revision it expected.
+		from, exact := expected.Revision()
+		from++
+		if expected.IsNoStream() {
+			from, exact = sr.firstRevision, true
+		}
+		if !exact || !sr.live() || from > sr.revision {
+			return streamRow{}, eventstore.AppendResult{}, wrong
+		}
+		res, repeat, err := w.repeated(sr.id, from, events)
+		if err != nil || repeat {
+			return sr, res, err
+		}
+		return streamRow{}, eventstore.AppendResult{}, wrong
+	}
+	if expected.IsAny() || expected.IsStreamExists() {
+		// Without an exact revision, a repeat is found by its first event id.
+		rows, err := w.conn.findEvent.query(events[0].ID[:])
+		if err != nil {
+			return streamRow{}, eventstore.AppendResult{}, err
+		}
+		if len(rows) == 1 {
+			if streamID, from := asInt(rows[0][0]), uint64(asInt(rows[0][1])); streamID == sr.id {
+				res, repeat, err := w.repeated(sr.id, from, events)
+				if err != nil || repeat {
+					return sr, res, err
+				}
+			}
+			return streamRow{}, eventstore.AppendResult{}, fmt.Errorf("%w: %s", eventstore.ErrDuplicateEventID, events[0].ID)
+		}
+	}
+	return sr, eventstore.AppendResult{}, nil
+}
+
+// repeated reports whether the stream holds exactly events, in order, from revision from, and
+// if so the result of the append that wrote them.
+func (w *writeTx) repeated(streamID int64, from uint64, events []eventstore.EventData) (eventstore.AppendResult, bool, error) {
+	rows, err := w.conn.eventsFrom.query(streamID, from, len(events))
+	if err != nil || len(rows) != len(events) {
+		return eventstore.AppendResult{}, false, err
+	}
+	for i, row := range rows {
+		if !bytes.Equal(asBytes(row[0]), events[i].ID[:]) {
+			return eventstore.AppendResult{}, false, nil
+		}
+	}
+	last := rows[len(rows)-1]
+	return eventstore.AppendResult{Revision: uint64(asInt(last[1])), Position: position(uint64(asInt(last[2]))), Fate: eventstore.FateRepeated}, true, nil
+}
+
+// write appends events after the stream's last revision, creating or reviving its row; a row
+// that claim inserted (claimed) is the stream's, with its revision that of the last event.
+func (w *writeTx) write(name string, sr streamRow, claimed bool, events []eventstore.EventData) (eventstore.AppendResult, error) {
+	first := uint64(0)
+	if sr.id != 0 && !claimed {
+		first = sr.revision + 1
+	}
+	last := first + uint64(len(events)) - 1
+	switch {
+	case claimed:
+	case sr.id == 0:
+		res, err := w.conn.exec(w.conn.insertStream, name, last)
+		if err != nil {
+			return eventstore.AppendResult{}, errAbort{err}
+		}
+		if sr.id, err = res.LastInsertId(); err != nil {
+			return eventstore.AppendResult{}, errAbort{err}
+		}
+	case sr.deleted:
+		if _, err := w.conn.exec(w.conn.updateStream, first, last, sr.id); err != nil {
+			return eventstore.AppendResult{}, errAbort{err}
+		}
+		sr.firstRevision, sr.deleted = first, false
+	}
+	sr.revision = last
+	w.setStream(name, sr)
+	var res eventstore.AppendResult
+	for i := range events {
+		e := &events[i] // not a copy, which e.ID[:] would move to the heap
+		var metadata []byte
+		if len(e.Metadata) > 0 {
+			metadata = e.Metadata
+		}
+		r, err := w.conn.exec(w.conn.insertEvent, e.ID[:], sr.id, first+uint64(i), e.Type, e.Data, metadata, w.now)
+		if err != nil {
+			return eventstore.AppendResult{}, errAbort{err}
+		}
+		if n, err := r.RowsAffected(); err != nil || n == 0 {
+			return eventstore.AppendResult{}, errAbort{fmt.Errorf("%w: %s", eventstore.ErrDuplicateEventID, e.ID)}
+		}
+		pos, err := r.LastInsertId()
+		if err != nil {
+			return eventstore.AppendResult{}, errAbort{err}
+		}
+		res = eventstore.AppendResult{Revision: first + uint64(i), Position: position(uint64(pos)), Fate: eventstore.FateWritten}
+		w.keep(e, name, res)
+	}
+	return res, nil
+}
+
+func (w *writeTx) delete(name string, expected eventstore.ExpectedRevision) error {
+	sr, err := w.stream(name)
+	if err != nil {
+		return err
+	}
+	if !check(sr, expected) {
+		return &eventstore.WrongExpectedRevisionError{Stream: name, Expected: expected, Actual: sr.actual()}
+	}
+	if !sr.live() {
+		return nil // Any or NoStream on a missing stream: nothing to do
+	}
+	if _, err := w.conn.exec(w.conn.deleteEvents, sr.id); err != nil {
+		return errAbort{err}
+	}
+	if _, err := w.conn.exec(w.conn.deleteStream, sr.revision, sr.id); err != nil {
+		return errAbort{err}
+	}
+	sr.deleted = true
+	w.setStream(name, sr)
+	w.written = slices.DeleteFunc(w.written, func(e eventstore.RecordedEvent) bool { return e.Stream == name })
+	if w.deleted == nil {
+		w.deleted = map[string]bool{}
+	}
+	w.deleted[name] = true
+	return nil
+}
+
+// keep notes an event written, for the tail, with its bytes copied into w.bytes: the appender
+// may reuse its own once Append returns. (An array per event cost an allocation per event
+// kept.)
+func (w *writeTx) keep(e *eventstore.EventData, stream string, at eventstore.AppendResult) {
+	data, metadata := w.copied(e.Data), w.copied(e.Metadata)
+	if len(metadata) == 0 {
+		metadata = nil
+	}
+	w.written = append(w.written, eventstore.RecordedEvent{
+		ID: e.ID, Stream: stream, Revision: at.Revision, Position: at.Position,
+		Type: e.Type, Data: data, Metadata: metadata, Recorded: time.Unix(0, w.now).UTC(),
+	})
+}
+
+// copied returns a copy of b in w.bytes, or in an array of its own if it has no room left
+// (eventBytes counts every event the transaction may write).
+func (w *writeTx) copied(b []byte) []byte {
+	if len(b) > cap(w.bytes)-len(w.bytes) {
+		return slices.Clone(b)
+	}
+	start := len(w.bytes)
+	w.bytes = append(w.bytes, b...)
+	return w.bytes[start:len(w.bytes):len(w.bytes)]
+}
