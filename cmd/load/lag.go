@@ -18,7 +18,6 @@ import (
 // Projection lag: how long after a command is acknowledged the orders read model
 // answers it, sampled by one prober so that the measurement does not change the load.
 const (
-	targetLag  = time.Second
 	lagEvery   = 100 * time.Millisecond // between the starts of two samples
 	lagTimeout = 10 * time.Second       // a sample without a 200 by then failed
 	lagErrors  = 10                     // failure messages kept
@@ -51,9 +50,9 @@ type ProjectionLag struct {
 }
 
 // met reports whether the lag target was met: every sample answered, the slowest within
-// targetLag. A window without samples proves nothing and misses it.
-func (l *Lag) met() bool {
-	return l.Samples > 0 && l.Failed == 0 && l.Max <= targetLag
+// bound. A window without samples proves nothing and misses it.
+func (l *Lag) met(bound time.Duration) bool {
+	return l.Samples > 0 && l.Failed == 0 && l.Max <= bound
 }
 
 // ack is an acknowledged command, as the lag probe needs it.

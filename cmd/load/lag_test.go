@@ -68,7 +68,7 @@ func TestProbeLag(t *testing.T) {
 	if !slices.Equal(l.Projections, want) {
 		t.Errorf("projections %+v, want %+v", l.Projections, want)
 	}
-	if !l.met() {
+	if !l.met(time.Second) {
 		t.Errorf("target missed with %+v", l)
 	}
 }
