@@ -23,6 +23,15 @@ type Store interface {
 	// DeleteStream deletes a stream if it is at the expected revision. Deleting a missing
 	// stream with Any or NoStream does nothing and succeeds.
 	DeleteStream(ctx context.Context, stream string, expected ExpectedRevision) error
+
+	// Truncate removes stream's events before revision before, as KurrentDB's $tb (truncate
+	// before) does: reads of the stream start at before, its last revision and the appends
+	// after it are as they were, and at least its last event stays, so the stream goes on.
+	// before past the last revision is ErrInvalidArgument; a missing stream is
+	// ErrStreamNotFound. Whether ReadAll still yields the removed events is the store's (the
+	// embedded store removes them; KurrentDB keeps them until a scavenge), and an append of the
+	// ids of removed events is not recognised as a repeat.
+	Truncate(ctx context.Context, stream string, before uint64) error
 }
 
 // MultiStreamAppender is a Store that appends to several streams in one atomic step, as

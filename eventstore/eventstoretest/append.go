@@ -657,3 +657,46 @@ func firstDifference(a, b []byte) int {
 	}
 	return min(len(a), len(b))
 }
+
+func testTruncate(t *testing.T, s *suite) {
+	f := s.setup(t)
+	ctx := t.Context()
+	stream, missing := f.stream("s"), f.stream("missing")
+	// Given a stream of five events,
+	given := NewEvents(5)
+	f.append(t, stream, eventstore.NoStream, given...)
+
+	// when it is truncated before revision 3,
+	if err := f.b.Truncate(ctx, stream, 3); err != nil {
+		t.Fatalf("Truncate: %v", err)
+	}
+	// then it reads from revision 3, forwards and backwards, and from an earlier revision too;
+	f.wantStream(t, stream, 3, given[3:]...)
+	if got := f.read(t, stream, eventstore.ReadStreamOptions{From: 1, Limit: 1}); len(got) != 1 || got[0].Revision != 3 {
+		t.Errorf("a read from revision 1: %v; want the event at revision 3", refsOf(got))
+	}
+	back := f.read(t, stream, eventstore.ReadStreamOptions{Direction: eventstore.Backwards, From: eventstore.End})
+	if len(back) != 2 || back[1].Revision != 3 {
+		t.Errorf("a backwards read: %v; want revisions 4 and 3", refsOf(back))
+	}
+	// its revisions go on from where they were,
+	more := NewEvents(1)
+	if res := f.append(t, stream, eventstore.Exact(4), more...); res.Revision != 5 {
+		t.Errorf("the append after the truncate is at revision %d, want 5", res.Revision)
+	}
+	// and truncating again, up to its last event, keeps that one.
+	if err := f.b.Truncate(ctx, stream, 5); err != nil {
+		t.Fatalf("Truncate up to the last event: %v", err)
+	}
+	f.wantStream(t, stream, 5, more...)
+
+	// Past the last event, or on a missing stream, it fails and changes nothing.
+	if err := f.b.Truncate(ctx, stream, 7); !errors.Is(err, eventstore.ErrInvalidArgument) {
+		t.Errorf("Truncate past the last event: %v; want ErrInvalidArgument", err)
+	}
+	f.wantStream(t, stream, 5, more...)
+	if err := f.b.Truncate(ctx, missing, 0); !errors.Is(err, eventstore.ErrStreamNotFound) {
+		t.Errorf("Truncate of a missing stream: %v; want ErrStreamNotFound", err)
+	}
+	f.wantNotFound(t, missing)
+}

@@ -68,6 +68,7 @@ func Run(t *testing.T, newBackend NewBackend, opts Options) {
 		}},
 		{"DeleteStream", []testCase{
 			{"ExpectedRevision", testDeleteExpectedRevision},
+			{"Truncate", testTruncate},
 		}},
 		{"ReadStream", []testCase{
 			{"Ranges", testReadStreamRanges},

@@ -76,6 +76,37 @@ func (s *Store) DeleteStream(ctx context.Context, stream string, expected events
 	return nil
 }
 
+// Truncate implements eventstore.Store by the stream's $tb, the rest of its metadata kept:
+// KurrentDB hides the events before it from reads at once and removes them at a scavenge.
+func (s *Store) Truncate(ctx context.Context, stream string, before uint64) error {
+	if err := eventstore.ValidateStream(stream); err != nil {
+		return err
+	}
+	if err := s.truncate(ctx, stream, before); err != nil {
+		return fmt.Errorf("truncate %s before %d: %w", stream, before, err)
+	}
+	return nil
+}
+
+func (s *Store) truncate(ctx context.Context, stream string, before uint64) error {
+	c, callCtx, release, err := s.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	actual, err := s.actual(callCtx, c, stream)
+	release()
+	last, exists := actual.Revision()
+	switch {
+	case err != nil:
+		return err
+	case !exists:
+		return fmt.Errorf("%w: %s", eventstore.ErrStreamNotFound, stream)
+	case before > last:
+		return fmt.Errorf("%w: past its last revision %d", eventstore.ErrInvalidArgument, last)
+	}
+	return s.setMetadata(ctx, stream, "$tb", strconv.FormatUint(before, 10))
+}
+
 func (s *Store) delete(ctx context.Context, stream string, expected eventstore.ExpectedRevision) error {
 	c, ctx, release, err := s.acquire(ctx)
 	if err != nil {

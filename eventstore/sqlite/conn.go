@@ -37,6 +37,7 @@ type writeConn struct {
 	stream, insertStream, updateStream, deleteStream driverStmt
 	claimStream, unclaimStream                       driverStmt
 	insertEvent, findEvent, eventsFrom, deleteEvents driverStmt
+	deleteEventsBefore                               driverStmt
 	checkpoint, walFrames                            driverStmt
 
 	args []driver.NamedValue // exec's, kept from one statement to the next
@@ -75,6 +76,7 @@ func newWriteConn(dc any, walLimit int64) (*writeConn, error) {
 		{&w.eventsFrom, `SELECT id, revision, position FROM events
 			WHERE stream_id = ? AND revision >= ? ORDER BY revision LIMIT ?`},
 		{&w.deleteEvents, `DELETE FROM events WHERE stream_id = ?`},
+		{&w.deleteEventsBefore, `DELETE FROM events WHERE stream_id = ? AND revision < ?`},
 		{&w.checkpoint, `PRAGMA wal_checkpoint(PASSIVE)`},
 		{&w.walFrames, `PRAGMA wal_checkpoint(NOOP)`},
 	} {
@@ -132,7 +134,7 @@ func walResult(rows [][]driver.Value, err error) (walState, bool) {
 
 func (w *writeConn) close() {
 	for _, st := range []driverStmt{w.stream, w.insertStream, w.claimStream, w.unclaimStream, w.updateStream, w.deleteStream,
-		w.insertEvent, w.findEvent, w.eventsFrom, w.deleteEvents, w.checkpoint, w.walFrames} {
+		w.insertEvent, w.findEvent, w.eventsFrom, w.deleteEvents, w.deleteEventsBefore, w.checkpoint, w.walFrames} {
 		if st.stmt != nil {
 			st.stmt.Close()
 		}

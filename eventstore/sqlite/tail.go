@@ -61,13 +61,14 @@ func (t *tail) since(after uint64) (events []eventstore.RecordedEvent, more, ok 
 	return c[j:len(c):len(c)], i < len(t.chunks)-1, true
 }
 
-// add appends a commit's events, having dropped those of the streams it deleted. It never
-// writes over what since handed out: only past a chunk's length, or into a new array.
-func (t *tail) add(events []eventstore.RecordedEvent, deleted map[string]bool) {
+// add appends a commit's events, having dropped those it deleted or truncated (gone: a
+// stream's events before that revision). It never writes over what since handed out: only
+// past a chunk's length, or into a new array.
+func (t *tail) add(events []eventstore.RecordedEvent, gone map[string]uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(deleted) > 0 {
-		t.forget(deleted)
+	if len(gone) > 0 {
+		t.forget(gone)
 	}
 	for _, e := range events {
 		t.bytes += size(e)
@@ -91,9 +92,9 @@ func (t *tail) add(events []eventstore.RecordedEvent, deleted map[string]bool) {
 	}
 }
 
-// forget drops the events of the deleted streams, into a new array if it holds any.
-func (t *tail) forget(deleted map[string]bool) {
-	gone := func(e eventstore.RecordedEvent) bool { return deleted[e.Stream] }
+// forget drops the events that are gone, into a new array if it holds any.
+func (t *tail) forget(before map[string]uint64) {
+	gone := func(e eventstore.RecordedEvent) bool { b, ok := before[e.Stream]; return ok && e.Revision < b }
 	if !slices.ContainsFunc(t.chunks, func(c []eventstore.RecordedEvent) bool { return slices.ContainsFunc(c, gone) }) {
 		return
 	}

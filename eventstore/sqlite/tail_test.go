@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"testing"
 	"time"
@@ -97,7 +98,7 @@ func TestTailHoldsEverythingAfterItsStart(t *testing.T) {
 
 	// A deleted stream's events leave it, as they leave the file.
 	tl.add(someEvents("c", last+1, last+3), nil)
-	tl.add(someEvents("d", last+4, last+4), map[string]bool{"c": true})
+	tl.add(someEvents("d", last+4, last+4), map[string]uint64{"c": math.MaxUint64})
 	if evs, _ := tl.all(last); positions(evs) != fmt.Sprintf("[%d..%d] (1)", last+4, last+4) {
 		t.Fatalf("after deleting c: %v; want only d's event", positions(evs))
 	}

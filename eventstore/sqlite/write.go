@@ -14,10 +14,13 @@ import (
 // request is one append, multi-stream append or delete waiting for the writer.
 type request struct {
 	ctx context.Context
-	// appends are made all or nothing. A delete has none: it deletes stream at expected.
+	// appends are made all or nothing. A delete or a truncate has none: it deletes stream at
+	// expected, or its events before revision before.
 	appends  []eventstore.StreamAppend
 	stream   string
 	expected eventstore.ExpectedRevision
+	truncate bool
+	before   uint64
 
 	results []eventstore.AppendResult // one per append
 	err     error
@@ -71,6 +74,18 @@ func (s *Store) DeleteStream(ctx context.Context, stream string, expected events
 	}
 	if err := s.submit(&request{ctx: ctx, stream: stream, expected: expected}); err != nil {
 		return fmt.Errorf("delete %s@%v: %w", stream, expected, err)
+	}
+	return nil
+}
+
+// Truncate implements eventstore.Store: the events before revision before are removed from
+// the file.
+func (s *Store) Truncate(ctx context.Context, stream string, before uint64) error {
+	if err := eventstore.ValidateStream(stream); err != nil {
+		return err
+	}
+	if err := s.submit(&request{ctx: ctx, stream: stream, truncate: true, before: before}); err != nil {
+		return fmt.Errorf("truncate %s before %d: %w", stream, before, err)
 	}
 	return nil
 }
@@ -349,9 +364,12 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 	w := writeTx{tx: tx, conn: conn, now: time.Now().UnixNano(), streams: s.streams, undo: s.undo,
 		written: s.kept[:0], bytes: make([]byte, 0, eventBytes(pending))}
 	for i, r := range pending {
-		if r.appends == nil {
+		switch {
+		case r.truncate:
+			r.err = w.truncate(r.stream, r.before)
+		case r.appends == nil:
 			r.err = w.delete(r.stream, r.expected)
-		} else {
+		default:
 			r.results, r.err = w.appendAll(r.appends)
 		}
 		var abort errAbort
@@ -381,10 +399,10 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 		s.land(f, false)
 		return -1, 0, fmt.Errorf("commit: %w", err)
 	}
-	if len(w.written) > 0 || len(w.deleted) > 0 {
+	if len(w.written) > 0 || len(w.gone) > 0 {
 		s.wrote.Store(true)
 	}
-	s.tail.add(w.written, w.deleted)
+	s.tail.add(w.written, w.gone)
 	clear(w.written) // the tail copied the events: let their bytes go with the tail's
 	s.kept = w.written
 	s.land(f, true)
@@ -406,8 +424,13 @@ func eventBytes(pending []*request) int {
 
 // storageError marks err as ErrUnavailable unless it is one of the contract's own errors.
 func storageError(err error) error {
-	if err == nil || errors.Is(err, eventstore.ErrWrongExpectedRevision) || errors.Is(err, eventstore.ErrDuplicateEventID) {
-		return err
+	for _, own := range []error{eventstore.ErrWrongExpectedRevision, eventstore.ErrDuplicateEventID, eventstore.ErrInvalidArgument, eventstore.ErrStreamNotFound} {
+		if errors.Is(err, own) {
+			return err
+		}
+	}
+	if err == nil {
+		return nil
 	}
 	return fmt.Errorf("%w: %v", eventstore.ErrUnavailable, err)
 }

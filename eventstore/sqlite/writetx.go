@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"database/sql/driver"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -37,11 +38,13 @@ type writeTx struct {
 	streams map[string]streamRow
 	undo    map[string]cachedRow
 
-	// written and deleted are what the transaction did, for the tail once it commits. bytes
-	// holds the written events' data and metadata: one array for the transaction, which only
-	// grows within its capacity, so that what the tail hands out is never written over.
+	// written and gone are what the transaction did, for the tail once it commits: gone maps
+	// a stream deleted or truncated to the revision before which its events are gone
+	// (math.MaxUint64: all). bytes holds the written events' data and metadata: one array for
+	// the transaction, which only grows within its capacity, so that what the tail hands out
+	// is never written over.
 	written []eventstore.RecordedEvent
-	deleted map[string]bool
+	gone    map[string]uint64
 	bytes   []byte
 }
 
@@ -321,12 +324,36 @@ func (w *writeTx) delete(name string, expected eventstore.ExpectedRevision) erro
 	}
 	sr.deleted = true
 	w.setStream(name, sr)
-	w.written = slices.DeleteFunc(w.written, func(e eventstore.RecordedEvent) bool { return e.Stream == name })
-	if w.deleted == nil {
-		w.deleted = map[string]bool{}
-	}
-	w.deleted[name] = true
+	w.drop(name, math.MaxUint64)
 	return nil
+}
+
+// truncate removes the events of stream name before revision before.
+func (w *writeTx) truncate(name string, before uint64) error {
+	sr, err := w.stream(name)
+	switch {
+	case err != nil:
+		return err
+	case !sr.live():
+		return fmt.Errorf("%w: %s", eventstore.ErrStreamNotFound, name)
+	case before > sr.revision:
+		return fmt.Errorf("%w: truncate %s before %d, past its last revision %d", eventstore.ErrInvalidArgument, name, before, sr.revision)
+	}
+	if _, err := w.conn.exec(w.conn.deleteEventsBefore, sr.id, int64(before)); err != nil {
+		return errAbort{err}
+	}
+	w.drop(name, before)
+	return nil
+}
+
+// drop notes that the events of stream name before revision before are gone: those this
+// transaction wrote, and those the tail holds once it commits.
+func (w *writeTx) drop(name string, before uint64) {
+	w.written = slices.DeleteFunc(w.written, func(e eventstore.RecordedEvent) bool { return e.Stream == name && e.Revision < before })
+	if w.gone == nil {
+		w.gone = map[string]uint64{}
+	}
+	w.gone[name] = max(w.gone[name], before)
 }
 
 // keep notes an event written, for the tail, with its bytes copied into w.bytes: the appender
