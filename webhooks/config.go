@@ -38,8 +38,8 @@ type Config struct {
 	// catches up again. 0: every runner reads the log on its own.
 	TailBuffer int
 	// MaxDeadLetters bounds the events of an endpoint's dead-letter stream (dead letters and
-	// retries asked for by hand): past it the stream is compacted to its latest dead letters,
-	// three quarters of MaxDeadLetters at most, and the older ones are dropped.
+	// retries asked for by hand): past it the stream is truncated to its latest events, three
+	// quarters of MaxDeadLetters, and the older dead letters are dropped.
 	MaxDeadLetters int
 	// MaxAttemptRecords bounds the attempts kept per delivery (the latest).
 	MaxAttemptRecords int

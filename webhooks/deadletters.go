@@ -17,15 +17,6 @@ import (
 // again after a crash has the same id, so the store takes it for a repeat.
 var deadLetterSpace = uuid.MustParse("0b6f3c0e-9a43-4c59-8f6a-2f1e4c7d9b10")
 
-// deadCopySpace is the UUIDv5 namespace of the ids of dead letters appended again by a
-// compaction, derived from their copy's id in the backup: a compaction resumed after a crash
-// finds which copies are in the stream already.
-var deadCopySpace = uuid.MustParse("5d1f0a8e-3c2b-4e7a-9f61-8b0c2d4e6a13")
-
-// maxBatchBytes bounds the data of one append of a compaction, below KurrentDB's default
-// --max-append-size (1 MiB).
-const maxBatchBytes = 256 << 10
-
 func (s *Service) deadLetter(ctx context.Context, endpoint string, d Delivery) error {
 	id := uuid.NewSHA1(deadLetterSpace, fmt.Appendf(nil, "%s\x00%s\x00%d\x00%d", endpoint, d.ID, d.Tries, len(d.Attempts)))
 	if d.Manual {
@@ -143,12 +134,14 @@ func (s *Service) Retry(ctx context.Context, id, delivery, by string) error {
 	return fmt.Errorf("ask for a retry of %s: %w", delivery, ErrContended)
 }
 
-// boundDeadLetters compacts the endpoint's dead-letter stream once it holds more than
-// Config.MaxDeadLetters events. The retries asked for in it are taken and checkpointed first
-// (which checks the lease too), and the stream is deleted at the revision they were read up to,
-// so no retry asked for is dropped.
+// boundDeadLetters truncates the endpoint's dead-letter stream to its latest events, three
+// quarters of Config.MaxDeadLetters, once it holds more than Config.MaxDeadLetters: the older
+// dead letters are dropped. The retries asked for in it are taken and checkpointed first (which
+// checks the lease too), and the truncation keeps every event from the first not taken, so no
+// retry asked for is dropped.
 func (r *runner) boundDeadLetters(ctx context.Context, now time.Time) error {
-	first, last, found, err := r.s.span(ctx, deadPrefix+r.id)
+	stream := deadPrefix + r.id
+	first, last, found, err := r.s.span(ctx, stream)
 	if err != nil || !found || last-first < uint64(r.s.Config.MaxDeadLetters) {
 		return err
 	}
@@ -159,10 +152,25 @@ func (r *runner) boundDeadLetters(ctx context.Context, now time.Time) error {
 	if err := r.save(ctx); err != nil { // the retries taken, and the lease checked
 		return err
 	}
-	if r.cp.DeadRead == 0 {
+	before := min(last+1-uint64(max(1, r.s.Config.MaxDeadLetters*3/4)), r.cp.DeadRead)
+	if before <= first {
 		return nil
 	}
-	return r.s.compactDead(ctx, r.id, r.cp.DeadRead-1)
+	was, err := r.s.foldDead(ctx, r.id)
+	if err != nil {
+		return err
+	}
+	if err := r.s.Store.Truncate(ctx, stream, before); err != nil {
+		return fmt.Errorf("drop the oldest dead letters of %s: %w", r.id, err)
+	}
+	is, err := r.s.foldDead(ctx, r.id)
+	if err != nil {
+		return err
+	}
+	dropped := len(was.dead) - len(is.dead) // not counting those re-sent
+	r.s.droppedAdd(dropped)
+	r.s.logEndpoint(r.id, "dead letters dropped", slog.Int("dropped", dropped), slog.Uint64("from", before))
+	return nil
 }
 
 // span returns the first and last revisions of stream.
@@ -180,127 +188,4 @@ func (s *Service) span(ctx context.Context, stream string) (first, last uint64, 
 		}
 	}
 	return revs[0], revs[1], true, nil
-}
-
-// DeadCompacted ends the backup of a dead-letter stream being compacted: the backup holds the
-// dead letters kept, to take the place of the stream's revisions up to Through.
-type DeadCompacted struct {
-	Through uint64    `json:"through"`
-	Kept    int       `json:"kept"`
-	Dropped int       `json:"dropped"`
-	At      time.Time `json:"at"`
-}
-
-// compactDead replaces the endpoint's dead-letter stream, read up to revision through, by its
-// latest dead letters, three quarters of Config.MaxDeadLetters at most: the others are dropped,
-// and so are the retries asked for (the runner has taken them). The dead letters kept are first
-// copied to a backup stream, ended by a DeadCompacted event; then the stream is deleted at
-// revision through (a stream appended to since is left as it is), the copies are appended again
-// and the backup deleted. A runner that finds a backup resumes there (resumeDeadCompaction).
-func (s *Service) compactDead(ctx context.Context, id string, through uint64) error {
-	if err := s.resumeDeadCompaction(ctx, id); err != nil {
-		return err
-	}
-	f, err := s.foldDead(ctx, id)
-	if err != nil || !f.found || f.last != through {
-		return err // appended to since: the next dead letter compacts
-	}
-	kept := f.dead[max(0, len(f.dead)-max(1, s.Config.MaxDeadLetters*3/4)):]
-	events := make([]eventstore.EventData, 0, len(kept)+1)
-	for _, d := range kept {
-		ev, err := newEvent(TypeDeadLettered, d)
-		if err != nil {
-			return err
-		}
-		events = append(events, ev)
-	}
-	end, err := newEvent(TypeDeadCompacted, DeadCompacted{Through: through, Kept: len(kept), Dropped: len(f.dead) - len(kept), At: s.now().UTC()})
-	if err != nil {
-		return err
-	}
-	if err := s.appendBatches(ctx, deadBackupPrefix+id, append(events, end)); err != nil {
-		return fmt.Errorf("back up the dead letters of %s: %w", id, err)
-	}
-	return s.resumeDeadCompaction(ctx, id)
-}
-
-// resumeDeadCompaction finishes the compaction whose backup is complete, and deletes the backup.
-func (s *Service) resumeDeadCompaction(ctx context.Context, id string) error {
-	backup := deadBackupPrefix + id
-	var copies []eventstore.EventData
-	var end *DeadCompacted
-	for e, err := range s.Store.ReadStream(ctx, backup, eventstore.ReadStreamOptions{}) {
-		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read the dead-letter backup of %s: %w", id, err)
-		}
-		if e.Type == TypeDeadCompacted {
-			end = &DeadCompacted{}
-			if err := json.Unmarshal(e.Data, end); err != nil {
-				return fmt.Errorf("dead-letter backup of %s at %d: %w", id, e.Revision, err)
-			}
-			break
-		}
-		copies = append(copies, eventstore.EventData{ID: uuid.NewSHA1(deadCopySpace, e.ID[:]), Type: e.Type, Data: e.Data})
-	}
-	if end != nil { // else the backup died unfinished, before the stream was touched
-		if err := s.replaceDead(ctx, id, *end, copies); err != nil {
-			return err
-		}
-	}
-	return s.Store.DeleteStream(ctx, backup, eventstore.Any)
-}
-
-// replaceDead deletes the dead-letter stream at end.Through, unless that is done already, and
-// appends the copies it does not hold yet.
-func (s *Service) replaceDead(ctx context.Context, id string, end DeadCompacted, copies []eventstore.EventData) error {
-	stream := deadPrefix + id
-	first, _, found, err := s.span(ctx, stream)
-	if err != nil {
-		return err
-	}
-	if found && first <= end.Through {
-		err := s.Store.DeleteStream(ctx, stream, eventstore.Exact(end.Through))
-		if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
-			return nil // appended to since the backup: this compaction is given up
-		}
-		if err != nil {
-			return fmt.Errorf("compact the dead letters of %s: %w", id, err)
-		}
-		s.droppedAdd(end.Dropped)
-		s.logEndpoint(id, "dead letters dropped", slog.Int("dropped", end.Dropped), slog.Int("kept", end.Kept))
-	}
-	stored := map[uuid.UUID]bool{}
-	for e, err := range s.Store.ReadStream(ctx, stream, eventstore.ReadStreamOptions{}) {
-		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("read dead letters of %s: %w", id, err)
-		}
-		stored[e.ID] = true
-	}
-	copies = slices.DeleteFunc(copies, func(e eventstore.EventData) bool { return stored[e.ID] })
-	if err := s.appendBatches(ctx, stream, copies); err != nil {
-		return fmt.Errorf("compact the dead letters of %s: %w", id, err)
-	}
-	return nil
-}
-
-// appendBatches appends events to stream in order, at most maxBatchBytes of data at a time.
-func (s *Service) appendBatches(ctx context.Context, stream string, events []eventstore.EventData) error {
-	for len(events) > 0 {
-		n, size := 1, len(events[0].Data)
-		for n < len(events) && size+len(events[n].Data) <= maxBatchBytes {
-			size += len(events[n].Data)
-			n++
-		}
-		if _, err := s.Store.Append(ctx, stream, eventstore.Any, events[:n]...); err != nil {
-			return err
-		}
-		events = events[n:]
-	}
-	return nil
 }

@@ -84,8 +84,8 @@ func deadIDs(t *testing.T, s *Service, id string) string {
 }
 
 // The dead-letter stream holds at most Config.MaxDeadLetters events: past it the runner
-// compacts it to its latest dead letters, counts the ones dropped, and keeps a retry asked for
-// before the compaction. The list and a retry by hand work on the compacted stream.
+// truncates it to its latest events, counts the dead letters dropped, and keeps a retry asked
+// for before the truncation. The list and a retry by hand work on the truncated stream.
 func TestDeadLettersAreBounded(t *testing.T) {
 	for name, open := range backends {
 		t.Run(name, func(t *testing.T) { testDeadLettersAreBounded(t, open(t)) })
@@ -101,7 +101,7 @@ func testDeadLettersAreBounded(t *testing.T, store eventstore.Store) {
 		if err := s.deadLetter(ctx, "we_x", Delivery{ID: fmt.Sprintf("d%02d", i), OrderID: "o", Tries: 1}); err != nil {
 			t.Fatal(err)
 		}
-		if i == 13 { // asked for, not yet taken by the runner, when the stream is compacted
+		if i == 13 { // asked for, not yet taken by the runner, when the stream is truncated
 			if err := s.Retry(ctx, "we_x", "d12", "admin"); err != nil {
 				t.Fatal(err)
 			}
@@ -125,13 +125,10 @@ func testDeadLettersAreBounded(t *testing.T, store eventstore.Store) {
 	if dropped := m.GetCounter().GetValue(); dropped != 13 { // 20, less d12 retried, less the 6 kept
 		t.Errorf("%v dead letters dropped, want 13", dropped)
 	}
-	if n := streamLen(t, store, deadBackupPrefix+"we_x"); n != 0 {
-		t.Errorf("the backup holds %d events", n)
-	}
 	if len(r.cp.Pending) != 1 || r.cp.Pending[0].ID != "d12" || !r.cp.Pending[0].Manual {
-		t.Errorf("the retry asked for before the compaction: pending %+v", r.cp.Pending)
+		t.Errorf("the retry asked for before the truncation: pending %+v", r.cp.Pending)
 	}
-	// A retry by hand after the compaction: of a dead letter kept, and of one dropped.
+	// A retry by hand after the truncation: of a dead letter kept, and of one dropped.
 	if err := s.Retry(ctx, "we_x", "d15", "admin"); err != nil {
 		t.Fatal(err)
 	}
@@ -147,77 +144,5 @@ func testDeadLettersAreBounded(t *testing.T, store eventstore.Store) {
 	}
 	if got := deadIDs(t, s, "we_x"); got != "d14 d16 d17 d18 d19" {
 		t.Errorf("dead letters after the retry: %q", got)
-	}
-}
-
-// crashing is a store whose appends to, or deletes of, one stream fail, as if the process died
-// before them.
-type crashing struct {
-	eventstore.Store
-	stream, op string
-}
-
-var errCrash = errors.New("crash")
-
-func (c crashing) Append(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) (eventstore.AppendResult, error) {
-	if stream == c.stream && c.op == "append" {
-		return eventstore.AppendResult{}, errCrash
-	}
-	return c.Store.Append(ctx, stream, expected, events...)
-}
-
-func (c crashing) DeleteStream(ctx context.Context, stream string, expected eventstore.ExpectedRevision) error {
-	if stream == c.stream && c.op == "delete" {
-		return errCrash
-	}
-	return c.Store.DeleteStream(ctx, stream, expected)
-}
-
-// A compaction that died anywhere is finished by the next runner from its backup, or given up
-// if the backup was not complete: no dead letter kept is lost, none is doubled.
-func TestDeadLetterCompactionResumes(t *testing.T) {
-	for name, open := range backends {
-		t.Run(name, func(t *testing.T) { testDeadLetterCompactionResumes(t, open) })
-	}
-}
-
-func testDeadLetterCompactionResumes(t *testing.T, open func(t *testing.T) eventstore.Store) {
-	ctx := context.Background()
-	for died, crash := range map[string]crashing{
-		"before the delete": {stream: deadPrefix + "we_x", op: "delete"},
-		"before the copies": {stream: deadPrefix + "we_x", op: "append"},
-		"in the backup":     {stream: deadBackupPrefix + "we_x", op: "append"},
-	} {
-		t.Run(died, func(t *testing.T) {
-			store := open(t)
-			s := deadService(store, 4)
-			for i := range 6 {
-				if err := s.deadLetter(ctx, "we_x", Delivery{ID: fmt.Sprintf("d%d", i), Tries: 1}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			crash.Store = store
-			if err := deadService(crash, 4).compactDead(ctx, "we_x", 5); !errors.Is(err, errCrash) {
-				t.Fatalf("the compaction did not die: %v", err)
-			}
-			want := "d3 d4 d5"
-			if died == "in the backup" { // a backup without its end: the stream was not touched
-				d, _ := newEvent(TypeDeadLettered, DeadLettered{Delivery: Delivery{ID: "d5"}})
-				store.Append(ctx, deadBackupPrefix+"we_x", eventstore.Any, d)
-				want = "d0 d1 d2 d3 d4 d5"
-			}
-			if err := s.resumeDeadCompaction(ctx, "we_x"); err != nil {
-				t.Fatal(err)
-			}
-			if got := deadIDs(t, s, "we_x"); got != want {
-				t.Errorf("dead letters %q, want %q", got, want)
-			}
-			if n := streamLen(t, store, deadPrefix+"we_x"); n != len(strings.Fields(want)) {
-				t.Errorf("the stream holds %d events", n)
-			}
-			if n := streamLen(t, store, deadBackupPrefix+"we_x"); n != 0 {
-				t.Errorf("the backup holds %d events", n)
-			}
-		})
 	}
 }

@@ -57,8 +57,9 @@
 //
 // A failed attempt is retried on Config.Schedule (with up to 20% jitter); a delivery whose last
 // attempt failed, or that got 410 Gone, is dead-lettered in webhook-dead-<id>, where a retry by
-// hand is asked for too. That stream is compacted past Config.MaxDeadLetters events to its
-// latest dead letters, through a backup stream as the delivery stream is (see compactDead). An
+// hand is asked for too. Past Config.MaxDeadLetters events that stream is truncated to its
+// latest three quarters of them (see boundDeadLetters), as the delivery stream is to its last
+// checkpoint every thousand (see compact). An
 // endpoint failing for Config.DisableAfter without a success is disabled; enabling it resumes
 // from its checkpoint.
 package webhooks

@@ -22,15 +22,14 @@ const (
 	// deliveryPrefix + id: the endpoint's delivery checkpoints, each one also the lease of the
 	// node that delivers.
 	deliveryPrefix = "webhook-delivery-"
-	// backupPrefix + id: the last checkpoint while its delivery stream is compacted.
+	// backupPrefix + id: the last checkpoint while its delivery stream was compacted by
+	// copying, before the store could truncate; read if a crash left it the only one.
 	backupPrefix = "webhook-delivery-backup-"
 	// slotsPrefix + a hash of a principal: the principal's endpoints, counted against
 	// Config.MaxEndpoints on every node (see slots.go).
 	slotsPrefix = "webhook-slots-"
 	// deadPrefix + id: the endpoint's dead letters and the retries asked for them.
 	deadPrefix = "webhook-dead-"
-	// deadBackupPrefix + id: the dead letters kept while the dead-letter stream is compacted.
-	deadBackupPrefix = "webhook-dead-backup-"
 )
 
 // Event types of the webhook streams. The names and JSON fields are a stored format.
@@ -44,7 +43,6 @@ const (
 	TypeCheckpoint     = "webhook.delivery-checkpoint.v1"
 	TypeDeadLettered   = "webhook.delivery-dead-lettered.v1"
 	TypeRetryRequested = "webhook.delivery-retry-requested.v1"
-	TypeDeadCompacted  = "webhook.dead-letters-compacted.v1"
 	TypeSlots          = "webhook.endpoint-slots.v1"
 	TypeVoided         = "webhook.endpoint-voided.v1"
 )

@@ -81,9 +81,6 @@ func (r *runner) run(ctx context.Context) {
 	r.s.logEndpoint(r.id, "lease acquired", slog.String("cursor", r.cp.Cursor.String()), slog.Int("pending", len(r.cp.Pending)))
 	defer r.stop(ctx)
 	defer r.leaveTail()
-	if err := r.s.resumeDeadCompaction(ctx, r.id); err != nil {
-		r.s.Log.Warn("webhook dead letters", "endpoint", r.id, "error", err)
-	}
 	for {
 		ep, err := r.s.Endpoints.Get(r.id, "", true)
 		if err != nil || ep.Status != StatusEnabled || r.lost || ctx.Err() != nil {
@@ -238,37 +235,20 @@ func (r *runner) save(ctx context.Context) error {
 }
 
 // compactAfter bounds a delivery stream: after this many checkpoints of one runner it is
-// replaced by its last (the revisions go on from there on KurrentDB, so they are counted here).
+// truncated to its last.
 const compactAfter = 1000
 
-// compact deletes the delivery stream and starts it again with the last checkpoint. The
-// checkpoint is first copied into a backup stream, which a runner reads if it finds the
-// delivery stream deleted (a crash in between), and which is deleted at the end. The delete
-// expects the exact revision, so a node that lost the lease compacts nothing.
+// compact truncates the delivery stream to the last checkpoint. A node that lost the lease
+// truncates only checkpoints older than its own last: the holder's are later.
 func (r *runner) compact(ctx context.Context) error {
-	stream, backup := deliveryPrefix+r.id, backupPrefix+r.id
-	ev, err := newEvent(TypeCheckpoint, r.cp)
-	if err != nil {
-		return err
+	rev, ok := r.expected.Revision()
+	if !ok {
+		return nil
 	}
-	if _, err := r.s.Store.Append(ctx, backup, eventstore.Any, ev); err != nil {
-		return fmt.Errorf("back up the checkpoint of %s: %w", r.id, err)
-	}
-	if err := r.s.Store.DeleteStream(ctx, stream, r.expected); err != nil {
-		r.lost = errors.Is(err, eventstore.ErrWrongExpectedRevision)
+	if err := r.s.Store.Truncate(ctx, deliveryPrefix+r.id, rev); err != nil {
 		return fmt.Errorf("compact the checkpoints of %s: %w", r.id, err)
 	}
-	r.expected = eventstore.NoStream
-	if ev, err = newEvent(TypeCheckpoint, r.cp); err != nil {
-		return err
-	}
-	res, err := r.s.Store.Append(ctx, stream, eventstore.NoStream, ev)
-	if err != nil {
-		r.lost = errors.Is(err, eventstore.ErrWrongExpectedRevision)
-		return fmt.Errorf("compact the checkpoints of %s: %w", r.id, err)
-	}
-	r.expected = eventstore.Exact(res.Revision)
-	return r.s.Store.DeleteStream(ctx, backup, eventstore.Any)
+	return nil
 }
 
 // stop waits for the attempts in flight and saves what they did, if the lease is still this

@@ -149,7 +149,8 @@ func (g *signal) notify() {
 }
 
 // checkpoint reads the endpoint's last checkpoint, and the expected revision of the next: from
-// its delivery stream, or from the backup a compaction left if it died with the stream deleted.
+// its delivery stream, or from the backup that a compaction by copying, before the store could
+// truncate, left if it died with the stream deleted.
 func (s *Service) checkpoint(ctx context.Context, id string) (Checkpoint, eventstore.ExpectedRevision, bool, error) {
 	cp, rev, found, err := s.lastCheckpoint(ctx, deliveryPrefix+id)
 	if err != nil || found {

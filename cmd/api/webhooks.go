@@ -32,7 +32,7 @@ type webhookFlags struct {
 	WebhooksAttempts      int           `default:"256" env:"API_WEBHOOKS_ATTEMPTS" help:"Most attempts in flight at once on this node, whatever their endpoints; each holds one outgoing connection and as many more are kept idle, which the default of --max-connections leaves room for."`
 	WebhooksPending       int           `default:"1000" env:"API_WEBHOOKS_PENDING" help:"Most deliveries an endpoint holds undone (in flight or waiting for a retry); it reads no further in the log until one is done."`
 	WebhooksTailBuffer    int           `default:"1000" env:"API_WEBHOOKS_TAIL_BUFFER" help:"Most deliveries the node's one reader of the log holds for an endpoint until its runner takes them; past it the runner reads the log on its own until it catches up (0: every endpoint reads the log on its own)."`
-	WebhooksDeadLetters   int           `default:"10000" env:"API_WEBHOOKS_DEAD_LETTERS" help:"Most events in an endpoint's dead-letter stream (dead letters and retries asked for by hand); past it the stream is compacted to its latest dead letters, three quarters of this at most, and the older ones are dropped."`
+	WebhooksDeadLetters   int           `default:"10000" env:"API_WEBHOOKS_DEAD_LETTERS" help:"Most events in an endpoint's dead-letter stream (dead letters and retries asked for by hand); past it the stream is truncated to its latest events, three quarters of this, and the older dead letters are dropped."`
 }
 
 // config is the deliveries' configuration from the flags.
