@@ -1,38 +1,34 @@
 package api
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
-	"github.com/acme/orders/fault"
+	"github.com/acme/orders/access"
 
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
-	"github.com/acme/orders/eventstore"
 	"github.com/labstack/echo/v4"
 )
 
 // errForbidden: none of the caller's roles is one the route allows.
-var errForbidden = fault.New(fault.Forbidden, "", "forbidden")
+var errForbidden = access.ErrForbidden
 
 // rule is who may call a route.
 type rule struct {
-	roles Roles // any one of them suffices
+	roles access.Roles // any one of them suffices
 	// ownOrder: a caller holding no role that reads any order (auditor, admin) reaches only
 	// its own order at the path's :id; another principal's is answered as if it did not exist.
 	ownOrder bool
 }
 
 const (
-	clients = RoleClient
-	readers = RoleClient | RoleAuditor | RoleAdmin
-	audit   = RoleAuditor | RoleAdmin
-	admins  = RoleAdmin
+	clients = access.RoleClient
+	readers = access.RoleClient | access.RoleAuditor | access.RoleAdmin
+	audit   = access.RoleAuditor | access.RoleAdmin
+	admins  = access.RoleAdmin
 )
 
 // access is the authorization table: "METHOD /route/:param" → who may call it. Routes without
@@ -41,7 +37,7 @@ const (
 // Commands are the clients'; a command on another principal's order is answered as if the
 // order did not exist (see Server.run). A client's listing has only its own orders, and its
 // idempotency keys are its own by construction (they are scoped to the principal).
-var access = map[string]rule{
+var routeAccess = map[string]rule{
 	"POST /v1/orders":                                 {roles: clients},
 	"GET /v1/orders":                                  {roles: readers},
 	"GET /v1/orders/:id":                              {roles: readers, ownOrder: true},
@@ -100,7 +96,7 @@ func ruleFor(method, path string) (rule, bool) {
 		method = http.MethodGet // the same answer without its body
 	}
 	route := method + " " + path
-	if r, ok := access[route]; ok {
+	if r, ok := routeAccess[route]; ok {
 		return r, true
 	}
 	for _, f := range accessFamilies {
@@ -123,30 +119,11 @@ func (s *Server) authorize(c echo.Context) error {
 	return s.Authorize(c.Request().Context(), Caller{Principal: principal(c), Roles: roles(c)}, c.Request().Method, c.Path(), id)
 }
 
-func orNone(rs Roles) string {
+func orNone(rs access.Roles) string {
 	if rs == 0 {
 		return "none"
 	}
 	return rs.String()
-}
-
-// orderOwner returns the principal that created order id: the one in the metadata of its
-// first event. An order's owner never changes.
-func (s *Server) orderOwner(ctx context.Context, id string) (string, bool, error) {
-	for e, err := range s.Store.ReadStream(ctx, command.StreamName(id), eventstore.ReadStreamOptions{Limit: 1}) {
-		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			return "", false, nil
-		}
-		if err != nil {
-			return "", false, err
-		}
-		var md command.Metadata
-		if err := json.Unmarshal(e.Metadata, &md); err != nil {
-			return "", false, fmt.Errorf("owner of order %s: %w", id, err)
-		}
-		return md.Principal, true, nil
-	}
-	return "", false, nil
 }
 
 // notYours is the error of command c on an order that is not the caller's: exactly the one of

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/acme/orders/access"
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/labstack/echo/v4"
 )
@@ -37,22 +38,22 @@ func TestEveryAuthenticatedRouteHasARule(t *testing.T) {
 func TestAccessTable(t *testing.T) {
 	for _, tc := range []struct {
 		route    string
-		roles    Roles
+		roles    access.Roles
 		ownOrder bool
 	}{
-		{"POST /v1/orders", RoleClient, false},
-		{"POST /v1/orders/:id/cancel", RoleClient, false},
-		{"GET /v1/orders", RoleClient | RoleAuditor | RoleAdmin, false},
-		{"GET /v1/orders/:id", RoleClient | RoleAuditor | RoleAdmin, true},
-		{"GET /v1/orders/:id/events", RoleClient | RoleAuditor | RoleAdmin, true},
-		{"GET /v1/orders/:id/state", RoleAuditor | RoleAdmin, false},
-		{"GET /v1/orders/:id/some-audit-view", RoleAuditor | RoleAdmin, false},
-		{"GET /v1/audit/verify", RoleAuditor | RoleAdmin, false},
-		{"GET /v1/idempotency-keys/:key", RoleClient, false},
-		{"POST /v1/payments/:paymentId/confirm", RoleClient, false},
-		{"GET /admin/projections", RoleAdmin, false},
-		{"POST /admin/anything/new", RoleAdmin, false},
-		{"GET /metrics", RoleAdmin, false},
+		{"POST /v1/orders", access.RoleClient, false},
+		{"POST /v1/orders/:id/cancel", access.RoleClient, false},
+		{"GET /v1/orders", access.RoleClient | access.RoleAuditor | access.RoleAdmin, false},
+		{"GET /v1/orders/:id", access.RoleClient | access.RoleAuditor | access.RoleAdmin, true},
+		{"GET /v1/orders/:id/events", access.RoleClient | access.RoleAuditor | access.RoleAdmin, true},
+		{"GET /v1/orders/:id/state", access.RoleAuditor | access.RoleAdmin, false},
+		{"GET /v1/orders/:id/some-audit-view", access.RoleAuditor | access.RoleAdmin, false},
+		{"GET /v1/audit/verify", access.RoleAuditor | access.RoleAdmin, false},
+		{"GET /v1/idempotency-keys/:key", access.RoleClient, false},
+		{"POST /v1/payments/:paymentId/confirm", access.RoleClient, false},
+		{"GET /admin/projections", access.RoleAdmin, false},
+		{"POST /admin/anything/new", access.RoleAdmin, false},
+		{"GET /metrics", access.RoleAdmin, false},
 	} {
 		method, path, _ := strings.Cut(tc.route, " ")
 		r, ok := ruleFor(method, path)
@@ -68,12 +69,12 @@ func TestAccessTable(t *testing.T) {
 	}
 	// Auditors and admins never command. Managing webhook endpoints is not a command on an
 	// order: admins may disable, enable, delete, rotate and re-send for any client.
-	for route, r := range access {
+	for route, r := range routeAccess {
 		method, path, _ := strings.Cut(route, " ")
 		if strings.HasPrefix(path, "/v1/webhook-endpoints/") {
 			continue
 		}
-		if method != "GET" && strings.HasPrefix(path, "/v1/") && r.roles != RoleClient {
+		if method != "GET" && strings.HasPrefix(path, "/v1/") && r.roles != access.RoleClient {
 			t.Errorf("%s: roles %s; a command is the clients' alone", route, r.roles)
 		}
 	}
@@ -93,7 +94,7 @@ func TestTheDocumentListsEachRoutesRoles(t *testing.T) {
 		for method, op := range item.Operations() {
 			name := method + " " + path
 			if op.Security != nil && len(*op.Security) == 0 {
-				if _, ok := access[method+" "+route]; ok || !slices.Contains(public, route) {
+				if _, ok := routeAccess[method+" "+route]; ok || !slices.Contains(public, route) {
 					t.Errorf("%s needs no key in the document, but is not a public route of the server", name)
 				}
 				continue
@@ -104,7 +105,7 @@ func TestTheDocumentListsEachRoutesRoles(t *testing.T) {
 				t.Errorf("%s: no x-roles", name)
 				continue
 			}
-			documented, err := ParseRoles(strings.Join(listed, ","))
+			documented, err := access.ParseRoles(strings.Join(listed, ","))
 			if err != nil {
 				t.Errorf("%s: x-roles: %v", name, err)
 			}
@@ -132,11 +133,11 @@ func TestParseAPIKeys(t *testing.T) {
 	}
 	want := []struct {
 		principal, hash string
-		roles           Roles
+		roles           access.Roles
 	}{
-		{"shop-1", h1, RoleClient},
-		{"ops", strings.ToLower(h2), RoleAdmin | RoleAuditor},
-		{"shop-1", strings.Repeat("01", 32), RoleClient},
+		{"shop-1", h1, access.RoleClient},
+		{"ops", strings.ToLower(h2), access.RoleAdmin | access.RoleAuditor},
+		{"shop-1", strings.Repeat("01", 32), access.RoleClient},
 	}
 	if len(keys) != len(want) {
 		t.Fatalf("%d keys, want %d: %+v", len(keys), len(want), keys)
@@ -174,7 +175,7 @@ func TestParseAPIKeys(t *testing.T) {
 func TestLookupFindsTheKeysEntry(t *testing.T) {
 	var keys APIKeys
 	for _, name := range []string{"a", "b", "c"} {
-		keys = append(keys, APIKey{Principal: name, Hash: HashKey("key-" + name), Roles: RoleClient})
+		keys = append(keys, APIKey{Principal: name, Hash: HashKey("key-" + name), Roles: access.RoleClient})
 	}
 	for _, name := range []string{"a", "b", "c"} {
 		if k, ok := keys.lookup("key-" + name); !ok || k.Principal != name {
@@ -189,23 +190,23 @@ func TestLookupFindsTheKeysEntry(t *testing.T) {
 }
 
 func TestRoles(t *testing.T) {
-	if got := allRoles.String(); got != "client,auditor,admin" {
-		t.Errorf("allRoles = %q", got)
+	if got := access.AllRoles.String(); got != "client,auditor,admin" {
+		t.Errorf("access.AllRoles = %q", got)
 	}
-	rs, err := ParseRoles(" admin , client")
-	if err != nil || rs != RoleAdmin|RoleClient || !rs.Has(RoleAdmin|RoleAuditor) || rs.Has(RoleAuditor) {
-		t.Errorf("ParseRoles: %s, %v", rs, err)
+	rs, err := access.ParseRoles(" admin , client")
+	if err != nil || rs != access.RoleAdmin|access.RoleClient || !rs.Has(access.RoleAdmin|access.RoleAuditor) || rs.Has(access.RoleAuditor) {
+		t.Errorf("access.ParseRoles: %s, %v", rs, err)
 	}
-	if _, err := ParseRoles(""); err == nil {
-		t.Error("ParseRoles(\"\") accepted no role")
+	if _, err := access.ParseRoles(""); err == nil {
+		t.Error("access.ParseRoles(\"\") accepted no role")
 	}
 }
 
 // Keys rotate while the server runs, but never to none, and a server in development mode stays
 // in it.
 func TestReplaceAPIKeys(t *testing.T) {
-	one := APIKeys{{Principal: "shop-1", Hash: HashKey("one"), Roles: RoleClient}}
-	two := APIKeys{{Principal: "shop-2", Hash: HashKey("two"), Roles: RoleClient}}
+	one := APIKeys{{Principal: "shop-1", Hash: HashKey("one"), Roles: access.RoleClient}}
+	two := APIKeys{{Principal: "shop-2", Hash: HashKey("two"), Roles: access.RoleClient}}
 	s := &Server{APIKeys: one}
 	if err := s.ReplaceAPIKeys(nil); err == nil {
 		t.Error("replaced the keys by none")

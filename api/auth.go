@@ -12,72 +12,16 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/acme/orders/access"
 	"github.com/labstack/echo/v4"
 )
-
-// Roles is a set of roles. A principal may hold several.
-type Roles uint8
-
-// The roles. What each may call is the access table (access.go).
-const (
-	// RoleClient issues commands and reads its own orders and idempotency keys.
-	RoleClient Roles = 1 << iota
-	// RoleAuditor reads any order, its history and its state; it never commands.
-	RoleAuditor
-	// RoleAdmin runs projections and reads metrics, and can do all an auditor can.
-	RoleAdmin
-
-	// allRoles is what the principal of development mode holds.
-	allRoles = RoleClient | RoleAuditor | RoleAdmin
-)
-
-var roleNames = []struct {
-	role Roles
-	name string
-}{{RoleClient, "client"}, {RoleAuditor, "auditor"}, {RoleAdmin, "admin"}}
-
-// Has reports whether rs holds any of the roles in r.
-func (rs Roles) Has(r Roles) bool { return rs&r != 0 }
-
-// String lists the roles comma-separated, as the keys file does.
-func (rs Roles) String() string {
-	var names []string
-	for _, r := range roleNames {
-		if rs.Has(r.role) {
-			names = append(names, r.name)
-		}
-	}
-	return strings.Join(names, ",")
-}
-
-// ParseRoles reads a comma-separated list of role names.
-func ParseRoles(s string) (Roles, error) {
-	var rs Roles
-	for name := range strings.SplitSeq(s, ",") {
-		r, ok := roleNamed(strings.TrimSpace(name))
-		if !ok {
-			return 0, fmt.Errorf("unknown role %q (want client, auditor or admin)", name)
-		}
-		rs |= r
-	}
-	return rs, nil
-}
-
-func roleNamed(name string) (Roles, bool) {
-	for _, r := range roleNames {
-		if r.name == name {
-			return r.role, true
-		}
-	}
-	return 0, false
-}
 
 // APIKey is one line of the keys file: a principal, the SHA-256 of one of its keys and the
 // roles that key grants. The key itself is never stored.
 type APIKey struct {
 	Principal string
 	Hash      [sha256.Size]byte
-	Roles     Roles
+	Roles     access.Roles
 }
 
 // HashKey is the SHA-256 of an API key, as the keys file stores it.
@@ -129,7 +73,7 @@ func parseKeyLine(line string) (APIKey, error) {
 	if len(fields) < 2 || len(fields) > 3 {
 		return APIKey{}, errors.New("want '<principal> <sha256-hex-of-key> [role,...]'")
 	}
-	k := APIKey{Principal: fields[0], Roles: RoleClient}
+	k := APIKey{Principal: fields[0], Roles: access.RoleClient}
 	if err := ValidatePrincipal(k.Principal); err != nil {
 		return APIKey{}, err
 	}
@@ -139,7 +83,7 @@ func parseKeyLine(line string) (APIKey, error) {
 	}
 	copy(k.Hash[:], sum)
 	if len(fields) == 3 {
-		if k.Roles, err = ParseRoles(fields[2]); err != nil {
+		if k.Roles, err = access.ParseRoles(fields[2]); err != nil {
 			return APIKey{}, err
 		}
 	}
@@ -185,7 +129,12 @@ func (ks APIKeys) lookupHash(sum [sha256.Size]byte) (APIKey, bool) {
 // principal and roles are the caller of the request, as authenticate found it.
 func principal(c echo.Context) string { return stateOf(c).principal }
 
-func roles(c echo.Context) Roles { return stateOf(c).roles }
+func roles(c echo.Context) access.Roles { return stateOf(c).roles }
+
+// callerOf is the request's authenticated caller.
+func callerOf(c echo.Context) access.Caller {
+	return access.Caller{Principal: principal(c), Roles: roles(c)}
+}
 
 // ReplaceAPIKeys makes ks the keys accepted from the next request on, to rotate keys without a
 // restart. It refuses an empty ks, and any ks on a server in development mode: neither

@@ -7,16 +7,12 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/acme/orders/access"
 	"github.com/acme/orders/projections"
 )
 
-// Caller is an authenticated principal and the roles its key grants. Other front ends than
-// the API (the console) authenticate and authorize through it, by the same keys and the same
-// access table.
-type Caller struct {
-	Principal string
-	Roles     Roles
-}
+// Caller is an authenticated principal and the roles its key grants (package access).
+type Caller = access.Caller
 
 // NoteCaller records the caller of a request that another front end (the console) authenticated
 // by its own means, so that the request's log line and its metrics name the principal as those
@@ -28,15 +24,11 @@ func NoteCaller(r *http.Request, c Caller) {
 	}
 }
 
-// ReadsAnyOrder reports whether rs reads every principal's orders (auditors and admins); a
-// client reads only its own.
-func (rs Roles) ReadsAnyOrder() bool { return rs.Has(RoleAuditor | RoleAdmin) }
-
 // Authenticate returns the caller of an API key, and false if no key in use is key. In
 // development mode every key is the principal "local" with every role, as every request is.
 func (s *Server) Authenticate(key string) (Caller, bool) {
 	if len(s.apiKeys()) == 0 {
-		return Caller{Principal: devPrincipal, Roles: allRoles}, true // no key to hash it for
+		return Caller{Principal: devPrincipal, Roles: access.AllRoles}, true // no key to hash it for
 	}
 	return s.AuthenticateHash(HashKey(key))
 }
@@ -47,7 +39,7 @@ func (s *Server) Authenticate(key string) (Caller, bool) {
 func (s *Server) AuthenticateHash(sum [sha256.Size]byte) (Caller, bool) {
 	keys := s.apiKeys()
 	if len(keys) == 0 {
-		return Caller{Principal: devPrincipal, Roles: allRoles}, true
+		return Caller{Principal: devPrincipal, Roles: access.AllRoles}, true
 	}
 	k, ok := keys.lookupHash(sum)
 	if !ok {
@@ -66,20 +58,17 @@ func (s *Server) Authorize(ctx context.Context, caller Caller, method, route, or
 		return fmt.Errorf("%w: %s %s needs one of the roles %s; the key has %s",
 			errForbidden, method, route, r.roles, orNone(caller.Roles))
 	}
-	if r.ownOrder && !caller.Roles.ReadsAnyOrder() {
-		owner, found, err := s.orderOwner(ctx, orderID)
+	if r.ownOrder && !caller.MayReadAnyOrder() {
+		owner, found, err := s.Orders.Owner(ctx, orderID)
 		if err != nil {
 			return err
 		}
-		if found && owner != caller.Principal {
+		if found && !caller.MayReadOrder(owner) {
 			return fmt.Errorf("%w: %s", errOrderNotFound, orderID)
 		}
 	}
 	return nil
 }
-
-// IsForbidden reports whether err refuses a caller the route (403 in the API).
-func IsForbidden(err error) bool { return errors.Is(err, errForbidden) }
 
 // IsNotFound reports whether err is the API's not found (404): no such order, key or thing.
 func IsNotFound(err error) bool {

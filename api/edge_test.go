@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acme/orders/access"
 	"github.com/acme/orders/eventstore"
 	"github.com/labstack/echo/v4"
 	dto "github.com/prometheus/client_model/go"
@@ -302,7 +303,7 @@ func TestBearerToken(t *testing.T) {
 			t.Errorf("bearerToken(%q) = %q, %v; want %q, %v", tc.header, token, ok, tc.token, tc.ok)
 		}
 	}
-	s := &Server{Log: slog.New(slog.DiscardHandler), APIKeys: APIKeys{{Principal: "shop-1", Hash: HashKey("s3cret"), Roles: RoleClient}}}
+	s := &Server{Log: slog.New(slog.DiscardHandler), APIKeys: APIKeys{{Principal: "shop-1", Hash: HashKey("s3cret"), Roles: access.RoleClient}}}
 	h := s.Handler()
 	r := serve(h, "GET", "/v1/orders/x", "Authorization", "Bearer wrong")
 	if r.Code != http.StatusUnauthorized || r.Header().Get("WWW-Authenticate") != `Bearer realm="orders"` {
@@ -405,9 +406,9 @@ func TestHeadersTooLargeIsAProblem(t *testing.T) {
 // principal it noted, as the API's own requests are.
 func TestRequestLogNamesTheCallerAFrontEndNoted(t *testing.T) {
 	var logs syncBuffer
-	s := &Server{Log: slog.New(slog.NewJSONHandler(&logs, nil)), APIKeys: APIKeys{{Principal: "shop-1", Hash: HashKey("s3cret"), Roles: RoleClient}}}
+	s := &Server{Log: slog.New(slog.NewJSONHandler(&logs, nil)), APIKeys: APIKeys{{Principal: "shop-1", Hash: HashKey("s3cret"), Roles: access.RoleClient}}}
 	s.Console = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		NoteCaller(r, Caller{Principal: "auditor-7", Roles: RoleAuditor})
+		NoteCaller(r, Caller{Principal: "auditor-7", Roles: access.RoleAuditor})
 		w.WriteHeader(http.StatusNoContent)
 	})
 	if r := serve(s.Handler(), "GET", "/console/orders"); r.Code != http.StatusNoContent {

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
 	"github.com/labstack/echo/v4"
@@ -143,7 +142,7 @@ func (s *Server) getEvents(c echo.Context) error {
 		Events []eventView `json:"events"`
 		Next   *uint64     `json:"next,omitempty"`
 	}{Events: []eventView{}}
-	for e, err := range s.Store.ReadStream(c.Request().Context(), command.StreamName(id), opts) {
+	for e, err := range s.Orders.Events(c.Request().Context(), id, opts) {
 		if errors.Is(err, eventstore.ErrStreamNotFound) {
 			return fmt.Errorf("%w: %s", errOrderNotFound, id)
 		}

@@ -151,7 +151,7 @@ func (s *Server) listOrders(c echo.Context) error {
 	filter := projections.OrderFilter{
 		Status: c.QueryParam("status"), CustomerID: c.QueryParam("customerId"), After: c.QueryParam("cursor"), Limit: limit,
 	}
-	if !roles(c).ReadsAnyOrder() {
+	if !callerOf(c).MayReadAnyOrder() {
 		filter.Principal = principal(c) // a client lists its own orders only
 	}
 	rows, next, err := s.Reads.ListOrders(c.Request().Context(), filter)
@@ -258,7 +258,7 @@ func (s *Server) callersPaymentOrder(c echo.Context, paymentID string) (string, 
 	if err != nil || !ok {
 		return "", false, err
 	}
-	owner, found, err := s.orderOwner(ctx, id)
+	owner, found, err := s.Orders.Owner(ctx, id)
 	if err != nil || !found || owner != principal(c) {
 		return "", false, err
 	}

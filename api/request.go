@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/acme/orders/access"
 	"github.com/labstack/echo/v4"
 )
 
@@ -32,7 +33,7 @@ type request struct {
 
 	id        string // X-Request-Id
 	principal string // "" until authenticate
-	roles     Roles
+	roles     access.Roles
 	command   string // the command's name, once the request is parsed
 	outcome   string // the problem code of a stored outcome that is replayed or sent
 	cause     atomic.Pointer[error]

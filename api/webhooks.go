@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/acme/orders/access"
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/fault"
 
@@ -118,8 +119,8 @@ func (s *Server) registerEndpoint(c echo.Context) error {
 
 // readsAll reports whether the caller reads every principal's endpoints; changesAll, whether
 // it changes them.
-func readsAll(c echo.Context) bool   { return roles(c).Has(RoleAuditor | RoleAdmin) }
-func changesAll(c echo.Context) bool { return roles(c).Has(RoleAdmin) }
+func readsAll(c echo.Context) bool   { return roles(c).Has(access.RoleAuditor | access.RoleAdmin) }
+func changesAll(c echo.Context) bool { return roles(c).Has(access.RoleAdmin) }
 
 func (s *Server) listEndpoints(c echo.Context) error {
 	if s.Webhooks == nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/acme/orders/domain/order"
@@ -135,4 +136,29 @@ func (h *Handler) LoadAt(ctx context.Context, id string, p Point) (s order.State
 		revision, ok = e.Revision, true
 	}
 	return f.State(), revision, ok, nil
+}
+
+// Owner returns the principal that created order id: the one in the metadata of its first
+// event. An order's owner never changes.
+func (h *Handler) Owner(ctx context.Context, id string) (owner string, found bool, err error) {
+	for e, err := range h.Events(ctx, id, eventstore.ReadStreamOptions{Limit: 1}) {
+		if errors.Is(err, eventstore.ErrStreamNotFound) {
+			return "", false, nil
+		}
+		if err != nil {
+			return "", false, err
+		}
+		var md Metadata
+		if err := json.Unmarshal(e.Metadata, &md); err != nil {
+			return "", false, fmt.Errorf("owner of order %s: %w", id, err)
+		}
+		return md.Principal, true, nil
+	}
+	return "", false, nil
+}
+
+// Events reads order id's events, as stored: its history page by page, its timeline, its
+// export. A missing order is eventstore.ErrStreamNotFound.
+func (h *Handler) Events(ctx context.Context, id string, opts eventstore.ReadStreamOptions) iter.Seq2[eventstore.RecordedEvent, error] {
+	return h.Store.ReadStream(ctx, StreamName(id), opts)
 }

@@ -30,11 +30,11 @@ type projectionsData struct {
 // a button to rebuild it. While one rebuilds or catches up, a script reloads the table.
 func (c *Console) projectionsPage(w http.ResponseWriter, r *http.Request, v *visit) {
 	ctx := r.Context()
-	if err := c.api.Authorize(ctx, v.caller, http.MethodGet, "/admin/projections", ""); err != nil {
+	if err := v.caller.Need(v.caller.MayAdminister(), "read the projections"); err != nil {
 		c.fail(w, r, v, err)
 		return
 	}
-	st, err := c.api.Projections.Status(ctx)
+	st, err := c.svc.Projections.Status(ctx)
 	if err != nil {
 		c.fail(w, r, v, err)
 		return
@@ -54,11 +54,11 @@ func (c *Console) projectionsPage(w http.ResponseWriter, r *http.Request, v *vis
 // rebuild starts a rebuild of the projection, as POST /admin/projections/{name}/rebuild does.
 func (c *Console) rebuild(w http.ResponseWriter, r *http.Request, v *visit) {
 	name := r.PathValue("name")
-	if err := c.api.Authorize(r.Context(), v.caller, http.MethodPost, "/admin/projections/:name/rebuild", ""); err != nil {
+	if err := v.caller.Need(v.caller.MayAdminister(), "rebuild a projection"); err != nil {
 		c.fail(w, r, v, err)
 		return
 	}
-	st, err := c.api.Projections.Status(r.Context())
+	st, err := c.svc.Projections.Status(r.Context())
 	if err != nil {
 		c.fail(w, r, v, err)
 		return
@@ -69,7 +69,7 @@ func (c *Console) rebuild(w http.ResponseWriter, r *http.Request, v *visit) {
 			from = p.Generation
 		}
 	}
-	if err := c.api.Projections.Rebuild(name); err != nil {
+	if err := c.svc.Projections.Rebuild(name); err != nil {
 		if errors.Is(err, projections.ErrUnknownProjection) {
 			err = fmt.Errorf("%w: %v", errNoPage, err)
 		}
@@ -159,7 +159,7 @@ func (j *verifyJob) start(v *audit.Verifier, log *slog.Logger) bool {
 }
 
 func (c *Console) verifyPage(w http.ResponseWriter, r *http.Request, v *visit) {
-	if err := c.api.Authorize(r.Context(), v.caller, http.MethodGet, "/admin/verify", ""); err != nil {
+	if err := v.caller.Need(v.caller.MayAdminister(), "verify the log"); err != nil {
 		c.fail(w, r, v, err)
 		return
 	}
@@ -169,11 +169,11 @@ func (c *Console) verifyPage(w http.ResponseWriter, r *http.Request, v *visit) {
 // startVerify starts a verify of the whole log, as 'api audit verify' runs it, with the read
 // models' drift check; the page then follows its progress.
 func (c *Console) startVerify(w http.ResponseWriter, r *http.Request, v *visit) {
-	if err := c.api.Authorize(r.Context(), v.caller, http.MethodPost, "/admin/verify", ""); err != nil {
+	if err := v.caller.Need(v.caller.MayAdminister(), "verify the log"); err != nil {
 		c.fail(w, r, v, err)
 		return
 	}
-	reads := c.api.Reads
-	c.verify.start(&audit.Verifier{Feed: c.api.Feed, Reads: &reads}, c.api.Log)
+	reads := c.svc.Reads
+	c.verify.start(&audit.Verifier{Feed: c.svc.Feed, Reads: &reads}, c.svc.Log)
 	http.Redirect(w, r, "/console/admin/verify", http.StatusSeeOther)
 }

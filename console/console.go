@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
 	"errors"
@@ -13,7 +14,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acme/orders/access"
 	"github.com/acme/orders/api"
+	"github.com/acme/orders/command"
+	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/idempotency"
+	"github.com/acme/orders/projections"
 )
 
 //go:embed templates/*.html
@@ -43,10 +49,25 @@ type Config struct {
 	SecureCookies bool
 }
 
+// Services are what the console reads and runs, the same the API does.
+type Services struct {
+	Orders      *command.Handler
+	Reads       projections.Queries
+	Projections *projections.Runner
+	Keys        *idempotency.Keys
+	Feed        eventstore.Feed
+	Log         *slog.Logger
+	// Authenticate returns the caller of a key's hash, as the API authenticates it.
+	Authenticate func(sum [sha256.Size]byte) (access.Caller, bool)
+	// CaughtUp waits until the projection has applied the log as it is now, as an API read
+	// without minPosition does.
+	CaughtUp func(ctx context.Context, projection string) error
+}
+
 // Console serves the console's pages. Construct it with New; it is an http.Handler for
 // /console/ and everything under it.
 type Console struct {
-	api      *api.Server
+	svc      Services
 	sessions *sessions
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
@@ -55,9 +76,9 @@ type Console struct {
 	secureCookies bool
 }
 
-// New returns the console of srv, whose reads, keys and access table it uses. ctx bounds the
-// work it starts in the background (a verify of the whole log).
-func New(ctx context.Context, srv *api.Server, cfg Config) (*Console, error) {
+// New returns the console of svc. ctx bounds the work it starts in the background (a verify of
+// the whole log).
+func New(ctx context.Context, svc Services, cfg Config) (*Console, error) {
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = DefaultMaxSessions
 	}
@@ -71,7 +92,7 @@ func New(ctx context.Context, srv *api.Server, cfg Config) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{api: srv, sessions: newSessions(cfg.MaxSessions, cfg.MaxSessionsPerPrincipal, cfg.SessionTTL), pages: pages, mux: http.NewServeMux(),
+	c := &Console{svc: svc, sessions: newSessions(cfg.MaxSessions, cfg.MaxSessionsPerPrincipal, cfg.SessionTTL), pages: pages, mux: http.NewServeMux(),
 		verify: &verifyJob{ctx: ctx}, secureCookies: cfg.SecureCookies}
 	c.routes()
 	return c, nil
@@ -142,7 +163,7 @@ func (c *Console) signedIn(h func(http.ResponseWriter, *http.Request, *visit)) h
 			http.Redirect(w, r, "/console/sign-in?m="+map[bool]string{true: "expired", false: "required"}[expired], http.StatusSeeOther)
 			return
 		}
-		caller, ok := c.api.AuthenticateHash(s.keyHash)
+		caller, ok := c.svc.Authenticate(s.keyHash)
 		if !ok {
 			c.sessions.end(s.id)
 			c.clearCookie(w, r, sessionCookie)
@@ -185,11 +206,11 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	p := page{Title: title, Data: data}
 	if v != nil {
 		p.Caller, p.CSRF = v.caller, v.session.csrf
-		p.Admin = v.caller.Roles.Has(api.RoleAdmin)
+		p.Admin = v.caller.Roles.Has(access.RoleAdmin)
 	}
 	var buf bytes.Buffer
 	if err := c.pages[name].ExecuteTemplate(&buf, "layout", p); err != nil {
-		c.api.Log.ErrorContext(r.Context(), "console page", slog.String("page", name), slog.String("error", err.Error()))
+		c.svc.Log.ErrorContext(r.Context(), "console page", slog.String("page", name), slog.String("error", err.Error()))
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
@@ -228,7 +249,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, v *visit, err err
 	case f.Status == http.StatusServiceUnavailable:
 		f.Heading, f.Detail = "Not ready yet", f.Detail+". Reload the page in a moment."
 	case f.Status >= 500:
-		c.api.Log.ErrorContext(r.Context(), "console", slog.String("request_id", f.RequestID), slog.String("error", err.Error()))
+		c.svc.Log.ErrorContext(r.Context(), "console", slog.String("request_id", f.RequestID), slog.String("error", err.Error()))
 	}
 	c.render(w, r, f.Status, "error", f.Heading, v, f)
 }

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/acme/orders/api"
 	"github.com/acme/orders/projections"
 )
 
@@ -21,20 +20,20 @@ type keyData struct {
 }
 
 // keyPage shows what an Idempotency-Key holds, from the lookups read model as the API's
-// GET /v1/idempotency-keys/{key} reads it. A client reads its own keys, by that route's rule;
-// an auditor or admin reads any principal's, by the rule of the audit routes (/v1/audit/).
+// GET /v1/idempotency-keys/{key} reads it. A client reads its own keys; an auditor or admin
+// reads any principal's.
 func (c *Console) keyPage(w http.ResponseWriter, r *http.Request, v *visit) {
 	ctx := r.Context()
 	q := r.URL.Query()
-	d := keyData{Key: q.Get("key"), Principal: q.Get("principal"), AnyPrincipal: v.caller.Roles.ReadsAnyOrder()}
+	d := keyData{Key: q.Get("key"), Principal: q.Get("principal"), AnyPrincipal: v.caller.MayReadAnyOrder()}
 	if d.Principal == "" {
 		d.Principal = v.caller.Principal
 	}
-	route := "/v1/idempotency-keys/:key"
-	if d.Principal != v.caller.Principal || !v.caller.Roles.Has(api.RoleClient) {
-		route = "/v1/audit/idempotency-keys/:principal/:key"
+	may := v.caller.MayCommand() // its own keys
+	if d.Principal != v.caller.Principal || !may {
+		may = v.caller.MayAudit() // any principal's
 	}
-	if err := c.api.Authorize(ctx, v.caller, http.MethodGet, route, ""); err != nil {
+	if err := v.caller.Need(may, "read the keys of "+d.Principal); err != nil {
 		c.fail(w, r, v, err)
 		return
 	}
@@ -55,15 +54,15 @@ func (c *Console) keyPage(w http.ResponseWriter, r *http.Request, v *visit) {
 // outcome and for the lookups to reach the log's head, then reads the key.
 func (c *Console) readKey(ctx context.Context, d *keyData) error {
 	wait, cancel := context.WithTimeout(ctx, keyWait)
-	err := c.api.Keys.Await(wait, d.Principal, d.Key)
+	err := c.svc.Keys.Await(wait, d.Principal, d.Key)
 	cancel()
 	if err != nil && ctx.Err() != nil {
 		return err
 	}
-	if err := c.api.CaughtUp(ctx, "lookups"); err != nil {
+	if err := c.svc.CaughtUp(ctx, "lookups"); err != nil {
 		return err
 	}
-	row, ok, err := c.api.Reads.Key(ctx, d.Principal, d.Key)
+	row, ok, err := c.svc.Reads.Key(ctx, d.Principal, d.Key)
 	if err != nil {
 		return err
 	}

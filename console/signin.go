@@ -53,7 +53,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hash := api.HashKey(r.PostFormValue("key"))
-	caller, ok := c.api.AuthenticateHash(hash)
+	caller, ok := c.svc.Authenticate(hash)
 	if !ok || r.PostFormValue("key") == "" {
 		c.showSignIn(w, r, http.StatusUnauthorized, "That key is not accepted. Check it and try again.", true)
 		return

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/acme/orders/access"
 	"github.com/acme/orders/api"
 	"github.com/alecthomas/kong"
 	"golang.org/x/term"
@@ -106,7 +107,7 @@ func (c *keysAddCmd) Run(e *env) error {
 	if err := api.ValidatePrincipal(c.Name); err != nil {
 		return err
 	}
-	roles, err := api.ParseRoles(strings.Join(c.Roles, ","))
+	roles, err := access.ParseRoles(strings.Join(c.Roles, ","))
 	if err != nil {
 		return err
 	}

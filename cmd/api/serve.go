@@ -122,7 +122,9 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		BodyMemory:     cmd.Limits.BodyMemory << 20,
 	}
 	idem.Observe = srv.ObserveKey
-	if srv.Console, err = console.New(ctx, srv, console.Config{MaxSessions: cmd.ConsoleSessions, MaxSessionsPerPrincipal: cmd.ConsoleSessionsEach, SessionTTL: cmd.ConsoleSessionTTL, SecureCookies: cmd.ConsoleSecureCookies}); err != nil {
+	services := console.Services{Orders: orders, Reads: srv.Reads, Projections: runner, Keys: idem, Feed: store, Log: log,
+		Authenticate: srv.AuthenticateHash, CaughtUp: srv.CaughtUp}
+	if srv.Console, err = console.New(ctx, services, console.Config{MaxSessions: cmd.ConsoleSessions, MaxSessionsPerPrincipal: cmd.ConsoleSessionsEach, SessionTTL: cmd.ConsoleSessionTTL, SecureCookies: cmd.ConsoleSecureCookies}); err != nil {
 		return err
 	}
 	var stopWebhooks func()
