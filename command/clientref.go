@@ -53,7 +53,7 @@ func clientRefStream(name string) string {
 // clientRefClaim returns the append that claims the create's client reference for its order,
 // unique per principal and customer: the claim stream is appended with expected revision
 // NoStream, with the order's events, so of two orders only one gets it, as with idempotency
-// keys. If it is refused, refHeld tells whether the claim is this order's after all (a retried
+// keys. If it is refused, claimHeld tells whether the claim is this order's after all (a retried
 // create).
 //
 // Orders created before claims were per principal hold theirs in the legacy stream, named by
@@ -79,11 +79,11 @@ func (h *Handler) clientRefClaim(ctx context.Context, c order.CreateOrder, md Me
 // legacyRefHeld returns ErrClientRefTaken if the legacy claim of the create's customer and
 // reference is another order's of the principal md names, and nil if there is no such claim.
 func (h *Handler) legacyRefHeld(ctx context.Context, c order.CreateOrder, md Metadata) error {
-	held, ok, err := h.readClientRefClaim(ctx, legacyClientRefStream(c.CustomerID, c.ClientRef))
-	if err != nil || !ok || held.OrderID == c.OrderID {
+	holder, ok, err := h.claimHolder(ctx, legacyClientRefStream(c.CustomerID, c.ClientRef))
+	if err != nil || !ok || holder == c.OrderID {
 		return err
 	}
-	o, err := h.Load(ctx, held.OrderID, "", "")
+	o, err := h.Load(ctx, holder, "", "")
 	if err != nil {
 		return err
 	}
@@ -93,34 +93,27 @@ func (h *Handler) legacyRefHeld(ctx context.Context, c order.CreateOrder, md Met
 	return nil
 }
 
-// refHeld returns nil if the client reference claim in stream, whose append was refused, is the
-// create's own order's, and ErrClientRefTaken if it is another's.
-func (h *Handler) refHeld(ctx context.Context, c order.CreateOrder, stream string) error {
-	held, _, err := h.readClientRefClaim(ctx, stream)
-	if err != nil || held.OrderID == c.OrderID {
-		return err
-	}
-	return refTaken(c)
-}
-
 func refTaken(c order.CreateOrder) error {
 	return fmt.Errorf("%w: customer %s, reference %q", ErrClientRefTaken, c.CustomerID, c.ClientRef)
 }
 
-// readClientRefClaim reads the claim in stream, if there is one.
-func (h *Handler) readClientRefClaim(ctx context.Context, stream string) (ClientRefClaimed, bool, error) {
+// claimHolder returns the order that the claim in stream is for, if there is one: a client
+// reference's claim and a payment id's name it alike.
+func (h *Handler) claimHolder(ctx context.Context, stream string) (orderID string, found bool, err error) {
 	for e, err := range h.Store.ReadStream(ctx, stream, eventstore.ReadStreamOptions{Limit: 1}) {
 		if errors.Is(err, eventstore.ErrStreamNotFound) {
 			break
 		}
 		if err != nil {
-			return ClientRefClaimed{}, false, fmt.Errorf("read client reference claim: %w", err)
+			return "", false, fmt.Errorf("read the claim %s: %w", stream, err)
 		}
-		var held ClientRefClaimed
+		var held struct {
+			OrderID string `json:"orderId"`
+		}
 		if err := json.Unmarshal(e.Data, &held); err != nil {
-			return ClientRefClaimed{}, false, fmt.Errorf("client reference claim: %w", err)
+			return "", false, fmt.Errorf("the claim %s: %w", stream, err)
 		}
-		return held, true, nil
+		return held.OrderID, true, nil
 	}
-	return ClientRefClaimed{}, false, nil
+	return "", false, nil
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/acme/orders/fault"
@@ -41,7 +40,7 @@ func PaymentIDStream(principal, paymentID string) string {
 // paymentIDClaim returns the append that claims the payment id that c starts for order id,
 // unique per principal: the claim stream is appended with expected revision NoStream, with the
 // order's events, so of two orders only one gets it, as with client references. If it is
-// refused, paymentIDHeld tells whether the claim is this order's after all (a payment started
+// refused, claimHeld tells whether the claim is this order's after all (a payment started
 // again after it failed, or a retry). Payments started before claims existed hold none: the
 // first start of their id since claims it.
 func paymentIDClaim(id string, c order.StartPayment, md Metadata) (eventstore.StreamAppend, error) {
@@ -54,27 +53,6 @@ func paymentIDClaim(id string, c order.StartPayment, md Metadata) (eventstore.St
 	// on another order must be refused, not taken for a repeat of the first claim.
 	ev := eventstore.EventData{ID: eventID(md, id, stream+"\x00"+id, 0), Type: TypePaymentIDClaimed, Data: data}
 	return eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream, Events: []eventstore.EventData{ev}}, nil
-}
-
-// paymentIDHeld returns nil if the payment-id claim in stream, whose append was refused, is
-// the order id's, and ErrPaymentIDTaken if it is another's.
-func (h *Handler) paymentIDHeld(ctx context.Context, id string, c order.StartPayment, stream string) error {
-	for e, err := range h.Store.ReadStream(ctx, stream, eventstore.ReadStreamOptions{Limit: 1}) {
-		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("read payment id claim: %w", err)
-		}
-		var held PaymentIDClaimed
-		if err := json.Unmarshal(e.Data, &held); err != nil {
-			return fmt.Errorf("payment id claim: %w", err)
-		}
-		if held.OrderID == id {
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: payment %q", ErrPaymentIDTaken, c.PaymentID)
 }
 
 // claim returns the append that claims what c's events make the order's alone, if anything:
@@ -100,14 +78,19 @@ func (h *Handler) claim(ctx context.Context, id string, c order.Command, md Meta
 }
 
 // claimHeld returns nil if the claim in stream, which c's append was refused, is the order
-// id's after all, and the error to answer c with if it is another's.
+// id's after all (a retried create, a payment started again after it failed), and the error to
+// answer c with if it is another's.
 func (h *Handler) claimHeld(ctx context.Context, id string, c order.Command, stream string) error {
-	var err error
+	holder, _, err := h.claimHolder(ctx, stream)
 	switch c := c.(type) {
 	case order.CreateOrder:
-		err = h.refHeld(ctx, c, stream)
+		if err == nil && holder != c.OrderID {
+			err = refTaken(c)
+		}
 	case order.StartPayment:
-		err = h.paymentIDHeld(ctx, id, c, stream)
+		if err == nil && holder != id {
+			err = fmt.Errorf("%w: payment %q", ErrPaymentIDTaken, c.PaymentID)
+		}
 	}
 	if err != nil {
 		return claimErr(id, c, err)
