@@ -1,10 +1,16 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/acme/orders/idempotency"
+	"pgregory.net/rapid"
 )
 
 // What decode accepts is what the fingerprint sees: two bodies with one fingerprint decode to
@@ -78,4 +84,57 @@ func TestOneFingerprintIsOneCommand(t *testing.T) {
 			t.Errorf("decode(%s) = %v; want ok %v", body, err, ok)
 		}
 	}
+}
+
+// Whatever body decode accepts, it reads as the fingerprint reads it: decoding the body's
+// canonical form (the value encoding/json reads, written again) gives the same command. So two
+// accepted bodies with one fingerprint, whose canonical forms are one, are one command. The
+// bodies are drawn with the names of the route, case variants, look-alikes and repeats, in any
+// order, with names and strings escaped or not.
+func TestDecodeReadsAsTheFingerprint(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		names := []string{"paymentId", "amount", "PaymentId", "AMOUNT", "paymentId", "amount", "paymentıd", "extra"}
+		var b strings.Builder
+		b.WriteString("{")
+		for i := range rapid.IntRange(0, 5).Draw(t, "members") {
+			if i > 0 {
+				b.WriteString(rapid.SampledFrom([]string{",", " , ", ",\n"}).Draw(t, "comma"))
+			}
+			name := rapid.SampledFrom(names).Draw(t, "name")
+			if rapid.Bool().Draw(t, "escape name") {
+				name = strings.Replace(name, "a", `\u0061`, 1)
+			}
+			b.WriteString(`"` + name + `":`)
+			switch kind := rapid.IntRange(0, 3).Draw(t, "kind"); {
+			case strings.EqualFold(name, "amount") && kind < 3 || kind == 0:
+				b.WriteString(strconv.Itoa(rapid.IntRange(-3, 3000).Draw(t, "int")))
+			case kind == 1 || kind == 0:
+				s := rapid.SampledFrom([]string{"p", "pay-1", `\u00e9`, `a\"b`, "é", `\ud83d\ude00`, `\ud800`}).Draw(t, "string")
+				b.WriteString(`"` + s + `"`)
+			case kind == 2:
+				b.WriteString(rapid.SampledFrom([]string{"null", "5.0", "1e3", "true", "[1]"}).Draw(t, "other"))
+			default:
+				b.WriteString(`"` + strconv.Itoa(rapid.IntRange(0, 9).Draw(t, "digit")) + `"`)
+			}
+		}
+		b.WriteString("}")
+		body := []byte(b.String())
+		var got paymentBody
+		if decode(body, &got) != nil {
+			return
+		}
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			t.Fatalf("decode accepted %s, which encoding/json refuses: %v", body, err)
+		}
+		canonical, _ := json.Marshal(v)
+		var again paymentBody
+		if err := decode(canonical, &again); err != nil || !reflect.DeepEqual(got, again) {
+			g, _ := json.Marshal(got)
+			a, _ := json.Marshal(again)
+			t.Fatalf("%s reads as %s; its canonical form %s as %s (%v)", body, g, canonical, a, err)
+		}
+	})
 }
