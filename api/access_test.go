@@ -225,3 +225,6 @@ func TestReplaceAPIKeys(t *testing.T) {
 		t.Error("a server in development mode took keys")
 	}
 }
+
+// lookup finds the entry of key.
+func (ks APIKeys) lookup(key string) (APIKey, bool) { return ks.lookupHash(HashKey(key)) }

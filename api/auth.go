@@ -104,16 +104,11 @@ func ValidatePrincipal(name string) error {
 	return nil
 }
 
-// lookup finds the entry of key. It compares the key's hash with every entry's in constant
-// time and never stops early, so how long it takes tells nothing of which entry, if any,
-// shares a prefix with the key's hash. (A map lookup by the hash would leak little, since a
-// hash prefix does not lead to a key, but the scan costs nothing at the sizes of a keys file
-// and leaves nothing to argue about.)
-func (ks APIKeys) lookup(key string) (APIKey, bool) {
-	return ks.lookupHash(HashKey(key))
-}
-
-// lookupHash is lookup by the key's hash.
+// lookupHash finds the entry of a key by its hash. It compares the hash with every entry's in
+// constant time and never stops early, so how long it takes tells nothing of which entry, if
+// any, shares a prefix with it. (A map lookup by the hash would leak little, since a hash
+// prefix does not lead to a key, but the scan costs nothing at the sizes of a keys file and
+// leaves nothing to argue about.)
 func (ks APIKeys) lookupHash(sum [sha256.Size]byte) (APIKey, bool) {
 	found := -1
 	for i := range ks {

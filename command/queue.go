@@ -49,10 +49,3 @@ func (qs *queues) done(id string, q *queue) {
 		delete(qs.m, id)
 	}
 }
-
-// len is how many orders have a command running or waiting.
-func (qs *queues) len() int {
-	qs.mu.Lock()
-	defer qs.mu.Unlock()
-	return len(qs.m)
-}

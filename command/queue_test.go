@@ -54,3 +54,10 @@ func TestQueuesRunOneOrderAtATimeAndForgetIdleOrders(t *testing.T) {
 		t.Errorf("%d queues left, want 0", n)
 	}
 }
+
+// len is how many orders have a command running or waiting.
+func (qs *queues) len() int {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	return len(qs.m)
+}

@@ -28,7 +28,7 @@ type Config struct {
 	MaxInFlight int
 	// MaxAttempts bounds the attempts running at once on this node, whatever their endpoints:
 	// each holds at most one outgoing connection, and at most as many more are kept idle for
-	// reuse, so deliveries hold at most OutgoingConnections descriptors.
+	// reuse, so deliveries hold at most twice MaxAttempts descriptors.
 	MaxAttempts int
 	// MaxPending bounds the deliveries an endpoint's checkpoint holds (waiting, in flight or
 	// waiting for a retry); the endpoint reads no further in the log until one leaves.
@@ -86,10 +86,6 @@ func ParseSchedule(s string) ([]time.Duration, error) {
 	}
 	return out, nil
 }
-
-// OutgoingConnections bounds the connections deliveries hold open at once: the attempts in
-// flight, and as many idle ones kept for reuse.
-func (c Config) OutgoingConnections() int { return 2 * c.MaxAttempts }
 
 // Check reports a configuration that cannot work.
 func (c Config) Check() error {

@@ -54,7 +54,8 @@ const (
 )
 
 // maxConnections is --max-connections, or its default for the process's open-file limit, of
-// which outgoing descriptors are the webhook deliveries' (webhooks.Config.OutgoingConnections).
+// which outgoing descriptors are the webhook deliveries' (twice --webhooks-attempts: see
+// webhooks.Config.MaxAttempts).
 func (f limitFlags) maxConnections(outgoing int) (int, error) {
 	switch {
 	case f.MaxConnections > 0:
