@@ -48,28 +48,6 @@ func (s *Server) AuthenticateHash(sum [sha256.Size]byte) (Caller, bool) {
 	return Caller{Principal: k.Principal, Roles: k.Roles}, true
 }
 
-// Authorize checks caller against the access table's rule for method and route (an API route
-// pattern such as "GET /v1/orders/:id"); orderID is the route's :id, if it has one. It fails
-// with an error for which IsForbidden holds, or, for another principal's order, with the
-// error of an order that does not exist (IsNotFound).
-func (s *Server) Authorize(ctx context.Context, caller Caller, method, route, orderID string) error {
-	r, ok := ruleFor(method, route)
-	if !ok || !caller.Roles.Has(r.roles) {
-		return fmt.Errorf("%w: %s %s needs one of the roles %s; the key has %s",
-			errForbidden, method, route, r.roles, orNone(caller.Roles))
-	}
-	if r.ownOrder && !caller.MayReadAnyOrder() {
-		owner, found, err := s.Orders.Owner(ctx, orderID)
-		if err != nil {
-			return err
-		}
-		if found && !caller.MayReadOrder(owner) {
-			return fmt.Errorf("%w: %s", errOrderNotFound, orderID)
-		}
-	}
-	return nil
-}
-
 // IsNotFound reports whether err is the API's not found (404): no such order, key or thing.
 func IsNotFound(err error) bool {
 	return errors.Is(err, errOrderNotFound) || errors.Is(err, errNotFound)
