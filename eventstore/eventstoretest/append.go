@@ -51,15 +51,12 @@ func (s streamState) nextRevision() uint64 {
 	return 3
 }
 
-func testAppendExpectedRevision(t *testing.T, s *suite) {
+// expectedRevisionCases are the expected revisions an append or a delete is checked against,
+// on a stream in each state, whether the check fails, and the Actual its error names. A
+// deleted stream is NoStream for the check, and its revisions go on after 2.
+var expectedRevisionCases = func() []expectedRevisionCase {
 	noStream, exact := eventstore.NoStream, eventstore.Exact
-	cases := []struct {
-		name     string
-		given    streamState
-		expected eventstore.ExpectedRevision
-		fails    bool
-		actual   eventstore.ExpectedRevision // the error's Actual, when it fails
-	}{
+	return []expectedRevisionCase{
 		{"Any", missing, eventstore.Any, false, noStream},
 		{"NoStream", missing, noStream, false, noStream},
 		{"StreamExists", missing, eventstore.StreamExists, true, noStream},
@@ -72,13 +69,24 @@ func testAppendExpectedRevision(t *testing.T, s *suite) {
 		{"Exact(1)", existing, exact(1), true, exact(2)},
 		{"Exact(3)", existing, exact(3), true, exact(2)},
 
-		// A deleted stream is NoStream for the check, and its revisions go on after 2.
 		{"Any", deleted, eventstore.Any, false, noStream},
 		{"NoStream", deleted, noStream, false, noStream},
 		{"StreamExists", deleted, eventstore.StreamExists, true, noStream},
 		{"Exact(2)", deleted, exact(2), true, noStream},
 		{"Exact(0)", deleted, exact(0), true, noStream},
 	}
+}()
+
+type expectedRevisionCase struct {
+	name     string
+	given    streamState
+	expected eventstore.ExpectedRevision
+	fails    bool
+	actual   eventstore.ExpectedRevision // the error's Actual, when it fails
+}
+
+func testAppendExpectedRevision(t *testing.T, s *suite) {
+	cases := expectedRevisionCases
 	for _, c := range cases {
 		t.Run(c.given.String()+"/"+c.name, func(t *testing.T) {
 			t.Parallel()
@@ -117,33 +125,9 @@ func testAppendExpectedRevision(t *testing.T, s *suite) {
 	}
 }
 
+// Deleting a missing stream with Any or NoStream does nothing and succeeds.
 func testDeleteExpectedRevision(t *testing.T, s *suite) {
-	noStream, exact := eventstore.NoStream, eventstore.Exact
-	cases := []struct {
-		name     string
-		given    streamState
-		expected eventstore.ExpectedRevision
-		fails    bool
-		actual   eventstore.ExpectedRevision // the error's Actual, when it fails
-	}{
-		// Deleting a missing stream with Any or NoStream does nothing and succeeds.
-		{"Any", missing, eventstore.Any, false, noStream},
-		{"NoStream", missing, noStream, false, noStream},
-		{"StreamExists", missing, eventstore.StreamExists, true, noStream},
-		{"Exact(0)", missing, exact(0), true, noStream},
-
-		{"Any", existing, eventstore.Any, false, noStream},
-		{"NoStream", existing, noStream, true, exact(2)},
-		{"StreamExists", existing, eventstore.StreamExists, false, noStream},
-		{"Exact(2)", existing, exact(2), false, noStream},
-		{"Exact(1)", existing, exact(1), true, exact(2)},
-		{"Exact(3)", existing, exact(3), true, exact(2)},
-
-		{"Any", deleted, eventstore.Any, false, noStream},
-		{"NoStream", deleted, noStream, false, noStream},
-		{"StreamExists", deleted, eventstore.StreamExists, true, noStream},
-		{"Exact(2)", deleted, exact(2), true, noStream},
-	}
+	cases := expectedRevisionCases
 	for _, c := range cases {
 		t.Run(c.given.String()+"/"+c.name, func(t *testing.T) {
 			t.Parallel()
