@@ -132,14 +132,7 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		return err
 	}
 	defer stopWebhooks()
-	metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "orders_idempotency_memory_bytes",
-		Help: "Bytes that the completed keys kept in memory take, as charged against --key-memory.",
-	}, func() float64 { return float64(idem.RememberedBytes()) }))
-	metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "orders_order_memory_bytes",
-		Help: "Bytes that the orders kept in memory as last folded or written take, as charged against --order-memory.",
-	}, func() float64 { return float64(orders.CachedBytes()) }))
+	watchMemories(metrics.Registry, idem, orders)
 	if cmd.KeysFile != "" {
 		stopReload := reloadKeysOnHangup(ctx, cmd.KeysFile, srv, log)
 		defer stopReload()
@@ -168,14 +161,20 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	log.Info("serving", "addr", ln.Addr().String(), "data", cmd.Data, "development_mode", len(keys) == 0,
 		"max_connections", maxConns, "idle_timeout", cmd.Limits.IdleTimeout.String(), "memory_limit_bytes", memoryLimit)
 
+	return shutDown(ctx, served, hs, srv, cmd.Shutdown, log)
+}
+
+// shutDown waits for the server to fail or ctx to end, then stops accepting, lets the
+// requests in flight finish within timeout and records the outcomes of answers already given;
+// the store closes after it returns.
+func shutDown(ctx context.Context, served <-chan error, hs *http.Server, srv *api.Server, timeout time.Duration, log *slog.Logger) error {
 	var serveErr error // the listener failed: shut down all the same
 	select {
 	case serveErr = <-served:
 	case <-ctx.Done():
 	}
-	// Stop accepting, let in-flight commands finish; the store closes after them (deferred).
 	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), cmd.Shutdown)
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
 		// Handlers may still be running: outcomes not recorded by now are rebuilt from the
@@ -187,6 +186,19 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		return errors.Join(serveErr, fmt.Errorf("shutdown: %w", err))
 	}
 	return serveErr
+}
+
+// watchMemories registers the gauges of the bounded memories: the completed keys' and the
+// cached orders'.
+func watchMemories(reg prometheus.Registerer, idem *idempotency.Keys, orders *command.Handler) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "orders_idempotency_memory_bytes",
+		Help: "Bytes that the completed keys kept in memory take, as charged against --key-memory.",
+	}, func() float64 { return float64(idem.RememberedBytes()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "orders_order_memory_bytes",
+		Help: "Bytes that the orders kept in memory as last folded or written take, as charged against --order-memory.",
+	}, func() float64 { return float64(orders.CachedBytes()) }))
 }
 
 // fingerprintMemo is how many request fingerprints are remembered (idempotency.Fingerprints),
