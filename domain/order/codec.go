@@ -2,7 +2,6 @@ package order
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -49,16 +48,13 @@ var events = newCodec(
 	register[DuplicateChargeRecorded],
 ).with(upcasters...)
 
-// Events returns the codec for every event type of this package.
-func Events() Codec { return events }
-
-// Marshal encodes e with Events().
+// Marshal encodes e with the codec of every event type of this package.
 func Marshal(e Event) (typ string, data []byte, err error) { return events.Marshal(e) }
 
-// Unmarshal decodes an event of type typ with Events().
+// Unmarshal decodes an event of type typ with the codec of every event type of this package.
 func Unmarshal(typ string, data []byte) (Event, error) { return events.Unmarshal(typ, data) }
 
-// Upcast returns a stored event at the current version of its type with Events().
+// Upcast returns a stored event at the current version of its type with the codec of every event type of this package.
 func Upcast(typ string, data []byte) (string, []byte, error) { return events.Upcast(typ, data) }
 
 func newCodec(regs ...func(map[string]eventType)) Codec {
@@ -165,25 +161,4 @@ func (c Codec) Upcast(typ string, data []byte) (string, []byte, error) {
 		return "", nil, err
 	}
 	return c.Marshal(e)
-}
-
-// Types returns the current type names the codec knows, sorted: those it writes.
-func (c Codec) Types() []string {
-	return c.names(func(t eventType) bool { return t.owns != nil })
-}
-
-// EarlierTypes returns the earlier versions it reads by upcasting, sorted.
-func (c Codec) EarlierTypes() []string {
-	return c.names(func(t eventType) bool { return t.owns == nil })
-}
-
-func (c Codec) names(keep func(eventType) bool) []string {
-	var names []string
-	for name, t := range c.types {
-		if keep(t) {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	return names
 }
