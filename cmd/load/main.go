@@ -338,14 +338,7 @@ func (cmd *runCmd) createPhase(ctx context.Context, name, url string, pid int, b
 		return Phase{}, nil, err
 	}
 	p := Phase{Commands: res.Stats, CommandsCPU: cpuBetween(w[0], w[1], res.Stats.Commands)}
-	say("%s: %.0f creates/s; replaying %d acknowledged creates once it is idle (after %v)", name, res.Stats.CommandsPerSecond(),
-		len(res.Ledger.Commands()), awaitQuiet(ctx, pid, quietAtMost).Round(time.Millisecond))
-	before := sampleCPU(pid)
-	if p.Replays, err = load.Replay(ctx, cfg, res.Ledger); err != nil {
-		return Phase{}, nil, err
-	}
-	p.ReplaysCPU = cpuBetween(before, sampleCPU(pid), p.Replays.Commands)
-	return p, res.Ledger, nil
+	return replayAll(ctx, cfg, pid, p, res, "creates", name, say)
 }
 
 // cpuWindow samples the processor use at the ends of the measured window: after the warm-up
@@ -419,9 +412,15 @@ func (cmd *runCmd) phase(ctx context.Context, url string, pid int, baseline bool
 	if cmd.Orders == 0 {
 		p.window = [2]time.Time{start.Add(cmd.Warmup), start.Add(cmd.Warmup + cmd.Duration)}
 	}
-	say("%s: %.0f commands/s; replaying %d acknowledged commands once it is idle (after %v)", name, res.Stats.CommandsPerSecond(),
-		len(res.Ledger.Commands()), awaitQuiet(ctx, pid, quietAtMost).Round(time.Millisecond))
+	return replayAll(ctx, cfg, pid, p, res, "commands", name, say)
+}
+
+// replayAll replays every command res acknowledged, once the target at pid is idle, into p.
+func replayAll(ctx context.Context, cfg load.Config, pid int, p Phase, res *load.Result, what, name string, say func(string, ...any)) (Phase, *load.Ledger, error) {
+	say("%s: %.0f %s/s; replaying %d acknowledged %s once it is idle (after %v)", name, res.Stats.CommandsPerSecond(), what,
+		len(res.Ledger.Commands()), what, awaitQuiet(ctx, pid, quietAtMost).Round(time.Millisecond))
 	before := sampleCPU(pid)
+	var err error
 	if p.Replays, err = load.Replay(ctx, cfg, res.Ledger); err != nil {
 		return Phase{}, nil, err
 	}
