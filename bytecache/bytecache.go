@@ -98,10 +98,3 @@ func (c *Cache[K, V]) Bytes() int64 {
 	defer c.mu.Unlock()
 	return c.bytes
 }
-
-// Len is how many values are held.
-func (c *Cache[K, V]) Len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lru.Len()
-}

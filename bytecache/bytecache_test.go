@@ -54,3 +54,10 @@ func TestAddUnlessAndRemoveIf(t *testing.T) {
 		t.Error("o kept")
 	}
 }
+
+// Len is how many values are held.
+func (c *Cache[K, V]) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lru.Len()
+}
