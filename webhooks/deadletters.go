@@ -49,17 +49,18 @@ func (s *Service) DeadLetters(ctx context.Context, id string, limit int) ([]Dead
 }
 
 // deadFold is an endpoint's dead-letter stream folded: the dead letters not re-sent since (the
-// latest last), the deliveries whose retry was asked for since their last dead letter, and the
-// stream's last revision.
+// latest last) with the revision of each, the deliveries whose retry was asked for since their
+// last dead letter, and the stream's last revision.
 type deadFold struct {
 	dead     []DeadLettered
+	at       map[string]uint64 // by delivery id
 	retrying map[string]bool
 	last     uint64
 	found    bool
 }
 
 func (s *Service) foldDead(ctx context.Context, id string) (deadFold, error) {
-	f := deadFold{retrying: map[string]bool{}}
+	f := deadFold{at: map[string]uint64{}, retrying: map[string]bool{}}
 	for e, err := range s.Store.ReadStream(ctx, deadPrefix+id, eventstore.ReadStreamOptions{}) {
 		if errors.Is(err, eventstore.ErrStreamNotFound) {
 			return f, nil
@@ -78,6 +79,7 @@ func (s *Service) foldDead(ctx context.Context, id string) (deadFold, error) {
 		switch e.Type {
 		case TypeDeadLettered:
 			f.dead = append(removeDelivery(f.dead, d.ID), d.DeadLettered)
+			f.at[d.ID] = e.Revision
 			delete(f.retrying, d.ID)
 		case TypeRetryRequested:
 			f.dead = removeDelivery(f.dead, d.DeliveryID)
@@ -156,18 +158,19 @@ func (r *runner) boundDeadLetters(ctx context.Context, now time.Time) error {
 	if before <= first {
 		return nil
 	}
-	was, err := r.s.foldDead(ctx, r.id)
+	f, err := r.s.foldDead(ctx, r.id)
 	if err != nil {
 		return err
 	}
 	if err := r.s.Store.Truncate(ctx, stream, before); err != nil {
 		return fmt.Errorf("drop the oldest dead letters of %s: %w", r.id, err)
 	}
-	is, err := r.s.foldDead(ctx, r.id)
-	if err != nil {
-		return err
+	dropped := 0 // the dead letters not re-sent whose last dead-lettering is gone
+	for _, d := range f.dead {
+		if f.at[d.ID] < before {
+			dropped++
+		}
 	}
-	dropped := len(was.dead) - len(is.dead) // not counting those re-sent
 	r.s.droppedAdd(dropped)
 	r.s.logEndpoint(r.id, "dead letters dropped", slog.Int("dropped", dropped), slog.Uint64("from", before))
 	return nil
