@@ -35,12 +35,15 @@ const CachedOrdersDefault = 16 << 20
 const (
 	cachedOverhead = 1024
 	lineSize       = int64(unsafe.Sizeof(order.Line{}))
-	chargeSize     = int64(unsafe.Sizeof(order.Charge{})) + 48 // and its slot in the index by payment id
-	keySlot        = 48                                        // a key's slot in the keys' map, its string's header
+	// A duplicate charge, its slot in the index by payment id, and its payment id at the most it
+	// can be: charged without walking an order's charges, of which there may be thousands.
+	chargeSize = int64(unsafe.Sizeof(order.Charge{})) + 48 + order.MaxIDLen
+	keySlot    = 48 // a key's slot in the keys' map, its string's header
 )
 
 // size is what caching r costs in memory, in bytes: each string rounded up as the allocator
-// does, each slice at its capacity.
+// does, each slice at its capacity. Its work is that of the command that caches r: it reads
+// the order's lines and keys, which the command copied, not its charges.
 func (r cachedOrder) size() int64 {
 	s := &r.order.State
 	n := int64(cachedOverhead) + str(s.ID) + str(s.CustomerID) + str(s.ClientRef) + str(s.Channel) +
@@ -49,9 +52,7 @@ func (r cachedOrder) size() int64 {
 	for _, l := range s.Lines {
 		n += str(l.SKU) + str(l.Name)
 	}
-	for c := range s.DuplicateCharges.All() {
-		n += chargeSize + str(c.PaymentID)
-	}
+	n += int64(s.DuplicateCharges.Len()) * chargeSize
 	for k := range r.keys {
 		n += keySlot + str(k)
 	}
