@@ -65,7 +65,6 @@ type orderData struct {
 // chargesPage is a page of an order's duplicate charges: as many as the API's answer lists.
 type chargesPage struct {
 	Charges     []order.Charge
-	From        int  // the index of the first shown
 	First, Last int  // the numbers of the first and last shown, from 1
 	Next        *int // the index of the first of the next page
 	Previous    *int // of the previous page
@@ -79,7 +78,7 @@ func (c *Console) orderPage(w http.ResponseWriter, r *http.Request, v *visit) {
 	id := r.PathValue("id")
 	d, err := c.order(ctx, v, id)
 	if err == nil {
-		d.From, _, err = revisionParam(r, "from")
+		d.From, _, err = numberParam(r, "from")
 	}
 	if err == nil {
 		err = d.pageCharges(r)
@@ -88,7 +87,7 @@ func (c *Console) orderPage(w http.ResponseWriter, r *http.Request, v *visit) {
 		err = c.timeline(ctx, &d)
 	}
 	if err == nil && d.CanSelect {
-		if rev, ok, perr := revisionParam(r, "event"); perr != nil {
+		if rev, ok, perr := numberParam(r, "event"); perr != nil {
 			err = perr
 		} else if ok {
 			d.Selected, err = c.stateAt(ctx, id, rev)
@@ -134,28 +133,29 @@ func (c *Console) order(ctx context.Context, v *visit, id string) (orderData, er
 
 // pageCharges picks the page of duplicate charges from the query's charges (an index).
 func (d *orderData) pageCharges(r *http.Request) error {
-	from, _, err := revisionParam(r, "charges")
+	from, _, err := numberParam(r, "charges")
 	if err != nil {
 		return err
 	}
 	n := d.State.DuplicateCharges.Len()
-	p := chargesPage{From: int(min(from, uint64(n)))}
+	start := int(min(from, uint64(n)))
+	var p chargesPage
 	i := 0
 	for ch := range d.State.DuplicateCharges.All() {
-		if i >= p.From+api.ShownCharges {
+		if i >= start+api.ShownCharges {
 			break
 		}
-		if i >= p.From {
+		if i >= start {
 			p.Charges = append(p.Charges, ch)
 		}
 		i++
 	}
-	p.First, p.Last = p.From+1, p.From+len(p.Charges)
+	p.First, p.Last = start+1, start+len(p.Charges)
 	if p.Last < n {
 		p.Next = &p.Last
 	}
-	if p.From > 0 {
-		prev := max(0, p.From-api.ShownCharges)
+	if start > 0 {
+		prev := max(0, start-api.ShownCharges)
 		p.Previous = &prev
 	}
 	d.Duplicates = p

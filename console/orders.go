@@ -117,15 +117,16 @@ func (c *Console) ordersPage(w http.ResponseWriter, r *http.Request, v *visit) {
 	c.render(w, r, http.StatusOK, "orders", "Orders", v, d)
 }
 
-// revisionParam reads the query parameter name as a revision; ok is false if it is absent.
-func revisionParam(r *http.Request, name string) (rev uint64, ok bool, err error) {
+// numberParam reads the query parameter name as a whole number of 0 or more (a revision, an
+// index); ok is false if it is absent.
+func numberParam(r *http.Request, name string) (n uint64, ok bool, err error) {
 	s := r.URL.Query().Get(name)
 	if s == "" {
 		return 0, false, nil
 	}
-	rev, err = strconv.ParseUint(s, 10, 63)
+	n, err = strconv.ParseUint(s, 10, 63)
 	if err != nil {
-		return 0, false, fmt.Errorf("%w: %s must be a revision number", errBadInput, name)
+		return 0, false, fmt.Errorf("%w: %s must be a whole number of 0 or more", errBadInput, name)
 	}
-	return rev, true, nil
+	return n, true, nil
 }
