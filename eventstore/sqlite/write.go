@@ -424,16 +424,20 @@ func eventBytes(pending []*request) int {
 
 // storageError marks err as ErrUnavailable unless it is one of the contract's own errors.
 func storageError(err error) error {
-	for _, own := range []error{eventstore.ErrWrongExpectedRevision, eventstore.ErrDuplicateEventID, eventstore.ErrInvalidArgument, eventstore.ErrStreamNotFound} {
+	if err == nil {
+		return nil // every request of a batch that commits: nothing to look at
+	}
+	for _, own := range contractErrors {
 		if errors.Is(err, own) {
 			return err
 		}
 	}
-	if err == nil {
-		return nil
-	}
 	return fmt.Errorf("%w: %v", eventstore.ErrUnavailable, err)
 }
+
+// contractErrors are the errors of the store contract that a request's own arguments or the
+// streams' state cause, which a retry alone does not mend.
+var contractErrors = []error{eventstore.ErrWrongExpectedRevision, eventstore.ErrDuplicateEventID, eventstore.ErrInvalidArgument, eventstore.ErrStreamNotFound}
 
 // testHooks let this package's tests hold the writer where a test needs it. Config.hooks is
 // nil outside them.
