@@ -11,14 +11,11 @@ import (
 	"github.com/acme/orders/projections"
 )
 
-// Caller is an authenticated principal and the roles its key grants (package access).
-type Caller = access.Caller
-
 // NoteCaller records the caller of a request that another front end (the console) authenticated
 // by its own means, so that the request's log line and its metrics name the principal as those
 // of the API's own requests do. It does nothing for a request that did not pass the API's
 // handler.
-func NoteCaller(r *http.Request, c Caller) {
+func NoteCaller(r *http.Request, c access.Caller) {
 	if st := requestOf(r.Context()); st != nil {
 		st.principal, st.roles = c.Principal, c.Roles
 	}
@@ -26,9 +23,9 @@ func NoteCaller(r *http.Request, c Caller) {
 
 // Authenticate returns the caller of an API key, and false if no key in use is key. In
 // development mode every key is the principal "local" with every role, as every request is.
-func (s *Server) Authenticate(key string) (Caller, bool) {
+func (s *Server) Authenticate(key string) (access.Caller, bool) {
 	if len(s.apiKeys()) == 0 {
-		return Caller{Principal: devPrincipal, Roles: access.AllRoles}, true // no key to hash it for
+		return access.Caller{Principal: devPrincipal, Roles: access.AllRoles}, true // no key to hash it for
 	}
 	return s.AuthenticateHash(HashKey(key))
 }
@@ -36,16 +33,16 @@ func (s *Server) Authenticate(key string) (Caller, bool) {
 // AuthenticateHash is Authenticate by the key's hash (HashKey), for a front end that keeps
 // the hash of the key it was given, never the key, and asks again on every request, so that
 // a key taken out of the keys file (ReplaceAPIKeys) stops working there too.
-func (s *Server) AuthenticateHash(sum [sha256.Size]byte) (Caller, bool) {
+func (s *Server) AuthenticateHash(sum [sha256.Size]byte) (access.Caller, bool) {
 	keys := s.apiKeys()
 	if len(keys) == 0 {
-		return Caller{Principal: devPrincipal, Roles: access.AllRoles}, true
+		return access.Caller{Principal: devPrincipal, Roles: access.AllRoles}, true
 	}
 	k, ok := keys.lookupHash(sum)
 	if !ok {
-		return Caller{}, false
+		return access.Caller{}, false
 	}
-	return Caller{Principal: k.Principal, Roles: k.Roles}, true
+	return access.Caller{Principal: k.Principal, Roles: k.Roles}, true
 }
 
 // IsNotFound reports whether err is the API's not found (404): no such order, key or thing.

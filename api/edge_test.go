@@ -408,7 +408,7 @@ func TestRequestLogNamesTheCallerAFrontEndNoted(t *testing.T) {
 	var logs syncBuffer
 	s := &Server{Log: slog.New(slog.NewJSONHandler(&logs, nil)), APIKeys: APIKeys{{Principal: "shop-1", Hash: HashKey("s3cret"), Roles: access.RoleClient}}}
 	s.Console = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		NoteCaller(r, Caller{Principal: "auditor-7", Roles: access.RoleAuditor})
+		NoteCaller(r, access.Caller{Principal: "auditor-7", Roles: access.RoleAuditor})
 		w.WriteHeader(http.StatusNoContent)
 	})
 	if r := serve(s.Handler(), "GET", "/console/orders"); r.Code != http.StatusNoContent {

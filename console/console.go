@@ -137,7 +137,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // visit is a signed-in request: its session and the caller its key is now.
 type visit struct {
 	session *session
-	caller  api.Caller
+	caller  access.Caller
 }
 
 // The messages of the sign-in page, by the m parameter it is sent to with.
@@ -195,7 +195,7 @@ var (
 // page is what every page's template gets.
 type page struct {
 	Title  string
-	Caller api.Caller
+	Caller access.Caller
 	CSRF   string
 	Admin  bool
 	Data   any
