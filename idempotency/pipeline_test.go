@@ -10,6 +10,7 @@ import (
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/eventstore/eventstoretest"
 	"github.com/acme/orders/fault"
 	"github.com/acme/orders/idempotency"
 )
@@ -41,17 +42,7 @@ func newPipeline(t *testing.T) (*idempotency.Pipeline, *clock, eventstore.Store)
 
 func orderEvents(t *testing.T, s eventstore.Store, id string) int {
 	t.Helper()
-	n := 0
-	for _, err := range s.ReadStream(context.Background(), command.StreamName(id), eventstore.ReadStreamOptions{}) {
-		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			return 0
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		n++
-	}
-	return n
+	return eventstoretest.StreamLen(t, s, command.StreamName(id))
 }
 
 func TestPipelineRunsOnceAndReplaysTheFirstAnswer(t *testing.T) {

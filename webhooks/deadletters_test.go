@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/eventstore/eventstoretest"
 	"github.com/acme/orders/eventstore/kurrent"
 	"github.com/acme/orders/eventstore/kurrent/kurrenttest"
 	"github.com/acme/orders/eventstore/sqlite"
@@ -55,21 +56,6 @@ func deadService(store eventstore.Store, max int) *Service {
 	return s
 }
 
-func streamLen(t *testing.T, store eventstore.Store, stream string) int {
-	t.Helper()
-	n := 0
-	for _, err := range store.ReadStream(context.Background(), stream, eventstore.ReadStreamOptions{}) {
-		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			return 0
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		n++
-	}
-	return n
-}
-
 func deadIDs(t *testing.T, s *Service, id string) string {
 	t.Helper()
 	dead, err := s.DeadLetters(context.Background(), id, 1000)
@@ -110,7 +96,7 @@ func testDeadLettersAreBounded(t *testing.T, store eventstore.Store) {
 		if err := r.boundDeadLetters(ctx, time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		if n := streamLen(t, store, deadPrefix+"we_x"); n > 8 {
+		if n := eventstoretest.StreamLen(t, store, deadPrefix+"we_x"); n > 8 {
 			t.Fatalf("after dead letter %d the stream holds %d events", i, n)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/eventstore/eventstoretest"
 )
 
 // node is the endpoints of one API node over store.
@@ -158,7 +159,7 @@ func TestSlotsFoldChanges(t *testing.T) {
 	if len(st.ids) != 2*slotsFullEvery-2 || len(missing(st.ids, want)) != 0 || len(missing(want, st.ids)) != 0 {
 		t.Errorf("slots %d, want the %d endpoints", len(st.ids), len(want))
 	}
-	if n := streamLen(t, store, slotsStream("alice")); n != 2*slotsFullEvery+12 || st.changes >= slotsFullEvery {
+	if n := eventstoretest.StreamLen(t, store, slotsStream("alice")); n != 2*slotsFullEvery+12 || st.changes >= slotsFullEvery {
 		t.Errorf("%d slot events, %d changes since the last naming all", n, st.changes)
 	}
 }

@@ -36,6 +36,17 @@ func MustAppend(tb testing.TB, s eventstore.Store, stream string, expected event
 	return res
 }
 
+// StreamLen is how many events stream holds: 0 for a missing stream. It fails the test if the
+// read fails.
+func StreamLen(tb testing.TB, s eventstore.Store, stream string) int {
+	tb.Helper()
+	events, err := Collect(s.ReadStream(tb.Context(), stream, eventstore.ReadStreamOptions{}))
+	if err != nil && !errors.Is(err, eventstore.ErrStreamNotFound) {
+		tb.Fatalf("read %q: %v", stream, err)
+	}
+	return len(events)
+}
+
 // Collect reads seq to its end and returns the events it yielded and the error that ended it.
 func Collect(seq iter.Seq2[eventstore.RecordedEvent, error]) ([]eventstore.RecordedEvent, error) {
 	var events []eventstore.RecordedEvent
