@@ -245,7 +245,7 @@ func (s *Server) respond(rt route, orderID string, res command.Result, err error
 		}
 		return out
 	}
-	body, _ := json.Marshal(viewOrder(res.State)) // a view of strings, numbers and times: no error
+	body, _ := OrderJSON(res.State) // a view of strings, numbers and times: no error
 	out := idempotency.Outcome{
 		Status: http.StatusOK,
 		Headers: map[string]string{
