@@ -32,13 +32,13 @@ const defaultRequestTimeout = 30 * time.Second
 // readinessTimeout bounds a readiness check.
 const readinessTimeout = 2 * time.Second
 
-// Readiness is the check for Server.Ready of a service on feed and the projections of r: not
-// ready while the store does not tell the head of its log, or a projection has failed.
-func Readiness(feed eventstore.Feed, r *projections.Runner) func(context.Context) error {
+// Readiness is the check for Server.Ready of a service on store and the projections of r: not
+// ready while the store's backend does not answer (Store.Ping), or a projection has failed.
+func Readiness(store eventstore.Store, r *projections.Runner) func(context.Context) error {
 	return func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, readinessTimeout)
 		defer cancel()
-		if _, err := feed.Head(ctx); err != nil {
+		if err := store.Ping(ctx); err != nil {
 			return fmt.Errorf("event store: %w", err)
 		}
 		st, err := r.Status(ctx)

@@ -32,6 +32,11 @@ type Store interface {
 	// embedded store removes them; KurrentDB keeps them until a scavenge), and an append of the
 	// ids of removed events is not recognised as a repeat.
 	Truncate(ctx context.Context, stream string, before uint64) error
+
+	// Ping reaches the backend as a read does, without reading events: the embedded store
+	// asks its file, KurrentDB answers a call. It fails as a read would, with ErrClosed once
+	// the store is closed: what a readiness probe asks.
+	Ping(ctx context.Context) error
 }
 
 // MultiStreamAppender is a Store that appends to several streams in one atomic step, as

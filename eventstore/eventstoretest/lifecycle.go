@@ -70,6 +70,9 @@ func testCancelledContext(t *testing.T, s *suite) {
 				_, err := f.b.Head(c.ctx(t))
 				wantCtxErr(t, err)
 			})
+			t.Run("Ping", func(t *testing.T) {
+				wantCtxErr(t, f.b.Ping(c.ctx(t)))
+			})
 			t.Run("SubscribeAll", func(t *testing.T) {
 				sub := f.subscribeCtx(t, c.ctx(t), eventstore.SubscribeOptions{Filter: f.own()})
 				wantCtxErr(t, sub.wait(t))
@@ -148,6 +151,9 @@ func testCallsAfterClose(t *testing.T, s *suite) {
 	f := s.setup(t)
 	stream := f.stream("s")
 	f.append(t, stream, eventstore.NoStream, NewEvents(2)...)
+	if err := f.b.Ping(t.Context()); err != nil {
+		t.Fatalf("Ping of an open store: %v", err)
+	}
 	// Given a closed store,
 	f.close(t)
 
@@ -183,6 +189,9 @@ func testCallsAfterClose(t *testing.T, s *suite) {
 	t.Run("Head", func(t *testing.T) {
 		_, err := f.b.Head(ctx)
 		wantClosed(t, err)
+	})
+	t.Run("Ping", func(t *testing.T) {
+		wantClosed(t, f.b.Ping(ctx))
 	})
 	t.Run("SubscribeAll", func(t *testing.T) {
 		sub := f.subscribe(t, eventstore.SubscribeOptions{Filter: f.own()})

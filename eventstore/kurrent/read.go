@@ -150,6 +150,12 @@ func (s *Store) Head(ctx context.Context) (eventstore.Position, error) {
 	}
 }
 
+// Ping implements eventstore.Store: the server answers a read of the log's head.
+func (s *Store) Ping(ctx context.Context) error {
+	_, err := s.Head(ctx)
+	return err
+}
+
 // Reconnection backoff of a subscription whose connection dropped.
 const (
 	minBackoff = 50 * time.Millisecond

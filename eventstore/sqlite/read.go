@@ -206,6 +206,17 @@ func (s *Store) streamPage(ctx context.Context, stream string, backwards bool, f
 	return page, err
 }
 
+// Ping implements eventstore.Store: a reader connection asks the file whether a stream exists.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.usable(ctx); err != nil {
+		return fmt.Errorf("ping: %w", err)
+	}
+	if err := s.read(ctx, s.rdb, func(c *readConn) error { _, err := c.exists(ctx, ""); return err }); err != nil {
+		return fmt.Errorf("ping: %w", err)
+	}
+	return nil
+}
+
 // read runs f on a reader connection of pool.
 func (s *Store) read(ctx context.Context, pool *sql.DB, f func(*readConn) error) error {
 	conn, err := pool.Conn(ctx)
