@@ -22,7 +22,8 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 		if done != nil {
 			return done.claim, done.replay, done.err
 		}
-		step := decide(v.st, Holding{Here: v.here, Unwritten: v.held.unwritten, Answered: v.held.answer != nil}, r.Fingerprint, now)
+		h := Holding{Here: v.here, Unwritten: v.held.unwritten, Answered: v.held.answer != nil, LeaseOver: v.leaseOver}
+		step := decide(v.st, h, r.Fingerprint, now)
 		done = a.take(ctx, step, v, now)
 		if done == nil {
 			done = a.wait(ctx, v, now)
@@ -82,6 +83,10 @@ type view struct {
 	held    held
 	here    bool            // this process holds the key
 	changed <-chan struct{} // closed when this process completes or releases it
+	// leaseOver: another's claim is past its lease; else it will be in leaseLeft, if that is
+	// positive.
+	leaseOver bool
+	leaseLeft time.Duration
 }
 
 // look learns what is known of the key now: from this process's own claim, from its memory of
@@ -112,6 +117,7 @@ func (a *attempt) look(ctx context.Context, now time.Time) (view, *begun) {
 		if v.st, err = k.read(ctx, a.stream); err != nil {
 			return v, &begun{err: err}
 		}
+		v.leaseOver, v.leaseLeft = k.leaseOver(a.stream, v.st, now)
 	}
 	a.believedNew = false
 	return v, nil
@@ -215,7 +221,11 @@ func (a *attempt) wait(ctx context.Context, v view, now time.Time) *begun {
 		a.waited = true
 		k.observe(ctx, EventWaited, a.stream)
 	}
-	t := time.NewTimer(min(left, a.poll, v.st.current.LeaseUntil.Sub(now)+time.Millisecond))
+	next := min(left, a.poll)
+	if v.leaseLeft > 0 {
+		next = min(next, v.leaseLeft+time.Millisecond)
+	}
+	t := time.NewTimer(next)
 	defer t.Stop()
 	a.poll = min(2*a.poll, pollMax)
 	select {

@@ -29,15 +29,17 @@ const (
 	StepForget   Step = "forget"    // delete the expired key, then start again as new
 )
 
-// Holding is what this process knows of its own claim of a key, beyond the key's stream.
+// Holding is what this process knows of a key's claim beyond the key's stream: of its own, and
+// of the lease of another's.
 type Holding struct {
 	Here      bool // a request of this process holds the key
 	Unwritten bool // its claim is not written yet: only its append will tell whether it stands
 	Answered  bool // it gave its answer, which is on its way to the store
+	LeaseOver bool // another's claim is past its lease, as this process has seen it (lease.Terms.Over)
 }
 
-// phase returns the key's phase at now.
-func (s keyState) phase(now time.Time) Phase {
+// phase returns the key's phase at now, given whether its claim's lease is over.
+func (s keyState) phase(now time.Time, leaseOver bool) Phase {
 	switch {
 	case !s.exists:
 		return Unclaimed
@@ -45,7 +47,7 @@ func (s keyState) phase(now time.Time) Phase {
 		return Expired
 	case s.done != nil:
 		return Finished
-	case s.released || !s.current.LeaseUntil.After(now):
+	case s.released || leaseOver:
 		return Abandoned
 	}
 	return Running
@@ -54,7 +56,7 @@ func (s keyState) phase(now time.Time) Phase {
 // decide is the key's life as a pure function: the next step of a request with fingerprint
 // at now, given the key's stream folded (s) and this process's own claim of it (h).
 func decide(s keyState, h Holding, fingerprint string, now time.Time) Step {
-	phase := s.phase(now)
+	phase := s.phase(now, h.LeaseOver)
 	switch phase {
 	case Expired:
 		return StepForget

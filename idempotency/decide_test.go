@@ -10,16 +10,14 @@ import (
 // request's fingerprint, one row per cell, and every cell asserted.
 func TestDecide(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	claim := Claimed{Fingerprint: "fp", ExpiresAt: now.Add(time.Hour), LeaseUntil: now.Add(time.Second)}
-	over := claim
-	over.LeaseUntil = now.Add(-time.Second)
+	claim := Claimed{Fingerprint: "fp", ExpiresAt: now.Add(time.Hour)}
 	old := claim
 	old.ExpiresAt = now
 
 	states := map[Phase]keyState{
 		Unclaimed: {},
 		Running:   {exists: true, first: claim, current: claim},
-		Abandoned: {exists: true, first: claim, current: over},
+		Abandoned: {exists: true, first: claim, current: claim}, // its lease seen over (Holding.LeaseOver)
 		Finished:  {exists: true, first: claim, current: claim, done: &Completed{}},
 		Expired:   {exists: true, first: old, current: old, done: &Completed{}},
 	}
@@ -96,20 +94,21 @@ func TestDecide(t *testing.T) {
 	}
 	for c, step := range want {
 		t.Run(fmt.Sprintf("%s/%s/same=%v", c.phase, c.holding, c.same), func(t *testing.T) {
-			st := states[c.phase]
-			if got := st.phase(now); got != c.phase {
+			st, h := states[c.phase], holdings[c.holding]
+			h.LeaseOver = c.phase == Abandoned
+			if got := st.phase(now, h.LeaseOver); got != c.phase {
 				t.Fatalf("phase = %s, want %s", got, c.phase)
 			}
 			fp := "fp"
 			if !c.same {
 				fp = "other"
 			}
-			if got := decide(st, holdings[c.holding], fp, now); got != step {
+			if got := decide(st, h, fp, now); got != step {
 				t.Errorf("decide = %s, want %s", got, step)
 			}
 		})
 	}
-	if got := released.phase(now); got != Abandoned {
+	if got := released.phase(now, false); got != Abandoned {
 		t.Errorf("a released key is %s, want %s", got, Abandoned)
 	}
 	if got := decide(released, Holding{}, "fp", now); got != StepTakeOver {

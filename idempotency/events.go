@@ -19,7 +19,11 @@ const (
 	TypeRecorded = "idempotency.recorded.v1"
 )
 
-// Claimed records that a request holds the key. A takeover appends another one.
+// Claimed records that a request holds the key. A takeover appends another one. Claimant
+// begins with the node's name (lease.Terms.Node) and a "/". LeaseUntil is for nodes of earlier
+// releases, which compared it with their wall clocks: this one goes by its sighting of the claim
+// (lease.Terms.Over), and still writes it so that such a node, mid-upgrade, does not take
+// over a live claim.
 type Claimed struct {
 	Principal   string    `json:"principal"`
 	Key         string    `json:"key"`

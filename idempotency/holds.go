@@ -26,19 +26,24 @@ func (h *holds) answered(c *Claim, out Outcome) {
 }
 
 // hold notes a claim of this process, so that its duplicates here wait for it without reading
-// the key stream; drop ends that when the claim completes or is released.
+// the key stream; drop ends that when the claim completes or is released. A claim not yet
+// written does not displace one written: its append will be refused.
 func (h *holds) hold(stream string, claim held) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.holding == nil {
 		h.holding = make(map[string]held)
 	}
+	if was, ok := h.holding[stream]; ok && claim.unwritten && !was.unwritten {
+		return
+	}
 	h.holding[stream] = claim
 }
 
 // heldHere returns the claim of this process on the key stream, if one holds it still: within
-// its lease and before the key expires. A claim whose holder never let go (it panicked) is
-// forgotten once its lease ends, and the key stream is read again.
+// its lease and before the key expires, by this process's clock (the claim's times keep their
+// monotonic reading). A claim whose holder never let go (it panicked) is forgotten once its
+// lease ends, and the key stream is read again.
 func (h *holds) heldHere(stream string, now time.Time) (held, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

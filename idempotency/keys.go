@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/fault"
+	"github.com/acme/orders/lease"
 )
 
 // Keys runs the key protocol on an event store. Set Store; the other fields have defaults.
@@ -18,9 +20,10 @@ type Keys struct {
 	// every key this process reads, whatever TTL the key was claimed under, so that an operator's
 	// change of it holds for the keys already kept (see Keys.expiry).
 	TTL time.Duration
-	// Lease is how long a claim holds the key before another request may take it over; 0
-	// means 10 seconds.
-	Lease time.Duration
+	// Lease is the terms of the claims' lease (see package lease): a claim holds its key until
+	// another request has seen it unchanged for Lease.Length (0 means 10 seconds), or at once
+	// when its holder is gone.
+	Lease lease.Terms
 	// Wait bounds how long a request waits for the holder of its key; 0 means 2 seconds.
 	Wait time.Duration
 	// Now is the clock; nil means time.Now.
@@ -47,6 +50,8 @@ type Keys struct {
 	completed completed // the memory of completed keys
 
 	holds holds // the claims this process holds, and its requests waiting for them
+
+	sightings lease.Sightings // of the claims of others, whose holders requests here wait for
 
 	sweeper sweeper // the sweeper's state, with a mutex of its own
 }
@@ -170,7 +175,21 @@ func (c *Claim) Refused(err error) bool {
 
 func (k *Keys) ttl() time.Duration { return or(k.TTL, 24*time.Hour) }
 
-func (k *Keys) lease() time.Duration { return or(k.Lease, 10*time.Second) }
+func (k *Keys) lease() lease.Terms {
+	t := k.Lease
+	t.Length = or(t.Length, 10*time.Second)
+	return t
+}
+
+// leaseOver reports whether the claim st holds, by a holder that is not this process, is past
+// its lease, and how long until it will be if the key stays as it is.
+func (k *Keys) leaseOver(stream string, st keyState, now time.Time) (bool, time.Duration) {
+	if !st.exists || st.done != nil || st.released {
+		return false, 0
+	}
+	holder, _, _ := strings.Cut(st.current.Claimant, "/")
+	return k.sightings.Over(k.lease(), stream, holder, st.revision, now)
+}
 
 func (k *Keys) wait() time.Duration { return or(k.Wait, 2*time.Second) }
 
@@ -245,16 +264,21 @@ func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.Exp
 		return nil, err
 	}
 	e := newEvent(TypeClaimed, data)
+	// A takeover's claim has the original's fingerprint and expiry: it stands for it. It is held
+	// here before its append, so that no request here sees it in the store unheld, as that of
+	// a request of this process that is gone.
+	c := &Claim{Stream: stream, OrderID: orderID, first: claimed, digest: r.Digest, keys: k}
+	k.holds.hold(stream, held{claimed: claimed, claim: c, unwritten: true})
 	res, err := k.Store.Append(ctx, stream, expected, e)
 	if !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
 		// An append that failed otherwise (its context cancelled, say) may have been written.
 		k.noteClaimed(stream, expires)
 	}
 	if err != nil {
+		k.holds.drop(c)
 		return nil, err
 	}
-	// A takeover's claim has the original's fingerprint and expiry: it stands for it.
-	c := &Claim{Stream: stream, Revision: res.Revision, OrderID: orderID, first: claimed, digest: r.Digest, keys: k}
+	c.Revision = res.Revision
 	k.holds.hold(stream, held{claimed: claimed, revision: res.Revision, claim: c})
 	return c, nil
 }
@@ -279,7 +303,7 @@ func (k *Keys) deferClaim(stream string, r Request, orderID string, now time.Tim
 func (k *Keys) claimed(r Request, orderID string, now, expires time.Time) Claimed {
 	return Claimed{
 		Principal: r.Principal, Key: r.Key, Method: r.Method, Path: r.Path, Fingerprint: r.Fingerprint,
-		OrderID: orderID, Claimant: r.Claimant, ClaimedAt: now, LeaseUntil: now.Add(k.lease()), ExpiresAt: expires,
+		OrderID: orderID, Claimant: r.Claimant, ClaimedAt: now, LeaseUntil: now.Add(k.lease().Length), ExpiresAt: expires,
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/acme/orders/eventstore/sqlite"
 	"github.com/acme/orders/fault"
 	"github.com/acme/orders/idempotency"
+	"github.com/acme/orders/lease"
 	"github.com/google/uuid"
 )
 
@@ -45,13 +46,13 @@ func newKeys(t *testing.T) (*idempotency.Keys, *clock, *sqlite.Store) {
 	}
 	t.Cleanup(func() { s.Close() })
 	clk := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-	return &idempotency.Keys{Store: s, TTL: time.Hour, Lease: 10 * time.Second, Wait: 50 * time.Millisecond, Now: clk.Now}, clk, s
+	return &idempotency.Keys{Store: s, TTL: time.Hour, Lease: lease.Terms{Length: 10 * time.Second, Node: "test"}, Wait: 50 * time.Millisecond, Now: clk.Now}, clk, s
 }
 
 func request(fingerprint string) idempotency.Request {
 	return idempotency.Request{
 		Principal: "shop-1", Key: "k1", Method: "POST", Path: "/v1/orders", Fingerprint: fingerprint,
-		OrderID: "order-" + fingerprint, Claimant: "test",
+		OrderID: "order-" + fingerprint, Claimant: "test/r",
 	}
 }
 
@@ -290,6 +291,40 @@ func TestTakeoverAfterLeaseOrRelease(t *testing.T) {
 	}
 }
 
+// Another process's claim is taken over once this process has seen it unchanged for the lease,
+// by its own clock, however old the claim's wall-clock times; on a sole server (the embedded
+// store, locked by this process) at once, as its holder is a process that died.
+func TestAnotherProcessesClaimIsTakenOverOnceSeenForALease(t *testing.T) {
+	died, clk, s := newKeys(t)
+	ctx := context.Background()
+	if _, _, err := died.Begin(ctx, request("fp")); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(30 * time.Minute) // the claim's leaseUntil is long past by the wall clock: no matter
+	keys := &idempotency.Keys{Store: s, TTL: died.TTL, Lease: lease.Terms{Length: 10 * time.Second, Node: "other"}, Wait: time.Millisecond, Now: clk.Now}
+	if _, _, err := keys.Begin(ctx, request("fp")); !errors.Is(err, idempotency.ErrInFlight) {
+		t.Fatalf("first sight of another's claim: %v, want ErrInFlight", err)
+	}
+	clk.Add(9 * time.Second)
+	if _, _, err := keys.Begin(ctx, request("fp")); !errors.Is(err, idempotency.ErrInFlight) {
+		t.Fatalf("seen for less than the lease: %v, want ErrInFlight", err)
+	}
+	clk.Add(time.Second)
+	if c, _, err := keys.Begin(ctx, request("fp")); err != nil || c == nil || !c.Takeover {
+		t.Fatalf("seen for the lease: %+v, %v; want a takeover", c, err)
+	}
+
+	r := request("fp")
+	r.Key = "k-sole"
+	if _, _, err := died.Begin(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	sole := &idempotency.Keys{Store: s, TTL: died.TTL, Lease: lease.Terms{Length: time.Hour, Node: "other", Sole: true}, Wait: time.Millisecond, Now: clk.Now}
+	if c, _, err := sole.Begin(ctx, r); err != nil || c == nil || !c.Takeover {
+		t.Fatalf("on a sole server: %+v, %v; want a takeover at once", c, err)
+	}
+}
+
 func TestEffectInTheOrderStreamCompletesTheRecord(t *testing.T) {
 	died, clk, s := newKeys(t)
 	ctx := context.Background()
@@ -299,7 +334,7 @@ func TestEffectInTheOrderStreamCompletesTheRecord(t *testing.T) {
 	// The holder's process died after its order append: the effect is there. Another process
 	// recovers it, after its first poll; its wait is long enough that a loaded machine does not
 	// end it before that.
-	keys := &idempotency.Keys{Store: s, TTL: died.TTL, Lease: died.Lease, Wait: 10 * time.Second, Now: clk.Now}
+	keys := &idempotency.Keys{Store: s, TTL: died.TTL, Lease: lease.Terms{Length: died.Lease.Length, Node: "other"}, Wait: 10 * time.Second, Now: clk.Now}
 	r := request("fp")
 	looked := ""
 	r.FindInOrderStream = func(_ context.Context, orderID string) (*idempotency.Outcome, error) {

@@ -41,7 +41,8 @@
 //
 // # Lease
 //
-// Each checkpoint names its node, which holds the endpoint's lease; it renews the lease by
+// Each checkpoint names its node, which holds the endpoint's lease (package lease, as a key's
+// claim does); it renews the lease by
 // appending a checkpoint at least every third of Config.Lease. No wall clock is compared
 // between nodes: another node takes the endpoint over once it has seen the delivery stream's
 // last revision stay unchanged for Config.Lease by its own monotonic clock, by appending its

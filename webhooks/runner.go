@@ -15,6 +15,7 @@ import (
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/lease"
 )
 
 // runner delivers for one endpoint while its node holds the endpoint's lease. Its state is the
@@ -168,13 +169,11 @@ func (r *runner) nextDue(now time.Time) time.Duration {
 	return max(wait, time.Millisecond)
 }
 
-// acquire takes the endpoint's lease: it reads the last checkpoint and appends its own at the
-// next revision once it has seen that revision stay the last for Config.Lease by its own
-// monotonic clock (at once on a single node, or if the checkpoint is its own node's). No wall
-// clock is compared across nodes: the holder renews by appending, which a taker sees.
+// acquire takes the endpoint's lease (see package lease): it reads the last checkpoint and
+// appends its own at the next revision once the lease of the checkpoint's node is over.
 func (r *runner) acquire(ctx context.Context) bool {
-	var seen eventstore.ExpectedRevision // the last checkpoint's revision, as seen
-	var seenSince time.Time              // when it was first seen, by this node's monotonic clock
+	var seen lease.Sighting
+	terms := lease.Terms{Length: r.s.Config.Lease, Node: r.s.Node, Sole: r.s.Config.SingleNode}
 	for ctx.Err() == nil {
 		ep, err := r.s.Endpoints.Get(r.id, "", true)
 		if err != nil || ep.Status != StatusEnabled {
@@ -182,14 +181,16 @@ func (r *runner) acquire(ctx context.Context) bool {
 		}
 		cp, expected, found, err := r.s.checkpoint(ctx, r.id)
 		wait := time.Second
-		another := found && cp.Node != r.s.Node && !r.s.Config.SingleNode // may hold the lease
+		over, left := true, time.Duration(0)
+		if found {
+			rev, _ := expected.Revision() // a checkpoint kept in a backup stream by an earlier release: 0
+			over, left = terms.Over(&seen, cp.Node, rev, time.Now())
+		}
 		switch {
 		case err != nil:
 			r.s.Log.Warn("webhook lease", "endpoint", r.id, "error", err)
-		case another && (seenSince.IsZero() || expected != seen):
-			seen, seenSince, wait = expected, time.Now(), min(time.Second, r.s.Config.Lease/4)
-		case another && time.Since(seenSince) < r.s.Config.Lease:
-			wait = min(time.Second, r.s.Config.Lease/4, time.Until(seenSince.Add(r.s.Config.Lease)))
+		case !over:
+			wait = min(time.Second, r.s.Config.Lease/4, left)
 		default:
 			r.expected, r.cp, r.lost = expected, Checkpoint{Cursor: ep.Start}, false
 			if found {

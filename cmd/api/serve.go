@@ -19,6 +19,7 @@ import (
 	"github.com/acme/orders/eventstore/kurrent"
 	"github.com/acme/orders/eventstore/sqlite"
 	"github.com/acme/orders/idempotency"
+	"github.com/acme/orders/lease"
 	"github.com/acme/orders/projections"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -29,7 +30,7 @@ type serveCmd struct {
 	KeysFile    string        `env:"API_KEYS_FILE" help:"File of API keys, one '<principal> <sha256-hex-of-key> [role,...]' per line (roles client, auditor, admin; client if none; see 'api keys add'). Without it the service runs in development mode: every request is the principal 'local', and only a loopback address is allowed."`
 	KeyTTL      time.Duration `default:"24h" env:"API_KEY_TTL" help:"How long an Idempotency-Key is kept from its first claim, for every key kept."`
 	KeyWait     time.Duration `default:"2s" env:"API_KEY_WAIT" help:"How long a duplicate waits for the request that holds its key."`
-	KeyLease    time.Duration `default:"10s" env:"API_KEY_LEASE" help:"How long a claim holds its key before another request may take it over."`
+	KeyLease    time.Duration `default:"10s" env:"API_KEY_LEASE" help:"How long a claim holds its key: another request takes it over once it has seen the claim unchanged for this long, by its own clock (the nodes' clocks need not agree), or at once when the claim's node is gone (the embedded store has one process)."`
 	KeyMemory   uint          `default:"32" env:"API_KEY_MEMORY" help:"MiB of memory for the outcomes of Idempotency-Keys, so that their replays read nothing from the store (0 for none); an eighth of it keeps the keys read back from the store for a replay. An outcome over 64 KiB stays in the store: its replays read it."`
 	OrderMemory uint          `default:"16" env:"API_ORDER_MEMORY" help:"MiB of memory for the orders last folded or written, so that a command on one of them reads nothing before its append (0 for none); each is charged its size (about 1.7 KB for a small order, 11 KB for one of 100 lines)."`
 	Shutdown    time.Duration `name:"shutdown-timeout" default:"15s" env:"API_SHUTDOWN_TIMEOUT" help:"How long a graceful shutdown waits for in-flight requests."`
@@ -90,7 +91,8 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	}
 	defer store.Close()
 	timed := metrics.TimeAppends(store)
-	idem := &idempotency.Keys{Store: timed, TTL: cmd.KeyTTL, Lease: cmd.KeyLease, Wait: cmd.KeyWait, RememberBytes: cmp.Or(int64(cmd.KeyMemory)<<20, -1)}
+	node := nodeName()
+	idem := &idempotency.Keys{Store: timed, TTL: cmd.KeyTTL, Lease: lease.Terms{Length: cmd.KeyLease, Node: node, Sole: cmd.Backend.singleServer()}, Wait: cmd.KeyWait, RememberBytes: cmp.Or(int64(cmd.KeyMemory)<<20, -1)}
 	runner, stopProjections, err := startProjections(ctx, cmd.Data, store, sqlite.DBConfig{Writeback: writeback}, log)
 	if err != nil {
 		return err
@@ -113,7 +115,7 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		Log:           log,
 		APIKeys:       keys,
 		LoopbackHosts: len(keys) == 0,
-		Node:          nodeName(),
+		Node:          node,
 		Hooks:         testHooks(e.getenv),
 
 		Ready:          withWritableData(withSweeper(api.Readiness(store, runner), idem), cmd.Data),
