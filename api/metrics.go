@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/acme/orders/eventstore"
@@ -33,11 +32,6 @@ type Metrics struct {
 	connsOpen    prometheus.Gauge
 	connsMax     prometheus.Gauge
 	connsRefused prometheus.Counter
-
-	// The series of requests, commands and keys, by their labels (seriesCache).
-	requestsBy seriesCache[requestLabels, prometheus.Observer]
-	commandsBy seriesCache[[2]string, prometheus.Counter]
-	keysBy     seriesCache[idempotency.Event, prometheus.Counter]
 }
 
 // NewMetrics makes the metrics, with the Go runtime's and the process's.
@@ -296,59 +290,18 @@ func (s *Server) serveMetrics(c echo.Context) error {
 	return nil
 }
 
-// maxCachedSeries bounds each cache of label-bound series (seriesCache). The label sets are
-// closed (methodLabel, the route patterns, statusLabel, command names and problem codes), so
-// the bound is never reached in practice; past it, a lookup asks the vector every time.
-const maxCachedSeries = 4096
-
-// seriesCache keeps the series of a metric vector by their labels, so that a request finds its
-// series in one map lookup instead of hashing its label values and locking the vector. The
-// vector holds each series anyway: the cache holds no more than it does, up to maxCachedSeries.
-type seriesCache[K comparable, V any] struct {
-	mu     sync.RWMutex
-	series map[K]V
-}
-
-func (c *seriesCache[K, V]) get(k K, newSeries func() V) V {
-	c.mu.RLock()
-	v, ok := c.series[k]
-	c.mu.RUnlock()
-	if ok {
-		return v
-	}
-	v = newSeries()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.series == nil {
-		c.series = map[K]V{}
-	}
-	if len(c.series) < maxCachedSeries {
-		c.series[k] = v
-	}
-	return v
-}
-
-type requestLabels struct {
-	method, route string
-	status        int
-}
-
 // requestSeries is the latency histogram of requests of method (methodLabel) on route (a
 // pattern or "unmatched") answered status.
 func (m *Metrics) requestSeries(method, route string, status int) prometheus.Observer {
-	return m.requestsBy.get(requestLabels{method, route, status}, func() prometheus.Observer {
-		return m.requests.WithLabelValues(method, route, statusLabel(status))
-	})
+	return m.requests.WithLabelValues(method, route, statusLabel(status))
 }
 
 // commandSeries is the counter of commands named command with outcome (commandOutcome).
 func (m *Metrics) commandSeries(command, outcome string) prometheus.Counter {
-	return m.commandsBy.get([2]string{command, outcome}, func() prometheus.Counter {
-		return m.commands.WithLabelValues(command, outcome)
-	})
+	return m.commands.WithLabelValues(command, outcome)
 }
 
 // keySeries is the counter of steps e in the lives of keys.
 func (m *Metrics) keySeries(e idempotency.Event) prometheus.Counter {
-	return m.keysBy.get(e, func() prometheus.Counter { return m.keys.WithLabelValues(string(e)) })
+	return m.keys.WithLabelValues(string(e))
 }

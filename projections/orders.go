@@ -7,7 +7,6 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/acme/orders/command"
@@ -78,28 +77,13 @@ type ordersBatch struct {
 
 // Apply folds the batch into the rows it touches, reading each row once and writing it once.
 func (Orders) Apply(ctx context.Context, tx *sql.Tx, t Tables, events []eventstore.RecordedEvent) error {
-	b := ordersBatches.Get().(*ordersBatch)
-	defer b.release()
-	b.ctx, b.tx, b.table = ctx, tx, t["orders"]
+	b := &ordersBatch{ctx: ctx, tx: tx, table: t["orders"], index: map[string]int{}}
 	for _, e := range events {
 		if err := b.fold(e); err != nil {
 			return err
 		}
 	}
 	return b.write()
-}
-
-// ordersBatches keeps the rows and index of a batch for the next one, so that a batch does not
-// allocate a row per order. What it keeps is bounded by the orders of the largest batch, ten
-// BatchSizes of events while catching up.
-var ordersBatches = sync.Pool{New: func() any { return &ordersBatch{index: map[string]int{}} }}
-
-func (b *ordersBatch) release() {
-	clear(b.rows) // let the states go
-	b.rows = b.rows[:0]
-	clear(b.index)
-	b.ctx, b.tx = nil, nil
-	ordersBatches.Put(b)
 }
 
 // orderStreams is the prefix of every order's stream name.
