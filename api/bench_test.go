@@ -60,8 +60,7 @@ func newServer(tb testing.TB, wrap func(eventstore.Store) eventstore.Store) (*Se
 	if wrap != nil {
 		store = wrap(s)
 	}
-	srv := &Server{Store: store, Feed: s, Orders: &command.Handler{Store: store}, Keys: &idempotency.Keys{Store: store},
-		Fingerprints: idempotency.NewFingerprints(100), IDs: command.NewOrderIDs(), Metrics: NewMetrics(),
+	srv := &Server{Store: store, Feed: s, Orders: &command.Handler{Store: store}, Keys: &idempotency.Keys{Store: store}, IDs: command.NewOrderIDs(), Metrics: NewMetrics(),
 		Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
 	srv.Keys.Observe = srv.ObserveKey
 	return srv, s

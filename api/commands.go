@@ -125,7 +125,7 @@ type commandRequest struct {
 	keyed   bool
 	ifMatch precondition
 	orderID string             // the path's; "" for a create or a route that looks its order up
-	digest  idempotency.Digest // of the request's bytes (idempotency.Fingerprints.Digest)
+	digest  idempotency.Digest // of the request's bytes
 	build   func(orderID string) order.Command
 }
 
@@ -158,15 +158,10 @@ func (s *Server) intake(c echo.Context, rt route) (in commandRequest, replay *id
 	// The path fingerprinted is the decoded one, as it always was, so a retry that escapes a
 	// value otherwise (%2B or +) is the same request. It is unambiguous: the order id is a
 	// ULID, and a route's one other value sits between segments that name the route.
-	known := false
 	if keyed {
 		in.md.IdempotencyKey = key[0]
-		in.digest = s.Fingerprints.Digest(req.Method, req.URL.Path, body) // hashed once, for Known and Of
-		if in.md.Fingerprint, known = s.Fingerprints.Known(in.digest); known {
-			if replay, ok, err := s.recall(c, rt, in.md); ok {
-				return in, replay, err
-			}
-		} else if replay, ok := s.Keys.RecallBytes(req.Context(), in.md.Principal, key[0], in.digest); ok {
+		in.digest = idempotency.DigestOf(req.Method, req.URL.Path, body)
+		if replay, ok := s.Keys.RecallBytes(req.Context(), in.md.Principal, key[0], in.digest); ok {
 			stateOf(c).command = rt.name
 			return in, replay, nil // the very bytes of a request that ran with the key
 		}
@@ -176,10 +171,10 @@ func (s *Server) intake(c echo.Context, rt route) (in commandRequest, replay *id
 			return in, nil, err
 		}
 	}
-	if in.build, err = rt.parse(c, body); err != nil || !keyed || known {
+	if in.build, err = rt.parse(c, body); err != nil || !keyed {
 		return in, nil, err
 	}
-	if in.md.Fingerprint, err = s.Fingerprints.Of(in.digest, req.Method, req.URL.Path, body); err != nil {
+	if in.md.Fingerprint, err = idempotency.Fingerprint(req.Method, req.URL.Path, body); err != nil {
 		return in, nil, err
 	}
 	replay, _, err = s.recall(c, rt, in.md)

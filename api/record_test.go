@@ -72,12 +72,10 @@ func TestAnswerNotRecordedIsNotGiven(t *testing.T) {
 	}
 }
 
-// A retry whose fingerprint the memo has forgotten is still a replay of the key completed
-// here: from memory by its very bytes, or by its fingerprint when its bytes differ (spacing);
-// another body is refused.
-func TestReplaysOutliveTheFingerprintMemo(t *testing.T) {
+// A retry of a key completed here is replayed from memory: by its very bytes, or by its
+// fingerprint when its bytes differ (spacing); another body is refused.
+func TestReplaysFromMemoryByBytesOrFingerprint(t *testing.T) {
 	srv, _ := newServer(t, nil)
-	srv.Fingerprints = idempotency.NewFingerprints(1)
 	h := srv.Handler()
 	create := func(key, body string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, "/v1/orders", strings.NewReader(body))

@@ -38,10 +38,8 @@ type Server struct {
 	Projections *projections.Runner
 	Reads       projections.Queries
 	Keys        *idempotency.Keys
-	// Fingerprints fingerprints keyed requests; nil remembers none.
-	Fingerprints *idempotency.Fingerprints
-	IDs          *command.OrderIDs
-	Log          *slog.Logger
+	IDs         *command.OrderIDs
+	Log         *slog.Logger
 	// APIKeys are the keys accepted, with their principals and roles. Empty means development
 	// mode: every request is the principal "local" with every role. ReplaceAPIKeys rotates
 	// them while the server runs.

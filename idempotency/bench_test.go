@@ -14,10 +14,3 @@ func BenchmarkFingerprint(b *testing.B) {
 		idempotency.Fingerprint("POST", "/v1/orders", benchBody)
 	}
 }
-
-func BenchmarkFingerprintsOf(b *testing.B) {
-	f := idempotency.NewFingerprints(1000)
-	for b.Loop() {
-		f.Of(f.Digest("POST", "/v1/orders", benchBody), "POST", "/v1/orders", benchBody)
-	}
-}

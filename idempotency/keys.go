@@ -82,7 +82,7 @@ type Request struct {
 	OrderID           string // the order the request acts on, or the id drawn for a create's
 	Claimant          string // who claims, for the record (node and request id)
 	FindInOrderStream func(ctx context.Context, orderID string) (*Outcome, error)
-	// Digest identifies the request's bytes (Fingerprints.Digest), if known: once the key is
+	// Digest identifies the request's bytes (DigestOf), if known: once the key is
 	// completed here, a retry with these very bytes is replayed from memory without its
 	// fingerprint (Keys.RecallBytes).
 	Digest Digest

@@ -46,23 +46,6 @@ func BenchmarkRememberedBytes(b *testing.B) {
 	b.ReportMetric(charged/float64(b.N), "charged-B/key")
 }
 
-// BenchmarkFingerprintsMemory reports the heap that a remembered fingerprint takes:
-//
-//	go test -run '^$' -bench FingerprintsMemory -benchtime 20000x ./idempotency/
-func BenchmarkFingerprintsMemory(b *testing.B) {
-	f := NewFingerprints(1 << 30)
-	heap := heapAfter(func() {
-		i := 0
-		for b.Loop() {
-			body := fmt.Appendf(nil, `{"customerId":"c-%d","currency":"EUR"}`, i)
-			f.Of(f.Digest("POST", "/v1/orders", body), "POST", "/v1/orders", body)
-			i++
-		}
-	})
-	runtime.KeepAlive(f)
-	b.ReportMetric(heap/float64(b.N), "heap-B/entry")
-}
-
 // TestRememberedOutcomeIsTheOneRecorded replays an outcome from its compact form in memory:
 // status, problem code, every header and the body as recorded, and its fingerprint and expiry
 // told apart from any other.

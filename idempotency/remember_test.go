@@ -182,10 +182,9 @@ func BenchmarkRememberLargeOutcomes(b *testing.B) {
 func TestReplayOfTheVeryBytes(t *testing.T) {
 	keys, clk, s := newKeys(t)
 	ctx := context.Background()
-	f := idempotency.NewFingerprints(10)
 	body := []byte(`{"customerId":"c-1"}`)
 	r := request("fp")
-	r.Digest = f.Digest("POST", "/v1/orders", body)
+	r.Digest = idempotency.DigestOf("POST", "/v1/orders", body)
 	if _, ok := keys.RecallBytes(ctx, r.Principal, r.Key, r.Digest); ok {
 		t.Fatal("a key not completed yet was replayed")
 	}
@@ -201,7 +200,7 @@ func TestReplayOfTheVeryBytes(t *testing.T) {
 		t.Fatalf("replay of the very bytes: %+v, %v", out, ok)
 	}
 	for name, d := range map[string]idempotency.Digest{
-		"other bytes": f.Digest("POST", "/v1/orders", []byte(`{ "customerId": "c-1" }`)),
+		"other bytes": idempotency.DigestOf("POST", "/v1/orders", []byte(`{ "customerId": "c-1" }`)),
 		"no digest":   {},
 	} {
 		if _, ok := keys.RecallBytes(ctx, r.Principal, r.Key, d); ok {

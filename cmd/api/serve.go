@@ -103,14 +103,12 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	stopScan := startLegacyScan(ctx, orders, store, log)
 	defer stopScan()
 	srv := &api.Server{
-		Store:       store,
-		Feed:        store,
-		Projections: runner,
-		Reads:       projections.Queries{DB: runner.DB},
-		Orders:      orders,
-		Keys:        idem,
-		// The fingerprints of the latest requests, which their retries send again.
-		Fingerprints:  idempotency.NewFingerprints(fingerprintMemo),
+		Store:         store,
+		Feed:          store,
+		Projections:   runner,
+		Reads:         projections.Queries{DB: runner.DB},
+		Orders:        orders,
+		Keys:          idem,
 		IDs:           command.NewOrderIDs(),
 		Log:           log,
 		APIKeys:       keys,
@@ -202,11 +200,6 @@ func watchMemories(reg prometheus.Registerer, idem *idempotency.Keys, orders *co
 		Help: "Bytes that the orders kept in memory as last folded or written take, as charged against --order-memory.",
 	}, func() float64 { return float64(orders.CachedBytes()) }))
 }
-
-// fingerprintMemo is how many request fingerprints are remembered (idempotency.Fingerprints),
-// for the retries of the latest requests: about 255 bytes each, some 8 MiB
-// (BenchmarkFingerprintsMemory in idempotency).
-const fingerprintMemo = 32768
 
 // startSweeper runs the key sweeper until stop, which waits for it to end. A failed round is
 // logged and counted in orders_idempotency_sweep_failures_total, and retried (see Keys.Sweep).
