@@ -3,7 +3,6 @@ package api
 import (
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/acme/orders/access"
@@ -31,8 +30,8 @@ const (
 	admins  = access.RoleAdmin
 )
 
-// access is the authorization table: "METHOD /route/:param" → who may call it. Routes without
-// authentication (/healthz, /readyz, /openapi.yaml, /problems/{code}) are not in it.
+// routeAccess is the authorization table: "METHOD /route/:param" → who may call it. Routes
+// without authentication (/healthz, /readyz, /openapi.yaml, /problems/{code}) are not in it.
 //
 // Commands are the clients'; a command on another principal's order is answered as if the
 // order did not exist (see Server.run). A client's listing has only its own orders, and its
@@ -73,38 +72,14 @@ var routeAccess = map[string]rule{
 	"POST /v1/webhook-endpoints/:id/deliveries/:deliveryId/retry": {roles: clients | admins},
 }
 
-// accessFamilies cover routes by prefix, for families of routes that grow: anything under
-// /admin/ is the admins', the audit API (/v1/audit/…, and reads of an order other than those
-// in access, such as its state at a past revision) the auditors' and admins'. A route that
-// authenticates but matches neither table is refused to every role.
-var accessFamilies = []struct {
-	prefix string
-	rule
-}{
-	{"GET /admin/", rule{roles: admins}},
-	{"POST /admin/", rule{roles: admins}},
-	{"PUT /admin/", rule{roles: admins}},
-	{"DELETE /admin/", rule{roles: admins}},
-	{"GET /v1/audit/", rule{roles: audit}},
-	{"POST /v1/audit/", rule{roles: audit}},
-	{"GET /v1/orders/:id/", rule{roles: audit}},
-}
-
-// ruleFor returns the rule of the route of method and path (an echo route path).
+// ruleFor returns the rule of the route of method and path (an echo route path). A route that
+// authenticates but is not in the table is refused to every role.
 func ruleFor(method, path string) (rule, bool) {
 	if method == http.MethodHead {
 		method = http.MethodGet // the same answer without its body
 	}
-	route := method + " " + path
-	if r, ok := routeAccess[route]; ok {
-		return r, true
-	}
-	for _, f := range accessFamilies {
-		if strings.HasPrefix(route, f.prefix) {
-			return f.rule, true
-		}
-	}
-	return rule{}, false
+	r, ok := routeAccess[method+" "+path]
+	return r, ok
 }
 
 // authorize checks the authenticated caller against the rule of the request's route. A

@@ -47,12 +47,9 @@ func TestAccessTable(t *testing.T) {
 		{"GET /v1/orders/:id", access.RoleClient | access.RoleAuditor | access.RoleAdmin, true},
 		{"GET /v1/orders/:id/events", access.RoleClient | access.RoleAuditor | access.RoleAdmin, true},
 		{"GET /v1/orders/:id/state", access.RoleAuditor | access.RoleAdmin, false},
-		{"GET /v1/orders/:id/some-audit-view", access.RoleAuditor | access.RoleAdmin, false},
-		{"GET /v1/audit/verify", access.RoleAuditor | access.RoleAdmin, false},
 		{"GET /v1/idempotency-keys/:key", access.RoleClient, false},
 		{"POST /v1/payments/:paymentId/confirm", access.RoleClient, false},
 		{"GET /admin/projections", access.RoleAdmin, false},
-		{"POST /admin/anything/new", access.RoleAdmin, false},
 		{"GET /metrics", access.RoleAdmin, false},
 	} {
 		method, path, _ := strings.Cut(tc.route, " ")
@@ -61,7 +58,7 @@ func TestAccessTable(t *testing.T) {
 			t.Errorf("%s: rule %+v (found %v), want roles %s, own order %v", tc.route, r, ok, tc.roles, tc.ownOrder)
 		}
 	}
-	for _, route := range []string{"GET /v1/other", "PATCH /v1/orders/:id", "GET /nowhere"} {
+	for _, route := range []string{"GET /v1/other", "PATCH /v1/orders/:id", "GET /nowhere", "GET /v1/audit/verify", "POST /admin/anything/new"} {
 		method, path, _ := strings.Cut(route, " ")
 		if r, ok := ruleFor(method, path); ok {
 			t.Errorf("%s: rule %+v; want none, so that nobody may call it", route, r)
