@@ -219,11 +219,22 @@ func (w *worker) lifecycle(ctx context.Context, n int) {
 		return
 	}
 	path := "/v1/orders/" + o.ID
+	// step sends c unless the run is stopping and, once it is acknowledged, applies its effect
+	// to the order and checks the answer against it.
+	step := func(c *Command, apply func()) bool {
+		if w.stop() {
+			return false
+		}
+		r, ok := w.command(ctx, o, c, http.StatusOK)
+		if ok {
+			apply()
+			o.check(w, r)
+		}
+		return ok
+	}
+	status := func(s string) func() { return func() { o.Status = s } }
 
 	for i := range w.rng.IntN(4) {
-		if w.stop() {
-			return
-		}
 		l := lineBody{SKU: fmt.Sprintf("sku-%d", len(o.Lines)+1), Quantity: 1 + w.rng.Int64N(5), UnitPrice: 100 * (1 + w.rng.Int64N(50))}
 		effect := evLineAdded
 		if w.rng.IntN(3) == 0 {
@@ -234,24 +245,14 @@ func (w *worker) lifecycle(ctx context.Context, n int) {
 		}
 		c := &Command{Name: "add-line", Method: http.MethodPost, Path: path + "/lines", Key: fmt.Sprintf("%s-line-%d", name, i),
 			Body: mustJSON(l), Effects: []string{effect}}
-		if r, ok = w.command(ctx, o, c, http.StatusOK); !ok {
+		if !step(c, func() { o.Lines[l.SKU] = Line{Quantity: o.Lines[l.SKU].Quantity + l.Quantity, UnitPrice: l.UnitPrice} }) {
 			return
 		}
-		cur := o.Lines[l.SKU]
-		o.Lines[l.SKU] = Line{Quantity: cur.Quantity + l.Quantity, UnitPrice: l.UnitPrice}
-		o.check(w, r)
 	}
 
 	cancel := func(when string) {
-		if w.stop() {
-			return
-		}
-		c := &Command{Name: "cancel", Method: http.MethodPost, Path: path + "/cancel", Key: name + "-cancel",
-			Body: mustJSON(map[string]string{"reason": "customer asked " + when}), Effects: []string{evCancelled}}
-		if r, ok := w.command(ctx, o, c, http.StatusOK); ok {
-			o.Status = "cancelled"
-			o.check(w, r)
-		}
+		step(&Command{Name: "cancel", Method: http.MethodPost, Path: path + "/cancel", Key: name + "-cancel",
+			Body: mustJSON(map[string]string{"reason": "customer asked " + when}), Effects: []string{evCancelled}}, status("cancelled"))
 	}
 	cancelling := w.chance(w.cfg.CancelShare)
 	if cancelling && w.rng.IntN(2) == 0 {
@@ -261,32 +262,17 @@ func (w *worker) lifecycle(ctx context.Context, n int) {
 
 	payment := name + "-pay-1"
 	start := func(paymentID string) bool {
-		if w.stop() {
-			return false
-		}
-		c := &Command{Name: "start-payment", Method: http.MethodPost, Path: path + "/payments", Key: paymentID + "-start",
-			Body: mustJSON(map[string]any{"paymentId": paymentID, "amount": o.total()}), Effects: []string{evPaymentStarted}}
-		r, ok := w.command(ctx, o, c, http.StatusOK)
-		if ok {
-			o.Status = "paying"
-			o.check(w, r)
-		}
-		return ok
+		return step(&Command{Name: "start-payment", Method: http.MethodPost, Path: path + "/payments", Key: paymentID + "-start",
+			Body: mustJSON(map[string]any{"paymentId": paymentID, "amount": o.total()}), Effects: []string{evPaymentStarted}}, status("paying"))
 	}
 	if !start(payment) {
 		return
 	}
 	if w.chance(w.cfg.FailShare) {
-		if w.stop() {
+		if !step(&Command{Name: "fail-payment", Method: http.MethodPost, Path: path + "/payments/" + payment + "/fail", Key: payment + "-fail",
+			Body: mustJSON(map[string]string{"reason": "card declined"}), Effects: []string{evPaymentFailed}}, status("created")) {
 			return
 		}
-		c := &Command{Name: "fail-payment", Method: http.MethodPost, Path: path + "/payments/" + payment + "/fail", Key: payment + "-fail",
-			Body: mustJSON(map[string]string{"reason": "card declined"}), Effects: []string{evPaymentFailed}}
-		if r, ok = w.command(ctx, o, c, http.StatusOK); !ok {
-			return
-		}
-		o.Status = "created"
-		o.check(w, r)
 		payment = name + "-pay-2"
 		if !start(payment) {
 			return
@@ -300,39 +286,21 @@ func (w *worker) lifecycle(ctx context.Context, n int) {
 	if w.stop() || !w.deliver(ctx, o, path, payment) {
 		return
 	}
-
-	if w.stop() {
+	if !step(&Command{Name: "ship", Method: http.MethodPost, Path: path + "/shipments", Key: name + "-ship",
+		Body: mustJSON(map[string]string{"carrier": "dhl", "trackingNumber": "trk-" + name}), Effects: []string{evShipped}}, status("shipped")) {
 		return
 	}
-	c := &Command{Name: "ship", Method: http.MethodPost, Path: path + "/shipments", Key: name + "-ship",
-		Body: mustJSON(map[string]string{"carrier": "dhl", "trackingNumber": "trk-" + name}), Effects: []string{evShipped}}
-	if r, ok = w.command(ctx, o, c, http.StatusOK); !ok {
-		return
-	}
-	o.Status = "shipped"
-	o.check(w, r)
 
-	if !w.chance(w.cfg.RefundShare) || w.stop() {
+	if !w.chance(w.cfg.RefundShare) {
 		return
 	}
 	refund, amount := name+"-refund", 1+w.rng.Int64N(o.Paid)
-	c = &Command{Name: "request-refund", Method: http.MethodPost, Path: path + "/refunds", Key: refund + "-request",
-		Body: mustJSON(map[string]any{"refundId": refund, "amount": amount}), Effects: []string{evRefundRequested}}
-	if r, ok = w.command(ctx, o, c, http.StatusOK); !ok {
+	if !step(&Command{Name: "request-refund", Method: http.MethodPost, Path: path + "/refunds", Key: refund + "-request",
+		Body: mustJSON(map[string]any{"refundId": refund, "amount": amount}), Effects: []string{evRefundRequested}}, status("refunding")) {
 		return
 	}
-	o.Status = "refunding"
-	o.check(w, r)
-	if w.stop() {
-		return
-	}
-	c = &Command{Name: "complete-refund", Method: http.MethodPost, Path: path + "/refunds/" + refund + "/complete", Key: refund + "-complete",
-		Body: []byte("{}"), Effects: []string{evRefundCompleted}}
-	if r, ok = w.command(ctx, o, c, http.StatusOK); !ok {
-		return
-	}
-	o.Status, o.Refunded = "refunded", amount
-	o.check(w, r)
+	step(&Command{Name: "complete-refund", Method: http.MethodPost, Path: path + "/refunds/" + refund + "/complete", Key: refund + "-complete",
+		Body: []byte("{}"), Effects: []string{evRefundCompleted}}, func() { o.Status, o.Refunded = "refunded", amount })
 }
 
 // command sends c, again as RetryShare says, and records its answer in o. It reports whether
