@@ -51,9 +51,7 @@ type serveCmd struct {
 }
 
 func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
-	logs := newLogBuffer(e.stderr, 100*time.Millisecond)
-	defer logs.Close()
-	log := slog.New(slog.NewJSONHandler(logs, nil))
+	log := slog.New(slog.NewJSONHandler(e.stderr, nil))
 	keys, err := readKeys(cmd.KeysFile)
 	if err != nil {
 		return err
