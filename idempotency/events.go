@@ -47,8 +47,8 @@ type Outcome struct {
 	// Body is the response body exactly as first sent.
 	Body string `json:"body"`
 	// Position is the log position of the command's effect, which the intake tells as it
-	// likes (api: the Log-Position header); 0 for an answer that has none. Outcomes recorded
-	// before it was kept tell it among their Headers.
+	// likes; 0 for an answer that has none. Outcomes recorded before it was kept tell it among
+	// their Headers.
 	Position uint64 `json:"position,omitempty"`
 }
 
