@@ -62,7 +62,7 @@ func newServer(tb testing.TB, wrap func(eventstore.Store) eventstore.Store) (*Se
 	}
 	srv := &Server{Store: store, Feed: s, Orders: &command.Handler{Store: store}, Keys: &idempotency.Keys{Store: store}, IDs: command.NewOrderIDs(), Metrics: NewMetrics(),
 		Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
-	srv.Keys.Observe = srv.ObserveKey
+	srv.Keys.Log = srv.Log
 	return srv, s
 }
 

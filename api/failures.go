@@ -66,7 +66,6 @@ func (s *Server) logFailure(c echo.Context, status int, cause error) {
 		text = cause.Error()
 	}
 	s.Log.LogAttrs(c.Request().Context(), slog.LevelError, "server error",
-		slog.String("request_id", requestID(c)),
 		slog.String("method", methodLabel(c.Request().Method)),
 		slog.String("route", c.Path()),
 		slog.Int("status", status),

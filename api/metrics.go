@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/acme/orders/eventstore"
-	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/projections"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,7 +22,6 @@ type Metrics struct {
 	handler  http.Handler
 
 	commands *prometheus.CounterVec
-	keys     *prometheus.CounterVec
 	appends  *prometheus.HistogramVec
 	batches  prometheus.Histogram
 	wal      *prometheus.GaugeVec
@@ -42,10 +40,6 @@ func NewMetrics() *Metrics {
 			Name: "orders_commands_total",
 			Help: "Commands by type and outcome: ok, replayed, or the problem code of the answer (invalid-transition, unauthorized, ...).",
 		}, []string{"command", "outcome"}),
-		keys: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "orders_idempotency_keys_total",
-			Help: "Steps in the lives of idempotency keys: claimed (a new request), replayed, mismatched (fingerprint), waited (in flight), in-flight (409), taken-over, recovered, completed, released, expired.",
-		}, []string{"event"}),
 		appends: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "orders_eventstore_append_seconds",
 			Help:    "Latency of event store appends (durable on return), by result: ok, wrong-expected-revision or error.",
@@ -78,13 +72,10 @@ func NewMetrics() *Metrics {
 			Help: "HTTP connections refused because --max-connections were open: answered 503 and closed.",
 		}),
 	}
-	m.Registry.MustRegister(m.commands, m.keys, m.appends, m.batches, m.wal, m.requests,
+	m.Registry.MustRegister(m.commands, m.appends, m.batches, m.wal, m.requests,
 		m.connsOpen, m.connsMax, m.connsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
-	for _, e := range idempotency.Events {
-		m.keySeries(e) // every step shows from the start, at 0
-	}
 	return m
 }
 
@@ -299,9 +290,4 @@ func (m *Metrics) requestSeries(method, route string, status int) prometheus.Obs
 // commandSeries is the counter of commands named command with outcome (commandOutcome).
 func (m *Metrics) commandSeries(command, outcome string) prometheus.Counter {
 	return m.commands.WithLabelValues(command, outcome)
-}
-
-// keySeries is the counter of steps e in the lives of keys.
-func (m *Metrics) keySeries(e idempotency.Event) prometheus.Counter {
-	return m.keys.WithLabelValues(string(e))
 }

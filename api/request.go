@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"crypto/rand"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -127,4 +128,32 @@ func (s *Server) startRequests(next echo.HandlerFunc) echo.HandlerFunc {
 		c.SetRequest(req.WithContext(r))
 		return next(c)
 	}
+}
+
+// RequestLogger returns log, whose records logged with an API request's context (by this
+// package, or any it calls with that context, such as the keys' steps) carry the request's
+// id and principal.
+func RequestLogger(log *slog.Logger) *slog.Logger {
+	if _, ok := log.Handler().(requestAttrs); ok {
+		return log
+	}
+	return slog.New(requestAttrs{log.Handler()})
+}
+
+// requestAttrs adds the request's id and principal to the records logged with its context.
+type requestAttrs struct{ slog.Handler }
+
+func (h requestAttrs) Handle(ctx context.Context, rec slog.Record) error {
+	if r := requestOf(ctx); r != nil {
+		rec.AddAttrs(slog.String("request_id", r.id), slog.String("principal", r.principal))
+	}
+	return h.Handler.Handle(ctx, rec)
+}
+
+func (h requestAttrs) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return requestAttrs{h.Handler.WithAttrs(attrs)}
+}
+
+func (h requestAttrs) WithGroup(name string) slog.Handler {
+	return requestAttrs{h.Handler.WithGroup(name)}
 }

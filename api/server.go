@@ -82,6 +82,9 @@ func (s *Server) Handler() http.Handler {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
 	s.failures = newLogLimiter(time.Second)
+	if s.Log != nil {
+		s.Log = RequestLogger(s.Log)
+	}
 	routes := map[string]bool{} // the route patterns, filled below once every route is added
 	e.Use(s.startRequests)
 	e.Use(s.answerFailures)
@@ -193,8 +196,6 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 		r := stateOf(c)
 		// Attributes typed, not boxed in interfaces: a line per request.
 		s.Log.LogAttrs(r, slog.LevelInfo, "request",
-			slog.String("request_id", r.id),
-			slog.String("principal", r.principal),
 			slog.String("method", methodLabel(c.Request().Method)),
 			slog.String("route", c.Path()),
 			slog.Int("status", c.Response().Status),

@@ -249,7 +249,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, v *visit, err err
 	case f.Status == http.StatusServiceUnavailable:
 		f.Heading, f.Detail = "Not ready yet", f.Detail+". Reload the page in a moment."
 	case f.Status >= 500:
-		c.svc.Log.ErrorContext(r.Context(), "console", slog.String("request_id", f.RequestID), slog.String("error", err.Error()))
+		c.svc.Log.ErrorContext(r.Context(), "console", slog.String("error", err.Error())) // the request's id comes with its context
 	}
 	c.render(w, r, f.Status, "error", f.Heading, v, f)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -28,9 +29,10 @@ type Keys struct {
 	Wait time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Observe, if set, hears each step of a key's life (see Event) with the key's hash
-	// (KeyHash), for logs and metrics; ctx is the request's. It must not block.
-	Observe func(ctx context.Context, e Event, keyHash string)
+	// Log, if set, hears each step of a key's life (see Event) with the key's hash (KeyHash),
+	// logged with the request's context; Steps, if set, counts them.
+	Log   *slog.Logger
+	Steps *Steps
 	// RememberBytes bounds the memory that completed keys take, so that their replays need no
 	// read of the store; 0 means RememberDefault (32 MiB), a negative number none. An eighth of
 	// it keeps keys read from the store for a replay (see memory). An outcome larger than 64
@@ -155,7 +157,7 @@ func (c *Claim) AppendWithOutcome(out Outcome, at At) (eventstore.StreamAppend, 
 func (c *Claim) HasOutcome() bool { return c.withOutcome }
 
 // Appended records that the claim's append was made, with its result; ctx is the request's, for
-// Keys.Observe, which hears only now that the key is claimed. If it was AppendWithOutcome's, the
+// the key's log and count (Keys.Log, Keys.Steps), which hear only now that the key is claimed. If it was AppendWithOutcome's, the
 // key's outcome is recorded too.
 func (c *Claim) Appended(ctx context.Context, res eventstore.AppendResult) {
 	c.unwritten = nil

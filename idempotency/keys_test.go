@@ -810,26 +810,15 @@ func TestReplaysOfOlderKeysLeaveTheNewerRemembered(t *testing.T) {
 	}
 }
 
-// A claim left pending is heard of (Keys.Observe) once the store took it: with the command's
+// A claim left pending is heard of (Keys.Log) once the store took it: with the command's
 // events (Claim.Appended) or with its outcome, and never if the store refused it (a key of an
 // earlier run that a restart forgot).
 func TestPendingClaimIsObservedOnceMade(t *testing.T) {
 	ctx := context.Background()
 	earlier, s := afterARun(t)
-	var mu sync.Mutex
-	var heard []idempotency.Event
-	keys := &idempotency.Keys{Store: s, Now: earlier.Now, Observe: func(_ context.Context, e idempotency.Event, _ string) {
-		mu.Lock()
-		defer mu.Unlock()
-		heard = append(heard, e)
-	}}
-	took := func() []idempotency.Event {
-		mu.Lock()
-		defer mu.Unlock()
-		h := heard
-		heard = nil
-		return h
-	}
+	rec := &recorder{}
+	keys := &idempotency.Keys{Store: s, Now: earlier.Now, Log: rec.logger()}
+	took := rec.take
 	begin := func(key string) *idempotency.Claim {
 		t.Helper()
 		r := request("fp")

@@ -2,10 +2,13 @@ package idempotency
 
 import (
 	"context"
+	"log/slog"
 	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Event is a step in the life of a key, as Keys.Observe hears it.
+// Event is a step in the life of a key, as Keys logs and counts it.
 type Event string
 
 // The steps of a key's life. A request hears claimed, replayed, mismatched or taken-over from
@@ -31,9 +34,30 @@ const (
 var Events = []Event{EventClaimed, EventReplayed, EventMismatched, EventWaited, EventInFlight,
 	EventTakenOver, EventRecovered, EventCompleted, EventReleased, EventExpired}
 
+// Steps counts the steps of keys' lives by Event: orders_idempotency_keys_total.
+type Steps struct{ counter *prometheus.CounterVec }
+
+// NewSteps makes the counter, every step at 0 from the start, and registers it with reg.
+func NewSteps(reg prometheus.Registerer) *Steps {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "orders_idempotency_keys_total",
+		Help: "Steps in the lives of idempotency keys: claimed (a new request), replayed, mismatched (fingerprint), waited (in flight), in-flight (409), taken-over, recovered, completed, released, expired.",
+	}, []string{"event"})
+	for _, e := range Events {
+		c.WithLabelValues(string(e))
+	}
+	reg.MustRegister(c)
+	return &Steps{c}
+}
+
+// observe logs step e of the key stream's life with ctx (the request's, whose log handler
+// may tell which request it is) and counts it.
 func (k *Keys) observe(ctx context.Context, e Event, stream string) {
-	if k.Observe != nil {
-		k.Observe(ctx, e, streamKeyHash(stream))
+	if k.Steps != nil {
+		k.Steps.counter.WithLabelValues(string(e)).Inc()
+	}
+	if k.Log != nil {
+		k.Log.LogAttrs(ctx, slog.LevelInfo, "idempotency key", slog.String("event", string(e)), slog.String("key_hash", streamKeyHash(stream)))
 	}
 }
 

@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -10,22 +11,37 @@ import (
 	"github.com/acme/orders/idempotency"
 )
 
-// recorder collects what Keys.Observe hears.
+// recorder is a log handler that collects the steps of keys' lives that Keys logs.
 type recorder struct {
 	mu     sync.Mutex
 	events []idempotency.Event
 	hashes map[string]bool
 }
 
-func (r *recorder) observe(_ context.Context, e idempotency.Event, keyHash string) {
+func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *recorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *recorder) WithGroup(string) slog.Handler            { return r }
+
+func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.events = append(r.events, e)
 	if r.hashes == nil {
 		r.hashes = map[string]bool{}
 	}
-	r.hashes[keyHash] = true
+	rec.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "event":
+			r.events = append(r.events, idempotency.Event(a.Value.String()))
+		case "key_hash":
+			r.hashes[a.Value.String()] = true
+		}
+		return true
+	})
+	return nil
 }
+
+// logger is a logger whose lines rec collects.
+func (r *recorder) logger() *slog.Logger { return slog.New(r) }
 
 // take returns the events heard since the last take.
 func (r *recorder) take() []idempotency.Event {
@@ -39,7 +55,7 @@ func (r *recorder) take() []idempotency.Event {
 func TestObserveFollowsTheKeysLife(t *testing.T) {
 	keys, clk, _ := newKeys(t)
 	rec := &recorder{}
-	keys.Observe = rec.observe
+	keys.Log = rec.logger()
 	ctx := context.Background()
 	step := func(what string, want ...idempotency.Event) {
 		t.Helper()

@@ -51,7 +51,8 @@ type serveCmd struct {
 }
 
 func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
-	log := slog.New(slog.NewJSONHandler(e.stderr, nil))
+	// Lines logged with a request's context, by any package, name the request.
+	log := api.RequestLogger(slog.New(slog.NewJSONHandler(e.stderr, nil)))
 	keys, err := readKeys(cmd.KeysFile)
 	if err != nil {
 		return err
@@ -119,7 +120,7 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		RequestTimeout: cmd.Limits.RequestTimeout,
 		BodyMemory:     cmd.Limits.BodyMemory << 20,
 	}
-	idem.Observe = srv.ObserveKey
+	idem.Log, idem.Steps = log, idempotency.NewSteps(metrics.Registry)
 	services := console.Services{Orders: orders, Reads: srv.Reads, Projections: runner, Keys: idem, Feed: store, Log: log,
 		Authenticate: srv.AuthenticateHash, CaughtUp: srv.CaughtUp}
 	if srv.Console, err = console.New(ctx, services, console.Config{MaxSessions: cmd.ConsoleSessions, MaxSessionsPerPrincipal: cmd.ConsoleSessionsEach, SessionTTL: cmd.ConsoleSessionTTL, SecureCookies: cmd.ConsoleSecureCookies}); err != nil {
