@@ -1,0 +1,127 @@
+// Package pgtest starts a throwaway PostgreSQL server for a package's tests and gives each
+// test a database of its own.
+//
+// The server is started once per test binary, by the first call of Start, from the initdb and
+// pg_ctl found on PATH or else under /usr/lib/postgresql/*/bin (Debian's postgresql package),
+// in a temporary directory of its own, listening on a free port of 127.0.0.1 with trust
+// authentication. Running as root, it runs them as the postgres user, as PostgreSQL refuses
+// root. Main stops it and removes the directory once the tests have run, so a package that
+// uses Start calls Main from its TestMain:
+//
+//	func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+//
+// Without the binaries, Start fails the test, saying to install them, unless the environment
+// sets ORDERS_SKIP_POSTGRES=1: then it skips it.
+//
+// The server is for tests only: fsync is off, so a crash of the machine may lose its data. A
+// test binary killed before Main returns (a -timeout panic) leaves it running, with its
+// directory (orders-pgtest-*) in the temporary directory.
+package pgtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// SkipEnv is the environment variable that, set to 1, makes Start skip the test when the
+// PostgreSQL binaries are missing rather than fail it.
+const SkipEnv = "ORDERS_SKIP_POSTGRES"
+
+// Server is a running throwaway PostgreSQL server.
+type Server struct {
+	cluster *cluster
+	admin   *pgxpool.Pool // on the postgres database, to create and drop the tests' databases
+	next    atomic.Int64  // numbers the tests' databases
+}
+
+var (
+	mu      sync.Mutex
+	inMain  bool
+	once    sync.Once
+	started *Server
+	failure error // why the server did not start
+)
+
+// Main runs the tests of m and then stops the server, if Start started one, and removes its
+// directory. It returns m.Run's exit code, for os.Exit.
+func Main(m *testing.M) int {
+	mu.Lock()
+	inMain = true
+	mu.Unlock()
+	code := m.Run()
+	if started != nil {
+		if err := started.stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	return code
+}
+
+// Start returns the test binary's server, starting it at the first call. It fails the test if
+// the server does not start, or if the package's TestMain does not call Main (which stops it).
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	mu.Lock()
+	ok := inMain
+	mu.Unlock()
+	if !ok {
+		tb.Fatal("pgtest: Start needs the package's TestMain to call pgtest.Main, which stops the server: func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }")
+	}
+	once.Do(func() { started, failure = start(context.Background()) })
+	switch {
+	case errors.Is(failure, errNoBinaries) && os.Getenv(SkipEnv) == "1":
+		tb.Skipf("pgtest: %v (%s=1)", failure, SkipEnv)
+	case errors.Is(failure, errNoBinaries):
+		tb.Fatalf("pgtest: %v; or set %s=1 to skip the tests that need it", failure, SkipEnv)
+	case failure != nil:
+		tb.Fatalf("pgtest: %v", failure)
+	}
+	return started
+}
+
+// start starts the cluster and connects to its postgres database.
+func start(ctx context.Context) (*Server, error) {
+	c, err := startCluster(ctx)
+	if err != nil {
+		return nil, err
+	}
+	admin, err := pgxpool.New(ctx, c.url("postgres"))
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("connect to the server: %w", err), c.stop())
+	}
+	return &Server{cluster: c, admin: admin}, nil
+}
+
+func (s *Server) stop() error {
+	s.admin.Close()
+	return s.cluster.stop()
+}
+
+// NewDatabase creates a database of its own for the test and returns its URL. The database is
+// dropped when the test ends, after the cleanups registered after this call: close what
+// connects to it in one of those.
+func (s *Server) NewDatabase(tb testing.TB) string {
+	tb.Helper()
+	name := fmt.Sprintf("test_%d", s.next.Add(1))
+	ctx := context.Background()
+	if _, err := s.admin.Exec(ctx, `CREATE DATABASE `+name); err != nil {
+		tb.Fatalf("pgtest: create database %s: %v", name, err)
+	}
+	tb.Cleanup(func() {
+		// FORCE: a connection the test left open must not keep the database.
+		if _, err := s.admin.Exec(ctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`); err != nil {
+			tb.Errorf("pgtest: drop database %s: %v", name, err)
+		}
+	})
+	return s.cluster.url(name)
+}

@@ -1,0 +1,145 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// notifyChannel is the channel of the NOTIFY that each transaction that writes events sends.
+// Its scope is the database.
+const notifyChannel = "orders_events"
+
+// tryCommit makes pending in one transaction: it takes the write lock, reads what the requests
+// need, decides each in memory (setting its outcome), writes the outcome of all and commits.
+// It reports whether events were written. Its error is the transaction's: then nothing was
+// written, whatever the requests' outcomes say.
+func (s *Store) tryCommit(pending []*request) (wrote bool, err error) {
+	ctx := s.ctx
+	// READ COMMITTED, whatever the server's default: each statement after the lock must see
+	// what the writers before committed (see the package documentation).
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return false, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) // after a commit, a no-op
+	b, err := readBatch(ctx, tx, pending)
+	if err != nil {
+		return false, err
+	}
+	for _, r := range pending {
+		b.apply(r)
+	}
+	if err := b.flush(ctx, tx, s.id); err != nil {
+		return false, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("commit: %w", err)
+	}
+	return len(b.inserts) > 0, nil
+}
+
+// readBatch takes the write lock and then reads, in one round trip, the log's head, the rows
+// of the streams that requests name and where their event ids are stored.
+func readBatch(ctx context.Context, tx pgx.Tx, requests []*request) (*batch, error) {
+	b := newBatch()
+	streams, ids := keys(requests)
+	var q pgx.Batch
+	q.Queue(`SELECT pg_advisory_xact_lock($1)`, writeLockKey)
+	q.Queue(`SELECT position FROM log_head`).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&b.head)
+	})
+	q.Queue(`SELECT name, first_revision, last_revision, deleted FROM streams WHERE name = ANY($1)`, streams).Query(func(rows pgx.Rows) error {
+		var name string
+		var sr streamRow
+		_, err := pgx.ForEachRow(rows, []any{&name, &sr.firstRevision, &sr.lastRevision, &sr.deleted}, func() error {
+			sr.exists = true
+			b.streams[name] = sr
+			return nil
+		})
+		return err
+	})
+	q.Queue(`SELECT id, stream, revision, position FROM events WHERE id = ANY($1)`, ids).Query(func(rows pgx.Rows) error {
+		var id uuid.UUID
+		var ref eventRef
+		_, err := pgx.ForEachRow(rows, []any{&id, &ref.stream, &ref.revision, &ref.position}, func() error {
+			b.ids[id] = ref
+			return nil
+		})
+		return err
+	})
+	if err := tx.SendBatch(ctx, &q).Close(); err != nil {
+		return nil, fmt.Errorf("read the batch's streams: %w", err)
+	}
+	b.read = b.head
+	return b, nil
+}
+
+// flush writes what the batch decided, in one round trip: the deletes first (they never
+// concern the events inserted after them: see drop), then the streams' rows, the events and
+// the head, and the NOTIFY that wakes other stores' subscriptions once it commits, with the
+// writing store's id, for its own listener to pass over.
+func (b *batch) flush(ctx context.Context, tx pgx.Tx, store string) error {
+	var q pgx.Batch
+	if len(b.gone) > 0 {
+		streams, below := make([]string, 0, len(b.gone)), make([]int64, 0, len(b.gone))
+		for stream, rev := range b.gone {
+			streams, below = append(streams, stream), append(below, rev)
+		}
+		q.Queue(`DELETE FROM events e USING unnest($1::text[], $2::bigint[]) AS g (stream, below)
+			WHERE e.stream = g.stream AND e.revision < g.below`, streams, below)
+	}
+	if len(b.changed) > 0 {
+		b.queueStreams(&q)
+	}
+	if len(b.inserts) > 0 {
+		b.queueInserts(&q)
+		q.Queue(`SELECT pg_notify($1, $2)`, notifyChannel, store)
+	}
+	if b.head != b.read {
+		q.Queue(`UPDATE log_head SET position = $1`, b.head)
+	}
+	if q.Len() == 0 {
+		return nil
+	}
+	if err := tx.SendBatch(ctx, &q).Close(); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
+
+// queueStreams writes the rows of the streams the batch changed.
+func (b *batch) queueStreams(q *pgx.Batch) {
+	n := len(b.changed)
+	names, first, last, deleted := make([]string, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([]bool, 0, n)
+	for name := range b.changed {
+		sr := b.streams[name]
+		names, first, last, deleted = append(names, name), append(first, sr.firstRevision), append(last, sr.lastRevision), append(deleted, sr.deleted)
+	}
+	q.Queue(`INSERT INTO streams (name, first_revision, last_revision, deleted)
+		SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::boolean[])
+		ON CONFLICT (name) DO UPDATE SET first_revision = excluded.first_revision,
+			last_revision = excluded.last_revision, deleted = excluded.deleted`,
+		names, first, last, deleted)
+}
+
+// queueInserts inserts the batch's events in one statement, recorded at the transaction's
+// start (now()).
+func (b *batch) queueInserts(q *pgx.Batch) {
+	n := len(b.inserts)
+	positions, ids, streams, revisions := make([]int64, n), make([]uuid.UUID, n), make([]string, n), make([]int64, n)
+	types, data, metadata := make([]string, n), make([][]byte, n), make([][]byte, n)
+	for i, e := range b.inserts {
+		positions[i], ids[i], streams[i], revisions[i] = e.position, e.data.ID, e.stream, e.revision
+		types[i], data[i] = e.data.Type, e.data.Data
+		if len(e.data.Metadata) > 0 {
+			metadata[i] = e.data.Metadata
+		}
+	}
+	q.Queue(`INSERT INTO events (position, id, stream, revision, type, data, metadata, recorded)
+		SELECT p, i, s, r, t, d, m, now()
+		FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::bigint[], $5::text[], $6::bytea[], $7::bytea[]) AS u (p, i, s, r, t, d, m)`,
+		positions, ids, streams, revisions, types, data, metadata)
+}

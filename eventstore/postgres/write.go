@@ -1,0 +1,179 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/acme/orders/eventstore"
+)
+
+// request is one append, multi-stream append, delete or truncate waiting for the writer.
+type request struct {
+	ctx context.Context
+	// appends are made all or nothing. A delete or a truncate has none: it deletes stream at
+	// expected, or its events before revision before.
+	appends  []eventstore.StreamAppend
+	stream   string
+	expected eventstore.ExpectedRevision
+	truncate bool
+	before   uint64
+
+	results []eventstore.AppendResult // one per append
+	err     error
+	done    chan struct{} // closed once results and err are final
+}
+
+// Append implements eventstore.Store.
+func (s *Store) Append(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) (eventstore.AppendResult, error) {
+	if err := eventstore.ValidateAppend(stream, events); err != nil {
+		return eventstore.AppendResult{}, err
+	}
+	appends := []eventstore.StreamAppend{{Stream: stream, Expected: expected, Events: events}}
+	if err := validAppends(appends); err != nil {
+		return eventstore.AppendResult{}, err
+	}
+	r := &request{ctx: ctx, appends: appends}
+	if err := s.submit(r); err != nil {
+		return eventstore.AppendResult{}, fmt.Errorf("append %s@%v: %w", stream, expected, err)
+	}
+	return r.results[0], nil
+}
+
+// MultiStreamAppend implements eventstore.MultiStreamAppender: the appends are made in one
+// transaction, after every expected revision is checked.
+func (s *Store) MultiStreamAppend(ctx context.Context, appends ...eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
+	if err := eventstore.ValidateMultiStreamAppend(appends); err != nil {
+		return nil, err
+	}
+	if err := validAppends(appends); err != nil {
+		return nil, err
+	}
+	r := &request{ctx: ctx, appends: appends}
+	if err := s.submit(r); err != nil {
+		return nil, fmt.Errorf("append to %d streams (%s@%v first): %w", len(appends), appends[0].Stream, appends[0].Expected, err)
+	}
+	return r.results, nil
+}
+
+// DeleteStream implements eventstore.Store. The events are deleted; the stream keeps its row
+// so that its revisions continue if it is recreated.
+func (s *Store) DeleteStream(ctx context.Context, stream string, expected eventstore.ExpectedRevision) error {
+	if err := validStream(stream); err != nil {
+		return err
+	}
+	if err := s.submit(&request{ctx: ctx, stream: stream, expected: expected}); err != nil {
+		return fmt.Errorf("delete %s@%v: %w", stream, expected, err)
+	}
+	return nil
+}
+
+// Truncate implements eventstore.Store: the events before revision before are deleted, from
+// the stream and from the log.
+func (s *Store) Truncate(ctx context.Context, stream string, before uint64) error {
+	if err := validStream(stream); err != nil {
+		return err
+	}
+	if err := s.submit(&request{ctx: ctx, stream: stream, truncate: true, before: before}); err != nil {
+		return fmt.Errorf("truncate %s before %d: %w", stream, before, err)
+	}
+	return nil
+}
+
+func validStream(stream string) error {
+	if err := eventstore.ValidateStream(stream); err != nil {
+		return err
+	}
+	return validText("stream", stream)
+}
+
+// submit hands r to the writer and waits for its outcome. If ctx ends after the writer took r,
+// r may still be committed.
+func (s *Store) submit(r *request) error {
+	if err := s.usable(r.ctx); err != nil {
+		return err
+	}
+	r.done = make(chan struct{})
+	select {
+	case s.requests <- r:
+	case <-s.closing:
+		return eventstore.ErrClosed
+	case <-r.ctx.Done():
+		return r.ctx.Err()
+	}
+	select {
+	case <-r.done:
+		return r.err
+	case <-r.ctx.Done():
+		return r.ctx.Err()
+	}
+}
+
+// writer is the only goroutine of the store that writes: it takes every request waiting at
+// the time, up to Config.MaxBatch, commits them in one transaction and answers each, until
+// the store closes. The requests that arrive while it commits make the next batch.
+func (s *Store) writer() {
+	defer close(s.written)
+	batch := make([]*request, 0, s.cfg.MaxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case r := <-s.requests:
+			batch = append(batch, r)
+		case <-s.closing:
+			return
+		}
+	gather:
+		for len(batch) < s.cfg.MaxBatch {
+			select {
+			case r := <-s.requests:
+				batch = append(batch, r)
+			default:
+				break gather
+			}
+		}
+		s.commit(batch)
+	}
+}
+
+// commit writes batch, each request's outcome set, and answers its requests. A request whose
+// caller gave up before the transaction began is left out. If the server rejects a value of a
+// transaction of several requests, each is tried again alone: the fault is one request's, and
+// the others must not fail with it.
+func (s *Store) commit(batch []*request) {
+	pending := make([]*request, 0, len(batch))
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.err = err
+			close(r.done)
+			continue
+		}
+		pending = append(pending, r)
+	}
+	if len(pending) == 0 {
+		return
+	}
+	wrote, err := s.tryCommit(pending)
+	if err != nil && len(pending) > 1 && dataRejected(err) {
+		for _, r := range pending {
+			w, err := s.tryCommit([]*request{r})
+			s.answer([]*request{r}, err)
+			wrote = wrote || w
+		}
+	} else {
+		s.answer(pending, err)
+	}
+	if wrote {
+		s.wake()
+	}
+}
+
+// answer hands each request its outcome; err, if not nil, is the transaction's, and is every
+// request's: nothing was written.
+func (s *Store) answer(pending []*request, err error) {
+	for _, r := range pending {
+		if err != nil {
+			r.results, r.err = nil, s.fault(s.ctx, err)
+		}
+		close(r.done)
+	}
+}
