@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/acme/orders/eventstore/postgres/pgtest"
 )
 
 var (
@@ -55,7 +57,7 @@ func buildAndRun(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "tests:", err)
 		return 1
 	}
-	return m.Run()
+	return pgtest.Main(m) // stops the PostgreSQL server of the shared-store tests, if one started
 }
 
 // moduleRoot is the directory of the go.mod this package belongs to.

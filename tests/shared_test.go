@@ -10,12 +10,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/acme/orders/eventstore/postgres/pgtest"
 )
 
-// The end-to-end cases that matter most for several nodes, on the KurrentDB backend: two API
-// processes share one KurrentDB, each with read models of its own. The KurrentDB is the test
-// server of eventstore/kurrent/kurrenttest, run as a process with a data directory per test:
-// the cases use fixed keys, so they need a store of their own.
+// The end-to-end cases that matter most for several nodes, on each store that nodes share:
+// two API processes share one KurrentDB or one PostgreSQL database, each with read models of
+// its own. The KurrentDB is the test server of eventstore/kurrent/kurrenttest, run as a process
+// with a data directory per test; PostgreSQL is a real server (eventstore/postgres/pgtest) with
+// a database per test: the cases use fixed keys, so they need a store of their own.
 
 var testServerBuild struct {
 	once sync.Once
@@ -79,11 +82,47 @@ func kurrentArgs(url string, more ...string) []string {
 	return append([]string{"--store", "kurrentdb", "--kurrentdb-url", url}, more...)
 }
 
-// Many identical keyed creates, sent at once to two API nodes on one KurrentDB: one order.
-func TestKurrentConcurrentCreatesOnTwoNodes(t *testing.T) {
+// sharedStore is a store that several API nodes share: open starts a fresh one for the test
+// and returns the flags of a node on it.
+type sharedStore struct {
+	name string
+	open func(t *testing.T) func(more ...string) []string
+}
+
+// sharedStores are the stores of several nodes: the KurrentDB test server, and a database of a
+// throwaway PostgreSQL server (eventstore/postgres/pgtest).
+var sharedStores = []sharedStore{
+	{"kurrentdb", func(t *testing.T) func(...string) []string {
+		url := kurrentURL(t)
+		return func(more ...string) []string { return kurrentArgs(url, more...) }
+	}},
+	{"postgres", func(t *testing.T) func(...string) []string {
+		url := pgtest.Start(t).NewDatabase(t)
+		return func(more ...string) []string {
+			return append([]string{"--store", "postgres", "--postgres-url", url}, more...)
+		}
+	}},
+}
+
+// onSharedStores runs test on a fresh store of each kind, in parallel; args gives the flags of
+// a node on it.
+func onSharedStores(t *testing.T, test func(t *testing.T, args func(more ...string) []string)) {
+	for _, s := range sharedStores {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, s.open(t))
+		})
+	}
+}
+
+// Many identical keyed creates, sent at once to two API nodes on one shared store: one order.
+func TestConcurrentCreatesOnTwoNodes(t *testing.T) {
 	t.Parallel()
-	url := kurrentURL(t)
-	nodes := []*server{startServer(t, "", kurrentArgs(url)...), startServer(t, "", kurrentArgs(url)...)}
+	onSharedStores(t, testConcurrentCreatesOnTwoNodes)
+}
+
+func testConcurrentCreatesOnTwoNodes(t *testing.T, args func(...string) []string) {
+	nodes := []*server{startServer(t, "", args()...), startServer(t, "", args()...)}
 	const key = "one-key-two-nodes"
 	const n = 100
 	outs := make([]outcome, n)
@@ -143,37 +182,41 @@ func TestKurrentConcurrentCreatesOnTwoNodes(t *testing.T) {
 // One node dies after appending the order's events but before storing the outcome, or right
 // after claiming the key; the retry goes to the other node, which completes the record from the
 // order's events, or takes the claim over, and the command takes effect once.
-func TestKurrentCrashRetriedOnOtherNode(t *testing.T) {
+func TestCrashRetriedOnOtherNode(t *testing.T) {
 	t.Parallel()
-	for _, hook := range []string{crashAfterAppend, crashAfterClaim} {
-		for _, tc := range crashCases {
-			t.Run(hook+"/"+tc.name, func(t *testing.T) {
-				t.Parallel()
-				url := kurrentURL(t)
-				flags := kurrentArgs(url, "--key-lease", "500ms", "--key-wait", "300ms")
-				dying := &server{dir: t.TempDir(), args: flags}
-				req := crash(t, dying, hook, tc)
-				other := startServer(t, "", flags...)
-
-				r, inFlight, err := other.sendSettled(t, req, time.Now().Add(20*time.Second))
-				if err != nil {
-					t.Fatal(err)
-				}
-				wantStatus(t, r, tc.status)
-				if hook == crashAfterAppend && r.replayed() != "true" {
-					t.Errorf("retry on the other node: Idempotent-Replayed %q; want \"true\" (the command had run)", r.replayed())
-				}
-				if hook == crashAfterClaim {
-					t.Logf("taken over after %d answers of 409 in-flight", inFlight)
-					checkFirst(t, r)
-				}
-				tc.check(t, other, r)
-				checkReplay(t, r, other.do(t, req.method, req.path, req.key, req.body))
-				dying.restart(t)
-				checkReplay(t, r, dying.do(t, req.method, req.path, req.key, req.body))
-			})
+	for _, store := range sharedStores {
+		for _, hook := range []string{crashAfterAppend, crashAfterClaim} {
+			for _, tc := range crashCases {
+				t.Run(store.name+"/"+hook+"/"+tc.name, func(t *testing.T) {
+					t.Parallel()
+					testCrashRetriedOnOtherNode(t, store.open(t)("--key-lease", "500ms", "--key-wait", "300ms"), hook, tc)
+				})
+			}
 		}
 	}
+}
+
+func testCrashRetriedOnOtherNode(t *testing.T, flags []string, hook string, tc crashCase) {
+	dying := &server{dir: t.TempDir(), args: flags}
+	req := crash(t, dying, hook, tc)
+	other := startServer(t, "", flags...)
+
+	r, inFlight, err := other.sendSettled(t, req, time.Now().Add(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, r, tc.status)
+	if hook == crashAfterAppend && r.replayed() != "true" {
+		t.Errorf("retry on the other node: Idempotent-Replayed %q; want \"true\" (the command had run)", r.replayed())
+	}
+	if hook == crashAfterClaim {
+		t.Logf("taken over after %d answers of 409 in-flight", inFlight)
+		checkFirst(t, r)
+	}
+	tc.check(t, other, r)
+	checkReplay(t, r, other.do(t, req.method, req.path, req.key, req.body))
+	dying.restart(t)
+	checkReplay(t, r, dying.do(t, req.method, req.path, req.key, req.body))
 }
 
 // On KurrentDB a key expires through its stream's $maxAge, with no sweeper: once the key's
@@ -222,13 +265,16 @@ func TestKurrentKeyExpiresByMaxAge(t *testing.T) {
 	checkReplay(t, second, nodes[0].do(t, "POST", "/v1/orders", key, orderFor("c-maxage-2")))
 }
 
-// Distinct commands on one order spread over two API nodes on one KurrentDB: each node runs
+// Distinct commands on one order spread over two API nodes on one shared store: each node runs
 // its own one after another, and the optimistic append guards between them. Every command is
 // applied once; one refused because the other node kept winning says when to retry.
-func TestKurrentConcurrentCommandsOnOneOrderOnTwoNodes(t *testing.T) {
+func TestConcurrentCommandsOnOneOrderOnTwoNodes(t *testing.T) {
 	t.Parallel()
-	url := kurrentURL(t)
-	nodes := []*server{startServer(t, "", kurrentArgs(url)...), startServer(t, "", kurrentArgs(url)...)}
+	onSharedStores(t, testConcurrentCommandsOnOneOrderOnTwoNodes)
+}
+
+func testConcurrentCommandsOnOneOrderOnTwoNodes(t *testing.T, args func(...string) []string) {
+	nodes := []*server{startServer(t, "", args()...), startServer(t, "", args()...)}
 	id, _ := nodes[0].create(t, "create-two-node-order", "c-two-node-order")
 	const n = 40
 	applied := 1 // the create's line

@@ -8,14 +8,17 @@ import (
 	"time"
 )
 
-// Two API nodes on one KurrentDB deliver for one endpoint: one node at a time holds its lease,
-// so no delivery is in flight from both at once; when the holder dies the other takes over
-// within the lease and every event arrives.
+// Two API nodes on one shared store deliver for one endpoint: one node at a time holds its
+// lease, so no delivery is in flight from both at once; when the holder dies the other takes
+// over within the lease and every event arrives.
 func TestWebhooksTwoNodesOneLease(t *testing.T) {
 	t.Parallel()
-	url := kurrentURL(t)
+	onSharedStores(t, testWebhooksTwoNodesOneLease)
+}
+
+func testWebhooksTwoNodesOneLease(t *testing.T, store func(...string) []string) {
 	key := filepath.Join(t.TempDir(), "webhooks.key") // both nodes seal and sign with one key
-	args := append(kurrentArgs(url, "--keys-file", accessKeysFile(t)),
+	args := append(store("--keys-file", accessKeysFile(t)),
 		"--webhooks-secret-key-file", key, "--webhooks-generate-key", "--webhooks-allow-private",
 		"--webhooks-retry-schedule", "0s,100ms,200ms,500ms,1s,2s,5s", "--webhooks-timeout", "500ms", "--webhooks-lease", "3s")
 	a := startServer(t, "", args...)
