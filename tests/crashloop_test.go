@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,13 +40,28 @@ func crashLoopKills(t *testing.T) int {
 // sound.
 func TestCrashLoop(t *testing.T) {
 	t.Parallel()
-	kills := crashLoopKills(t)
 	// A short lease: a claim whose holder was killed is taken over within a second.
 	s := startServer(t, "", "--key-lease", "1s", "--key-wait", "500ms")
+	crashLoop(t, []*server{s})
+	s.current().stop(t)
+	verify := exec.Command(binary, "audit", "verify", "--data", s.dir)
+	verify.Env = hermeticEnv()
+	if out, err := verify.CombinedOutput(); err != nil {
+		t.Errorf("api audit verify --data %s: %v\n%s", s.dir, err, tail(string(out), 8<<10))
+	} else {
+		t.Logf("api audit verify: clean. %s", tail(string(out), 1<<10))
+	}
+}
+
+// crashLoop runs order lifecycles spread over nodes while one of them at a time, at random, is
+// SIGKILLed and started again, then checks the ledger and the replays of every command.
+func crashLoop(t *testing.T, nodes []*server) {
+	kills := crashLoopKills(t)
 	const clients = 16
 	stop := make(chan struct{})
+	var next atomic.Uint64
 	cfg := load.Config{
-		URL:         func() string { return s.url("") },
+		URL:         func() string { return nodes[next.Add(1)%uint64(len(nodes))].url("") },
 		Transport:   apitest.Transport(t, load.NewTransport(clients)),
 		Clients:     clients,
 		Duration:    time.Hour, // until stop
@@ -57,7 +73,7 @@ func TestCrashLoop(t *testing.T) {
 		Patience: time.Minute, // across restarts
 		Stop:     stop,
 	}
-	t.Logf("seed %d, %d kills", cfg.Seed, kills)
+	t.Logf("seed %d, %d kills, %d nodes", cfg.Seed, kills, len(nodes))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -72,8 +88,9 @@ func TestCrashLoop(t *testing.T) {
 	for i := range kills {
 		// A random moment: while commands are claimed, appended, completed or replayed.
 		time.Sleep(time.Duration(100+rng.IntN(900)) * time.Millisecond)
+		s := nodes[rng.IntN(len(nodes))]
 		s.kill(t)
-		t.Logf("kill %d: the server died by SIGKILL", i+1)
+		t.Logf("kill %d: a server died by SIGKILL", i+1)
 		s.start(t)
 	}
 	time.Sleep(500 * time.Millisecond)
@@ -82,6 +99,11 @@ func TestCrashLoop(t *testing.T) {
 	if runErr != nil {
 		t.Fatalf("load: %v", runErr)
 	}
+	checkLedger(t, ctx, cfg, res)
+}
+
+// checkLedger checks a load run's ledger against the orders and replays every command.
+func checkLedger(t *testing.T, ctx context.Context, cfg load.Config, res *load.Result) {
 	st := res.Stats
 	t.Logf("%d commands acknowledged, %d requests answered (%d replays, %d 409s), %d unanswered and retried",
 		st.Commands, st.Requests, st.Replays, st.Conflicts, st.Unanswered)
@@ -116,14 +138,5 @@ func TestCrashLoop(t *testing.T) {
 	}
 	for _, e := range replays.Samples {
 		t.Error(e)
-	}
-
-	s.current().stop(t)
-	verify := exec.Command(binary, "audit", "verify", "--data", s.dir)
-	verify.Env = hermeticEnv()
-	if out, err := verify.CombinedOutput(); err != nil {
-		t.Errorf("api audit verify --data %s: %v\n%s", s.dir, err, tail(string(out), 8<<10))
-	} else {
-		t.Logf("api audit verify: clean. %s", tail(string(out), 1<<10))
 	}
 }

@@ -115,14 +115,27 @@ func onSharedStores(t *testing.T, test func(t *testing.T, args func(more ...stri
 	}
 }
 
-// Many identical keyed creates, sent at once to two API nodes on one shared store: one order.
-func TestConcurrentCreatesOnTwoNodes(t *testing.T) {
-	t.Parallel()
-	onSharedStores(t, testConcurrentCreatesOnTwoNodes)
+// sharedNodes is how many API nodes the tests of several nodes run on one store.
+const sharedNodes = 3
+
+// startNodes starts sharedNodes API nodes with args.
+func startNodes(t *testing.T, args []string) []*server {
+	nodes := make([]*server, sharedNodes)
+	for i := range nodes {
+		nodes[i] = startServer(t, "", args...)
+	}
+	return nodes
 }
 
-func testConcurrentCreatesOnTwoNodes(t *testing.T, args func(...string) []string) {
-	nodes := []*server{startServer(t, "", args()...), startServer(t, "", args()...)}
+// Many identical keyed creates, sent at once to several API nodes on one shared store: one
+// order.
+func TestConcurrentCreatesOnSeveralNodes(t *testing.T) {
+	t.Parallel()
+	onSharedStores(t, testConcurrentCreatesOnSeveralNodes)
+}
+
+func testConcurrentCreatesOnSeveralNodes(t *testing.T, args func(...string) []string) {
+	nodes := startNodes(t, args())
 	const key = "one-key-two-nodes"
 	const n = 100
 	outs := make([]outcome, n)
@@ -131,7 +144,7 @@ func testConcurrentCreatesOnTwoNodes(t *testing.T, args func(...string) []string
 	var wg sync.WaitGroup
 	for i := range n {
 		outs[i].req = request{method: "POST", path: "/v1/orders", key: key, body: orderFor("c-two-nodes")}
-		node := nodes[i%2]
+		node := nodes[i%len(nodes)]
 		wg.Go(func() {
 			<-start
 			outs[i].res, outs[i].inFlight, outs[i].err = node.sendSettled(t, outs[i].req, deadline)
@@ -144,11 +157,11 @@ func testConcurrentCreatesOnTwoNodes(t *testing.T, args func(...string) []string
 	originals := 0
 	for i, o := range outs {
 		if o.err != nil {
-			t.Errorf("request %d (node %d): %v", i, i%2, o.err)
+			t.Errorf("request %d (node %d): %v", i, i%len(nodes), o.err)
 			continue
 		}
 		if o.res.status != http.StatusCreated {
-			t.Errorf("request %d (node %d): %v; want 201", i, i%2, o.res)
+			t.Errorf("request %d (node %d): %v; want 201", i, i%len(nodes), o.res)
 			continue
 		}
 		if o.res.replayed() == "" {
@@ -157,11 +170,11 @@ func testConcurrentCreatesOnTwoNodes(t *testing.T, args func(...string) []string
 		if first == nil {
 			first = o.res
 		} else if !bytes.Equal(o.res.body, first.body) || o.res.header.Get("Location") != first.header.Get("Location") {
-			t.Errorf("request %d (node %d) got another order:\n%s\nwant\n%s", i, i%2, o.res.body, first.body)
+			t.Errorf("request %d (node %d) got another order:\n%s\nwant\n%s", i, i%len(nodes), o.res.body, first.body)
 		}
 	}
 	if originals != 1 {
-		t.Errorf("%d responses without Idempotent-Replayed; want exactly 1 across both nodes", originals)
+		t.Errorf("%d responses without Idempotent-Replayed; want exactly 1 across the nodes", originals)
 	}
 	if first == nil {
 		t.FailNow()
@@ -173,7 +186,7 @@ func testConcurrentCreatesOnTwoNodes(t *testing.T, args func(...string) []string
 			t.Errorf("node %d: order %s has events %v; want one set: created and one line added", i, id, types(evs))
 		}
 	}
-	// Both nodes scanned the new store for legacy client-reference claims and found none.
+	// Every node scanned the new store for legacy client-reference claims and found none.
 	for _, node := range nodes {
 		waitForLegacyScan(t, node, legacyNone)
 	}
@@ -265,16 +278,16 @@ func TestKurrentKeyExpiresByMaxAge(t *testing.T) {
 	checkReplay(t, second, nodes[0].do(t, "POST", "/v1/orders", key, orderFor("c-maxage-2")))
 }
 
-// Distinct commands on one order spread over two API nodes on one shared store: each node runs
-// its own one after another, and the optimistic append guards between them. Every command is
-// applied once; one refused because the other node kept winning says when to retry.
-func TestConcurrentCommandsOnOneOrderOnTwoNodes(t *testing.T) {
+// Distinct commands on one order spread over several API nodes on one shared store: each node
+// runs its own one after another, and the optimistic append guards between them. Every command
+// is applied once; one refused because the other nodes kept winning says when to retry.
+func TestConcurrentCommandsOnOneOrderOnSeveralNodes(t *testing.T) {
 	t.Parallel()
-	onSharedStores(t, testConcurrentCommandsOnOneOrderOnTwoNodes)
+	onSharedStores(t, testConcurrentCommandsOnOneOrderOnSeveralNodes)
 }
 
-func testConcurrentCommandsOnOneOrderOnTwoNodes(t *testing.T, args func(...string) []string) {
-	nodes := []*server{startServer(t, "", args()...), startServer(t, "", args()...)}
+func testConcurrentCommandsOnOneOrderOnSeveralNodes(t *testing.T, args func(...string) []string) {
+	nodes := startNodes(t, args())
 	id, _ := nodes[0].create(t, "create-two-node-order", "c-two-node-order")
 	const n = 40
 	applied := 1 // the create's line
@@ -287,7 +300,7 @@ func testConcurrentCommandsOnOneOrderOnTwoNodes(t *testing.T, args func(...strin
 		case o.res.status == http.StatusConflict && o.res.header.Get("Retry-After") != "":
 			checkProblem(t, o.res, http.StatusConflict, "concurrent-modification")
 		default:
-			t.Errorf("add %d (node %d): %v; want 200, or 409 with Retry-After", i, i%2, o.res)
+			t.Errorf("add %d (node %d): %v; want 200, or 409 with Retry-After", i, i%len(nodes), o.res)
 		}
 	}
 	for i, node := range nodes {

@@ -96,8 +96,13 @@ func (c *cluster) startServer(ctx context.Context) error {
 		return err
 	}
 	c.port = port
-	opts := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -k %s %s", port, c.dir, serverOptions)
-	err = c.run(ctx, "pg_ctl", "-w", "-t", "60", "-D", c.data(), "-l", c.logFile(), "-o", opts, "start")
+	return c.startOnPort(ctx)
+}
+
+// startOnPort starts the server on c.port and waits until it accepts connections.
+func (c *cluster) startOnPort(ctx context.Context) error {
+	opts := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -k %s %s", c.port, c.dir, serverOptions)
+	err := c.run(ctx, "pg_ctl", "-w", "-t", "60", "-D", c.data(), "-l", c.logFile(), "-o", opts, "start")
 	if err != nil {
 		log, _ := os.ReadFile(c.logFile())
 		return fmt.Errorf("%w; server log:\n%s", err, lastLines(log, 20))
@@ -107,8 +112,12 @@ func (c *cluster) startServer(ctx context.Context) error {
 
 // stop stops the server at once (its data is thrown away) and removes the directory.
 func (c *cluster) stop() error {
-	err := c.run(context.Background(), "pg_ctl", "-w", "-D", c.data(), "-m", "immediate", "stop")
-	return errors.Join(err, os.RemoveAll(c.dir))
+	return errors.Join(c.kill(), os.RemoveAll(c.dir))
+}
+
+// kill stops the server at once, as a crash would: the next start recovers from its log.
+func (c *cluster) kill() error {
+	return c.run(context.Background(), "pg_ctl", "-w", "-D", c.data(), "-m", "immediate", "stop")
 }
 
 // run runs one of the binaries, as c.runAs if set.

@@ -125,3 +125,40 @@ func (s *Server) NewDatabase(tb testing.TB) string {
 	})
 	return s.cluster.url(name)
 }
+
+// StartOwn starts a server of the test's own, apart from the test binary's, for a test that
+// stops and starts it (Kill, Restart); it is stopped and removed when the test ends. It fails
+// or skips the test as Start does.
+func StartOwn(tb testing.TB) *Server {
+	tb.Helper()
+	s, err := start(context.Background())
+	switch {
+	case errors.Is(err, errNoBinaries) && os.Getenv(SkipEnv) == "1":
+		tb.Skipf("pgtest: %v (%s=1)", err, SkipEnv)
+	case err != nil:
+		tb.Fatalf("pgtest: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := s.stop(); err != nil {
+			tb.Errorf("pgtest: %v", err)
+		}
+	})
+	return s
+}
+
+// Kill stops the server at once (pg_ctl stop -m immediate), as a crash of the database would:
+// its connections break, and it recovers what was committed when it starts again.
+func (s *Server) Kill(tb testing.TB) {
+	tb.Helper()
+	if err := s.cluster.kill(); err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+}
+
+// Restart starts the server again after Kill, on the same port and data.
+func (s *Server) Restart(tb testing.TB) {
+	tb.Helper()
+	if err := s.cluster.startOnPort(context.Background()); err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+}
