@@ -3,6 +3,9 @@ package tests
 import (
 	"fmt"
 	"net/http"
+	neturl "net/url"
+	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -117,5 +120,39 @@ func TestPostgresNodesKilledMidStorm(t *testing.T) {
 	crashLoop(t, nodes)
 	if out, code := runAPI(t, "audit", "verify", "--store", "postgres", "--postgres-url", url, "--data", nodes[0].dir); code != 0 {
 		t.Errorf("audit verify: exit %d\n%s", code, tail(out, 8<<10))
+	}
+}
+
+// The password of the PostgreSQL URL shows nowhere: not in the log of a node that runs on it,
+// its metrics, the help that the environment's URL is in force for, nor the error of a start
+// that cannot connect.
+func TestPostgresPasswordStaysHidden(t *testing.T) {
+	t.Parallel()
+	const password = "Sekr1t-pw-42"
+	u, err := neturl.Parse(pgtest.Start(t).NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = neturl.UserPassword(u.User.Username(), password) // the test server trusts any
+	s := startServer(t, "", "--store", "postgres", "--postgres-url", u.String())
+	s.create(t, "password-create", "c-password")
+	metrics := s.do(t, "GET", "/metrics", "", nil)
+	wantStatus(t, metrics, http.StatusOK)
+
+	unreachable := *u
+	unreachable.Host = "127.0.0.1:1"
+	help := exec.Command(binary, "serve", "--help")
+	help.Env = append(hermeticEnv(), "API_STORE=postgres", "API_POSTGRES_URL="+u.String())
+	helpOut, _ := help.CombinedOutput()
+	failed, code := runAPI(t, "serve", "--addr", "127.0.0.1:0", "--data", t.TempDir(), "--store", "postgres",
+		"--postgres-url", unreachable.String(), "--postgres-connect-timeout", "1s")
+	if code == 0 {
+		t.Errorf("a start on an unreachable database succeeded: %s", failed)
+	}
+	for what, text := range map[string]string{"the log": s.current().stderr.String(), "the metrics": string(metrics.body),
+		"--help": string(helpOut), "the failed start": failed} {
+		if strings.Contains(text, password) {
+			t.Errorf("%s shows the password:\n%s", what, tail(text, 4<<10))
+		}
 	}
 }
