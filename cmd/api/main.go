@@ -30,6 +30,7 @@ type cli struct {
 	Projections projectionsCmd `cmd:"" help:"Projection status and rebuilds, through a running service; exports as of a point of the log."`
 	Audit       auditCmd       `cmd:"" help:"Order history, state at any point, export and verification of the log."`
 	Webhooks    webhooksCmd    `cmd:"" help:"Webhook endpoints and their deliveries, through a running service."`
+	Store       storeCmd       `cmd:"" help:"Whole event stores: copy one into another (embedded, PostgreSQL, KurrentDB)."`
 }
 
 // run is main without the process: tests call it directly.
