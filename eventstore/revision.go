@@ -48,6 +48,20 @@ func (e ExpectedRevision) IsNoStream() bool { return e.kind == expectNoStream }
 // IsStreamExists reports whether e is StreamExists.
 func (e ExpectedRevision) IsStreamExists() bool { return e.kind == expectStreamExists }
 
+// Matches reports whether e admits a stream that is live (written and not deleted) or not,
+// with last revision last: what every backend checks before it appends or deletes.
+func (e ExpectedRevision) Matches(live bool, last uint64) bool {
+	switch e.kind {
+	case expectAny:
+		return true
+	case expectNoStream:
+		return !live
+	case expectStreamExists:
+		return live
+	}
+	return live && last == e.revision
+}
+
 // Revision returns the exact revision e expects, and false if e is not Exact.
 func (e ExpectedRevision) Revision() (uint64, bool) {
 	return e.revision, e.kind == expectExact

@@ -48,20 +48,6 @@ func (sr streamRow) actual() eventstore.ExpectedRevision {
 	return eventstore.Exact(uint64(sr.lastRevision))
 }
 
-// check reports whether expected matches the stream.
-func (sr streamRow) check(expected eventstore.ExpectedRevision) bool {
-	switch {
-	case expected.IsAny():
-		return true
-	case expected.IsNoStream():
-		return !sr.live()
-	case expected.IsStreamExists():
-		return sr.live()
-	}
-	rev, _ := expected.Revision()
-	return sr.live() && uint64(sr.lastRevision) == rev
-}
-
 // eventRef locates a stored event.
 type eventRef struct {
 	stream             string
@@ -151,7 +137,7 @@ func (b *batch) appendAll(appends []eventstore.StreamAppend) ([]eventstore.Appen
 // appended.
 func (b *batch) plan(stream string, expected eventstore.ExpectedRevision, events []eventstore.EventData) (eventstore.AppendResult, error) {
 	sr := b.streams[stream]
-	if !sr.check(expected) {
+	if !expected.Matches(sr.live(), uint64(sr.lastRevision)) {
 		wrong := &eventstore.WrongExpectedRevisionError{Stream: stream, Expected: expected, Actual: sr.actual()}
 		// A repeat of an exact append finds its events right after the revision it expected.
 		rev, exact := expected.Revision()
@@ -216,7 +202,7 @@ func (b *batch) write(stream string, events []eventstore.EventData) eventstore.A
 
 func (b *batch) delete(stream string, expected eventstore.ExpectedRevision) error {
 	sr := b.streams[stream]
-	if !sr.check(expected) {
+	if !expected.Matches(sr.live(), uint64(sr.lastRevision)) {
 		return &eventstore.WrongExpectedRevisionError{Stream: stream, Expected: expected, Actual: sr.actual()}
 	}
 	if !sr.live() {

@@ -113,20 +113,6 @@ func (w *writeTx) rollback() {
 	}
 }
 
-// check reports whether expected matches the stream.
-func check(sr streamRow, expected eventstore.ExpectedRevision) bool {
-	switch {
-	case expected.IsAny():
-		return true
-	case expected.IsNoStream():
-		return !sr.live()
-	case expected.IsStreamExists():
-		return sr.live()
-	}
-	rev, _ := expected.Revision()
-	return sr.live() && sr.revision == rev
-}
-
 // appendAll makes appends all or nothing. Every one is checked before any event is written, so
 // that a refusal leaves the transaction as it was; a failed write aborts it. A stream created
 // with NoStream that the writer has not cached is claimed by its row's INSERT in the check
@@ -203,7 +189,7 @@ func (w *writeTx) unclaim(rows []streamRow, claimed []bool, err error) error {
 // write the events after, or the result of the earlier append they repeat (FateRepeated), or
 // why they cannot be appended.
 func (w *writeTx) plan(name string, sr streamRow, expected eventstore.ExpectedRevision, events []eventstore.EventData) (streamRow, eventstore.AppendResult, error) {
-	if !check(sr, expected) {
+	if !expected.Matches(sr.live(), sr.revision) {
 		wrong := &eventstore.WrongExpectedRevisionError{Stream: name, Expected: expected, Actual: sr.actual()}
 		// A repeat of an exact append finds its events right after the revision it expected.
 		from, exact := expected.Revision()
@@ -310,7 +296,7 @@ func (w *writeTx) delete(name string, expected eventstore.ExpectedRevision) erro
 	if err != nil {
 		return err
 	}
-	if !check(sr, expected) {
+	if !expected.Matches(sr.live(), sr.revision) {
 		return &eventstore.WrongExpectedRevisionError{Stream: name, Expected: expected, Actual: sr.actual()}
 	}
 	if !sr.live() {
