@@ -95,6 +95,12 @@ func Open(ctx context.Context, url string, cfg Config) (*Store, error) {
 	pcfg.MaxConns = cfg.MaxConns
 	pcfg.ConnConfig.ConnectTimeout = cfg.ConnectTimeout
 	pcfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(cfg.StatementTimeout.Milliseconds(), 10)
+	// The store's statements are small and indexed: compiling one (JIT), which the planner
+	// chooses on estimates of tables never analyzed, cost a log page 65-139 ms for 1 ms of
+	// work; and a plan made generic while the events table was nearly empty scans it whole
+	// (BenchmarkReadAll, BenchmarkAppend64Writers).
+	pcfg.ConnConfig.RuntimeParams["jit"] = "off"
+	pcfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	s := &Store{
 		cfg:      cfg,
 		id:       uuid.NewString(),

@@ -29,6 +29,8 @@ type cluster struct {
 	port int
 	// runAs, if set, is the user to run the binaries as: PostgreSQL refuses to run as root.
 	runAs *user.User
+	// settings are the server's settings beyond serverOptions, as name=value.
+	settings []string
 }
 
 func (c *cluster) data() string    { return filepath.Join(c.dir, "data") }
@@ -41,12 +43,12 @@ func (c *cluster) url(name string) string {
 
 // startCluster creates a data directory in a new temporary directory and starts a server on
 // it. If it fails, it removes the directory.
-func startCluster(ctx context.Context) (*cluster, error) {
+func startCluster(ctx context.Context, settings []string) (*cluster, error) {
 	bin, err := findBinaries()
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{bin: bin}
+	c := &cluster{bin: bin, settings: settings}
 	if os.Geteuid() == 0 {
 		if c.runAs, err = user.Lookup("postgres"); err != nil {
 			return nil, fmt.Errorf("running as root, the binaries run as the postgres user: %w", err)
@@ -102,6 +104,9 @@ func (c *cluster) startServer(ctx context.Context) error {
 // startOnPort starts the server on c.port and waits until it accepts connections.
 func (c *cluster) startOnPort(ctx context.Context) error {
 	opts := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -k %s %s", c.port, c.dir, serverOptions)
+	for _, s := range c.settings {
+		opts += " -c " + s // the last of a setting given twice stands
+	}
 	err := c.run(ctx, "pg_ctl", "-w", "-t", "60", "-D", c.data(), "-l", c.logFile(), "-o", opts, "start")
 	if err != nil {
 		log, _ := os.ReadFile(c.logFile())

@@ -90,8 +90,8 @@ func Start(tb testing.TB) *Server {
 }
 
 // start starts the cluster and connects to its postgres database.
-func start(ctx context.Context) (*Server, error) {
-	c, err := startCluster(ctx)
+func start(ctx context.Context, settings ...string) (*Server, error) {
+	c, err := startCluster(ctx, settings)
 	if err != nil {
 		return nil, err
 	}
@@ -127,11 +127,12 @@ func (s *Server) NewDatabase(tb testing.TB) string {
 }
 
 // StartOwn starts a server of the test's own, apart from the test binary's, for a test that
-// stops and starts it (Kill, Restart); it is stopped and removed when the test ends. It fails
-// or skips the test as Start does.
-func StartOwn(tb testing.TB) *Server {
+// stops and starts it (Kill, Restart) or that needs settings of its own (name=value, such as
+// "fsync=on" for a benchmark of commits); it is stopped and removed when the test ends. It
+// fails or skips the test as Start does.
+func StartOwn(tb testing.TB, settings ...string) *Server {
 	tb.Helper()
-	s, err := start(context.Background())
+	s, err := start(context.Background(), settings...)
 	switch {
 	case errors.Is(err, errNoBinaries) && os.Getenv(SkipEnv) == "1":
 		tb.Skipf("pgtest: %v (%s=1)", err, SkipEnv)
