@@ -76,76 +76,23 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	if len(keys) == 0 && !loopback(ln.Addr()) {
 		return fmt.Errorf("development mode (no --keys-file) only listens on a loopback address, not %s", ln.Addr())
 	}
-
 	release, err := lockData(cmd.Data)
 	if err != nil {
 		return err
 	}
 	defer release()
 	metrics := api.NewMetrics()
-	writeback := cmp.Or(cmd.Writeback, -1) // never, for 0
-	store, err := cmd.Backend.openWith(ctx, cmd.Data, log, sqlite.Config{OnBatch: metrics.ObserveBatch, OnWAL: metrics.ObserveWAL, Writeback: writeback})
+	store, err := cmd.Backend.openWith(ctx, cmd.Data, log, sqlite.Config{OnBatch: metrics.ObserveBatch, OnWAL: metrics.ObserveWAL, Writeback: cmd.writeback()})
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	timed := metrics.TimeAppends(store)
-	node := nodeName()
-	idem := &idempotency.Keys{Store: timed, TTL: cmd.KeyTTL, Lease: lease.Terms{Length: cmd.KeyLease, Node: node, Sole: cmd.Backend.singleServer()}, Wait: cmd.KeyWait, RememberBytes: cmp.Or(int64(cmd.KeyMemory)<<20, -1)}
-	runner, stopProjections, err := startProjections(ctx, cmd.Data, store, sqlite.DBConfig{Writeback: writeback}, log)
+	var started stops
+	defer started.run()
+	srv, err := cmd.server(ctx, e, store, metrics, keys, log, &started)
 	if err != nil {
 		return err
 	}
-	defer stopProjections()
-	metrics.WatchProjections(runner)
-	orders := &command.Handler{Store: timed, CachedOrderBytes: cmp.Or(int64(cmd.OrderMemory)<<20, -1)}
-	stopScan := startLegacyScan(ctx, orders, store, log)
-	defer stopScan()
-	srv := &api.Server{
-		Store:         store,
-		Feed:          store,
-		Projections:   runner,
-		Reads:         projections.Queries{DB: runner.DB},
-		Orders:        orders,
-		Keys:          idem,
-		IDs:           command.NewOrderIDs(),
-		Log:           log,
-		APIKeys:       keys,
-		LoopbackHosts: len(keys) == 0,
-		Node:          node,
-		Hooks:         testHooks(e.getenv),
-
-		Ready:          withWritableData(withSweeper(api.Readiness(store, runner), idem), cmd.Data),
-		Metrics:        metrics,
-		RequestTimeout: cmd.Limits.RequestTimeout,
-		BodyMemory:     cmd.Limits.BodyMemory << 20,
-	}
-	idem.Log, idem.Steps = log, idempotency.NewSteps(metrics.Registry)
-	services := console.Services{Orders: orders, Reads: srv.Reads, Projections: runner, Keys: idem, Feed: store, Log: log,
-		Authenticate: srv.AuthenticateHash, CaughtUp: srv.CaughtUp}
-	if srv.Console, err = console.New(ctx, services, console.Config{MaxSessions: cmd.ConsoleSessions, MaxSessionsPerPrincipal: cmd.ConsoleSessionsEach, SessionTTL: cmd.ConsoleSessionTTL, SecureCookies: cmd.ConsoleSecureCookies}); err != nil {
-		return err
-	}
-	var stopWebhooks func()
-	if srv.Webhooks, stopWebhooks, err = cmd.Webhooks.start(ctx, e, cmd.Data, timed, store, cmd.Backend.singleServer(), len(keys) == 0, cmd.KeyTTL, srv.Node, metrics.Registry, log); err != nil {
-		return err
-	}
-	defer stopWebhooks()
-	watchMemories(metrics.Registry, idem, orders)
-	if cmd.KeysFile != "" {
-		stopReload := reloadKeysOnHangup(ctx, cmd.KeysFile, srv, log)
-		defer stopReload()
-	}
-
-	if ks, ok := store.(*kurrent.Store); ok {
-		// KurrentDB hides a key's events once they are past their stream's $maxAge, and a
-		// scavenge removes them: no sweeper (see eventstore/kurrent's package doc).
-		idem.Expire = ks.SetMaxAge
-	} else {
-		stopSweep := startSweeper(ctx, idem, store, min(cmd.KeyTTL/10, time.Minute), metrics, log)
-		defer stopSweep()
-	}
-
 	hs := &http.Server{
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: cmd.Limits.ReadHeaderTimeout,
@@ -159,8 +106,71 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	fmt.Fprintf(e.stdout, "listening on http://%s\n", ln.Addr())
 	log.Info("serving", "addr", ln.Addr().String(), "data", cmd.Data, "development_mode", len(keys) == 0,
 		"max_connections", maxConns, "idle_timeout", cmd.Limits.IdleTimeout.String(), "memory_limit_bytes", memoryLimit)
-
 	return shutDown(ctx, served, hs, srv, cmd.Shutdown, log)
+}
+
+// writeback is --writeback for the stores: never, for 0.
+func (cmd *serveCmd) writeback() time.Duration { return cmp.Or(cmd.Writeback, -1) }
+
+// stops are the stop functions of what a start started, run in the reverse order.
+type stops []func()
+
+func (s *stops) add(stop func()) { *s = append(*s, stop) }
+
+// run stops them; a pointer, so that a deferred run sees the stops added after the defer.
+func (s *stops) run() {
+	for i := len(*s) - 1; i >= 0; i-- {
+		(*s)[i]()
+	}
+}
+
+// server makes the API server on store and starts what runs beside it (the projections, the
+// legacy scan, the console's sessions, the webhooks, the key sweeper, the reload of the keys
+// file), adding their stops to started.
+func (cmd *serveCmd) server(ctx context.Context, e *env, store backend, metrics *api.Metrics, keys api.APIKeys, log *slog.Logger, started *stops) (*api.Server, error) {
+	timed := metrics.TimeAppends(store)
+	node := nodeName()
+	idem := &idempotency.Keys{Store: timed, TTL: cmd.KeyTTL, Lease: lease.Terms{Length: cmd.KeyLease, Node: node, Sole: cmd.Backend.singleServer()},
+		Wait: cmd.KeyWait, RememberBytes: cmp.Or(int64(cmd.KeyMemory)<<20, -1), Log: log, Steps: idempotency.NewSteps(metrics.Registry)}
+	runner, stopProjections, err := startProjections(ctx, cmd.Data, store, sqlite.DBConfig{Writeback: cmd.writeback()}, log)
+	if err != nil {
+		return nil, err
+	}
+	started.add(stopProjections)
+	metrics.WatchProjections(runner)
+	orders := &command.Handler{Store: timed, CachedOrderBytes: cmp.Or(int64(cmd.OrderMemory)<<20, -1)}
+	started.add(startLegacyScan(ctx, orders, store, log))
+	srv := &api.Server{
+		Store: store, Feed: store, Projections: runner, Reads: projections.Queries{DB: runner.DB},
+		Orders: orders, Keys: idem, IDs: command.NewOrderIDs(), Log: log,
+		APIKeys: keys, LoopbackHosts: len(keys) == 0, Node: node, Hooks: testHooks(e.getenv),
+		Ready:          withWritableData(withSweeper(api.Readiness(store, runner), idem), cmd.Data),
+		Metrics:        metrics,
+		RequestTimeout: cmd.Limits.RequestTimeout,
+		BodyMemory:     cmd.Limits.BodyMemory << 20,
+	}
+	services := console.Services{Orders: orders, Reads: srv.Reads, Projections: runner, Keys: idem, Feed: store, Log: log,
+		Authenticate: srv.AuthenticateHash, CaughtUp: srv.CaughtUp}
+	if srv.Console, err = console.New(ctx, services, console.Config{MaxSessions: cmd.ConsoleSessions, MaxSessionsPerPrincipal: cmd.ConsoleSessionsEach, SessionTTL: cmd.ConsoleSessionTTL, SecureCookies: cmd.ConsoleSecureCookies}); err != nil {
+		return nil, err
+	}
+	var stopWebhooks func()
+	if srv.Webhooks, stopWebhooks, err = cmd.Webhooks.start(ctx, e, cmd.Data, timed, store, cmd.Backend.singleServer(), len(keys) == 0, cmd.KeyTTL, srv.Node, metrics.Registry, log); err != nil {
+		return nil, err
+	}
+	started.add(stopWebhooks)
+	watchMemories(metrics.Registry, idem, orders)
+	if cmd.KeysFile != "" {
+		started.add(reloadKeysOnHangup(ctx, cmd.KeysFile, srv, log))
+	}
+	if ks, ok := store.(*kurrent.Store); ok {
+		// KurrentDB hides a key's events once they are past their stream's $maxAge, and a
+		// scavenge removes them: no sweeper (see eventstore/kurrent's package doc).
+		idem.Expire = ks.SetMaxAge
+	} else {
+		started.add(startSweeper(ctx, idem, store, min(cmd.KeyTTL/10, time.Minute), metrics, log))
+	}
+	return srv, nil
 }
 
 // shutDown waits for the server to fail or ctx to end, then stops accepting, lets the
