@@ -47,7 +47,7 @@ func NewMetrics() *Metrics {
 		}, []string{"result"}),
 		batches: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "orders_eventstore_batch_size",
-			Help:    "Appends and deletes committed together by one group commit (one disk sync) of the embedded store.",
+			Help:    "Appends and deletes committed together by one group commit of the embedded store (one disk sync), or by one transaction of this node's PostgreSQL writer.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 10), // 1 to 512
 		}),
 		wal: prometheus.NewGaugeVec(prometheus.GaugeOpts{

@@ -49,7 +49,8 @@ func (f storeFlags) open(ctx context.Context, dataDir string, log *slog.Logger) 
 }
 
 // openWith is open for the service, whose embedded store reports to the hooks of embedded
-// (its group commits and its write-ahead log), for metrics.
+// (its group commits and its write-ahead log), for metrics; PostgreSQL's writer reports its
+// transactions to embedded.OnBatch too.
 func (f storeFlags) openWith(ctx context.Context, dataDir string, log *slog.Logger, embedded sqlite.Config) (backend, error) {
 	switch f.Store {
 	case "kurrentdb":
@@ -74,7 +75,7 @@ func (f storeFlags) openWith(ctx context.Context, dataDir string, log *slog.Logg
 		cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 		defer cancel()
 		return postgres.Open(cctx, f.PostgresURL, postgres.Config{MaxConns: f.PostgresConns,
-			StatementTimeout: f.PostgresStatementTimeout, ConnectTimeout: f.PostgresConnectTimeout})
+			StatementTimeout: f.PostgresStatementTimeout, ConnectTimeout: f.PostgresConnectTimeout, OnBatch: embedded.OnBatch})
 	default:
 		return sqlite.Open(dataDir, embedded)
 	}

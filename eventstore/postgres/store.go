@@ -26,6 +26,8 @@ type Config struct {
 	// MaxBatch caps how many appends, deletes and truncates share one transaction; 0 means
 	// 256.
 	MaxBatch int
+	// OnBatch, if set, hears the size of each transaction the writer committed (for metrics).
+	OnBatch func(size int)
 
 	// poll replaces pollInterval, for tests that must see a subscription woken by a
 	// notification and not by its poll.

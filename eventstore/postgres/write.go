@@ -161,6 +161,9 @@ func (s *Store) commit(batch []*request) {
 		}
 	} else {
 		s.answer(pending, err)
+		if err == nil && s.cfg.OnBatch != nil {
+			s.cfg.OnBatch(len(pending))
+		}
 	}
 	if wrote {
 		s.wake()
