@@ -52,7 +52,8 @@ func TestWireTypesMatchTheContract(t *testing.T) {
 		"StartPaymentRequest": StartPaymentRequest{}, "ConfirmPaymentRequest": confirmPaymentRequest{},
 		"ReasonRequest": reasonRequest{}, "ShipRequest": ShipRequest{}, "RequestRefundRequest": RequestRefundRequest{},
 		"EmptyRequest": struct{}{}, "Events": eventPage{}, "Event": Event{}, "EventMetadata": EventMetadata{},
-		"WebhookOrderPaid": WebhookPayload{},
+		"WebhookOrderPaid": WebhookPayload{}, "ChangeLineQuantityRequest": changeLineQuantityRequest{},
+		"WebhookDeliveryPage": deliveryPage{}, "WebhookDelivery": DeliveryRecord{}, "WebhookAttempt": DeliveryAttempt{},
 	}
 	for name, v := range types {
 		ref := doc.Components.Schemas[name]
@@ -106,6 +107,7 @@ func TestContractExamplesDecode(t *testing.T) {
 	}
 	paths := map[string]any{
 		"/v1/orders": new(orderPage), "/v1/orders/{id}/events": new(eventPage),
+		"/v1/webhook-endpoints/{id}/deliveries": new(deliveryPage),
 	}
 	for path, into := range paths {
 		mt := doc.Paths.Find(path).Get.Responses.Status(200).Value.Content.Get("application/json")
@@ -115,11 +117,14 @@ func TestContractExamplesDecode(t *testing.T) {
 		"/v1/orders": new(CreateOrderRequest), "/v1/orders/{id}/lines": new(LineInput),
 		"/v1/orders/{id}/payments": new(StartPaymentRequest), "/v1/orders/{id}/payments/{paymentId}/confirm": new(confirmPaymentRequest),
 		"/v1/orders/{id}/cancel": new(reasonRequest), "/v1/orders/{id}/shipments": new(ShipRequest),
-		"/v1/orders/{id}/refunds": new(RequestRefundRequest),
+		"/v1/orders/{id}/refunds": new(RequestRefundRequest), "/v1/orders/{id}/payments/{paymentId}/fail": new(reasonRequest),
+		"/v1/payments/{paymentId}/confirm": new(confirmPaymentRequest),
 	}
 	for path, into := range bodies {
 		decode("POST "+path, doc.Paths.Find(path).Post.RequestBody.Value.Content.Get("application/json").Example, into)
 	}
+	put := doc.Paths.Find("/v1/orders/{id}/lines/{sku}").Put.RequestBody.Value.Content.Get("application/json").Example
+	decode("PUT /v1/orders/{id}/lines/{sku}", put, new(changeLineQuantityRequest))
 	for name, r := range doc.Components.Responses {
 		mt := r.Value.Content.Get("application/problem+json")
 		if mt == nil {

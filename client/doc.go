@@ -14,7 +14,9 @@
 // Every command (CreateOrder, AddLine, StartPayment, …) is one logical call. The client draws
 // one ULID as its Idempotency-Key (or takes WithIdempotencyKey's) and sends every attempt of the
 // call with that same key, so that the service carries the command out at most once and answers
-// every retry with the first outcome (Meta.Replayed). An attempt is retried after a network
+// every retry with the first outcome (Meta.Replayed). ChangeLineQuantity and RemoveLine (PUT and
+// DELETE, where the contract makes the key optional) carry one too, so that their retries are
+// replays as well. An attempt is retried after a network
 // error, a timeout (WithAttemptTimeout), 409 idempotency-key-in-flight, 429, 503 and any other
 // 5xx; never after another 4xx, which is the command's answer for good. Between attempts the
 // client waits a capped exponential back-off with full jitter (WithBackoff), at least the

@@ -1,29 +1,28 @@
 package client
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 )
 
-// faultCalls is how many logical create-and-pay flows TestPromiseThroughFaults runs: each is a
-// create, a start payment and a confirm payment, three commands.
-const faultCalls = 1000
+// faultCalls is how many logical flows TestPromiseThroughFaults runs: each is a create, a start
+// payment, a confirm payment, a shipment, a refund request and a refund completion, flowCommands
+// commands.
+const (
+	faultCalls   = 1000
+	flowCommands = 6
+)
 
 // Timings of the fault test: a delayed request outlasts the client's attempt timeout.
 const (
@@ -31,84 +30,6 @@ const (
 	faultDelay          = 1300 * time.Millisecond
 	faultWorkers        = 32
 )
-
-// moduleRoot walks up from the working directory to the directory of go.mod.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
-
-// startService builds ./cmd/api and serves a fresh data directory in development mode on a
-// free loopback port; it returns the base URL. The process is stopped with SIGTERM at cleanup.
-func startService(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "api")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/api")
-	build.Dir = moduleRoot(t)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/api: %v\n%s", err, out)
-	}
-	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data", t.TempDir())
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "API_") { // a developer's settings must not change the server
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }() // how it exits is not this test's point
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("server stderr:\n%s", stderr.String())
-		}
-	})
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if addr, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
-				lines <- addr
-			}
-		}
-	}()
-	select {
-	case addr := <-lines:
-		return addr
-	case <-exited:
-		t.Fatalf("the server exited before listening:\n%s", stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("the server did not print its listening line within 30 s")
-	}
-	return ""
-}
 
 // fault is what the proxy does to one request.
 type fault int
@@ -200,7 +121,7 @@ func hangUp(w http.ResponseWriter) {
 	}
 }
 
-// flowResult is what one create-and-pay flow ended with.
+// flowResult is what one flow ended with.
 type flowResult struct {
 	orderID  string
 	attempts int
@@ -209,14 +130,15 @@ type flowResult struct {
 	err      error
 }
 
-// TestPromiseThroughFaults runs faultCalls create-and-pay flows concurrently through a proxy
-// that drops, delays and refuses requests, and checks the promise: every caller succeeds, each
-// logical create made exactly one order, and each payment was started and confirmed once.
+// TestPromiseThroughFaults runs faultCalls flows, from creating an order to refunding it,
+// concurrently through a proxy that drops, delays and refuses requests, and checks the promise:
+// every caller succeeds, each logical create made exactly one order, and each other command of
+// the flow had its effect once.
 func TestPromiseThroughFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the service")
 	}
-	base := startService(t)
+	base := startTestService(t)
 	target, _ := url.Parse(base)
 	proxy := &faultProxy{target: target, transport: &http.Transport{MaxIdleConnsPerHost: 2 * faultWorkers}}
 	front := httptest.NewServer(proxy)
@@ -246,18 +168,18 @@ func TestPromiseThroughFaults(t *testing.T) {
 		t.Fatalf("%d of %d flows failed", failed, faultCalls)
 	}
 	checkOneOrderEach(t, c, byCustomer, maxPos)
-	checkPaidOnce(t, New(base), byCustomer)
+	checkEffectsOnce(t, New(base), byCustomer)
 	var faults []string
 	for f := range faultKinds {
 		faults = append(faults, fmt.Sprintf("%s %d", faultNames[f], proxy.counts[f].Load()))
 	}
 	t.Logf("%d flows (%d commands) in %v: %d attempts, %d replayed answers; proxy: %s",
-		faultCalls, 3*faultCalls, elapsed.Round(time.Millisecond), attempts, replayed, strings.Join(faults, ", "))
+		faultCalls, flowCommands*faultCalls, elapsed.Round(time.Millisecond), attempts, replayed, strings.Join(faults, ", "))
 }
 
 func customer(i int) string { return fmt.Sprintf("c-%04d", i) }
 
-// runFlows runs n create, start payment, confirm payment flows on workers goroutines.
+// runFlows runs n flows on workers goroutines.
 func runFlows(ctx context.Context, c *Client, n, workers int) []flowResult {
 	results := make([]flowResult, n)
 	next := make(chan int)
@@ -277,44 +199,55 @@ func runFlows(ctx context.Context, c *Client, n, workers int) []flowResult {
 	return results
 }
 
+// flowStep is a command of a flow and the status its answer must show.
+type flowStep struct {
+	name string
+	want string
+	run  func() (Order, Meta, error)
+}
+
+// flow creates order i, pays, ships and refunds it in full, each step one logical call.
 func flow(ctx context.Context, c *Client, i int) flowResult {
 	var r flowResult
-	note := func(m Meta) {
+	total, payment, refund := Money(2*(100+i)), fmt.Sprintf("pay-%d", i), fmt.Sprintf("rf-%d", i)
+	steps := []flowStep{
+		{"create", StatusCreated, func() (Order, Meta, error) {
+			return c.CreateOrder(ctx, CreateOrderRequest{CustomerID: customer(i), Currency: "EUR",
+				Lines: []LineInput{{SKU: "sku-1", Quantity: 2, UnitPrice: total / 2}}})
+		}},
+		{"start payment", StatusPaying, func() (Order, Meta, error) {
+			return c.StartPayment(ctx, r.orderID, StartPaymentRequest{PaymentID: payment, Amount: total})
+		}},
+		{"confirm payment", StatusPaid, func() (Order, Meta, error) { return c.ConfirmPayment(ctx, r.orderID, payment, total) }},
+		{"ship", StatusShipped, func() (Order, Meta, error) {
+			return c.Ship(ctx, r.orderID, ShipRequest{Carrier: "DHL", TrackingNumber: fmt.Sprintf("JJD%06d", i)})
+		}},
+		{"request refund", StatusRefunding, func() (Order, Meta, error) {
+			return c.RequestRefund(ctx, r.orderID, RequestRefundRequest{RefundID: refund, Amount: total})
+		}},
+		{"complete refund", StatusRefunded, func() (Order, Meta, error) { return c.CompleteRefund(ctx, r.orderID, refund) }},
+	}
+	for _, s := range steps {
+		o, m, err := s.run()
 		r.attempts += m.Attempts
 		r.position = max(r.position, m.LogPosition)
 		if m.Replayed {
 			r.replayed++
 		}
-	}
-	price := Money(100 + i)
-	o, m, err := c.CreateOrder(ctx, CreateOrderRequest{CustomerID: customer(i), Currency: "EUR",
-		Lines: []LineInput{{SKU: "sku-1", Quantity: 2, UnitPrice: price}}})
-	note(m)
-	if err != nil {
-		r.err = fmt.Errorf("create: %w", err)
-		return r
-	}
-	r.orderID = o.ID
-	payment := fmt.Sprintf("pay-%d", i)
-	_, m, err = c.StartPayment(ctx, o.ID, StartPaymentRequest{PaymentID: payment, Amount: 2 * price})
-	note(m)
-	if err != nil {
-		r.err = fmt.Errorf("start payment: %w", err)
-		return r
-	}
-	o, m, err = c.ConfirmPayment(ctx, o.ID, payment, 2*price)
-	note(m)
-	if err == nil && o.Status != StatusPaid {
-		err = fmt.Errorf("status %s after confirming", o.Status)
-	}
-	if err != nil {
-		r.err = fmt.Errorf("confirm payment: %w", err)
+		if err == nil && o.Status != s.want {
+			err = fmt.Errorf("status %s, want %s", o.Status, s.want)
+		}
+		if err != nil {
+			r.err = fmt.Errorf("%s: %w", s.name, err)
+			return r
+		}
+		r.orderID = o.ID
 	}
 	return r
 }
 
 // checkOneOrderEach lists every order through the faulty proxy and checks that each customer
-// has exactly the one order its create returned, paid.
+// has exactly the one order its create returned, refunded.
 func checkOneOrderEach(t *testing.T, c *Client, byCustomer map[string]string, pos uint64) {
 	t.Helper()
 	seen := map[string]int{}
@@ -325,7 +258,7 @@ func checkOneOrderEach(t *testing.T, c *Client, byCustomer map[string]string, po
 		}
 		n++
 		seen[o.CustomerID]++
-		if want := byCustomer[o.CustomerID]; o.ID != want || o.Status != StatusPaid {
+		if want := byCustomer[o.CustomerID]; o.ID != want || o.Status != StatusRefunded {
 			t.Errorf("order %s of %s is %s; the create returned %s", o.ID, o.CustomerID, o.Status, want)
 		}
 	}
@@ -339,9 +272,16 @@ func checkOneOrderEach(t *testing.T, c *Client, byCustomer map[string]string, po
 	}
 }
 
-// checkPaidOnce reads each order's events from the service directly and checks that its
-// payment was started once and confirmed once.
-func checkPaidOnce(t *testing.T, direct *Client, byCustomer map[string]string) {
+// flowEffects are the types, without their version, of the events one flow must leave, once
+// each: the create records its one line as a line added.
+var flowEffects = map[string]int{
+	"order.created": 1, "order.line-added": 1, "order.payment-started": 1, "order.payment-confirmed": 1,
+	"order.shipped": 1, "order.refund-requested": 1, "order.refund-completed": 1,
+}
+
+// checkEffectsOnce reads each order's events from the service directly and checks that they are
+// flowEffects: each command of the flow had its effect once, and nothing else happened.
+func checkEffectsOnce(t *testing.T, direct *Client, byCustomer map[string]string) {
 	t.Helper()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -356,14 +296,22 @@ func checkPaidOnce(t *testing.T, direct *Client, byCustomer map[string]string) {
 					counts["error: "+err.Error()]++
 					break
 				}
-				counts[e.Type]++
+				counts[unversioned(e.Type)]++
 			}
-			if counts["order.payment-started.v1"] != 1 || counts["order.payment-confirmed.v1"] != 1 || counts["order.created.v2"] != 1 {
+			if !maps.Equal(counts, flowEffects) {
 				mu.Lock()
 				defer mu.Unlock()
-				t.Errorf("order %s events %v: want one created, one payment started, one confirmed", id, counts)
+				t.Errorf("order %s events %v, want %v", id, counts, flowEffects)
 			}
 		})
 	}
 	wg.Wait()
+}
+
+// unversioned is an event type without its version: "order.created" for "order.created.v3".
+func unversioned(typ string) string {
+	if i := strings.LastIndex(typ, ".v"); i > 0 {
+		return typ[:i]
+	}
+	return typ
 }

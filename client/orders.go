@@ -14,44 +14,71 @@ import (
 
 // CreateOrder creates an order; the service assigns its id.
 func (c *Client) CreateOrder(ctx context.Context, req CreateOrderRequest, opts ...CallOption) (Order, Meta, error) {
-	return c.command(ctx, "/v1/orders", req, opts)
+	return c.command(ctx, http.MethodPost, "/v1/orders", req, opts)
 }
 
 // AddLine adds a line to an order, or adds to the quantity of its line of the same SKU and price.
 func (c *Client) AddLine(ctx context.Context, orderID string, line LineInput, opts ...CallOption) (Order, Meta, error) {
-	return c.command(ctx, orderPath(orderID, "lines"), line, opts)
+	return c.command(ctx, http.MethodPost, orderPath(orderID, "lines"), line, opts)
 }
 
 // StartPayment moves an order to paying through the provider's payment; its amount must be the
 // order's total.
 func (c *Client) StartPayment(ctx context.Context, orderID string, req StartPaymentRequest, opts ...CallOption) (Order, Meta, error) {
-	return c.command(ctx, orderPath(orderID, "payments"), req, opts)
+	return c.command(ctx, http.MethodPost, orderPath(orderID, "payments"), req, opts)
 }
 
 // ConfirmPayment records that the provider captured amount for the order's payment paymentID,
 // moving the order to paid.
 func (c *Client) ConfirmPayment(ctx context.Context, orderID, paymentID string, amount Money, opts ...CallOption) (Order, Meta, error) {
-	return c.command(ctx, orderPath(orderID, "payments", paymentID, "confirm"), confirmPaymentRequest{amount}, opts)
+	return c.command(ctx, http.MethodPost, orderPath(orderID, "payments", paymentID, "confirm"), confirmPaymentRequest{amount}, opts)
 }
 
 // Cancel cancels an order that is created or paying, for reason.
 func (c *Client) Cancel(ctx context.Context, orderID, reason string, opts ...CallOption) (Order, Meta, error) {
-	return c.command(ctx, orderPath(orderID, "cancel"), reasonRequest{reason}, opts)
+	return c.command(ctx, http.MethodPost, orderPath(orderID, "cancel"), reasonRequest{reason}, opts)
 }
 
 // Ship moves a paid order to shipped.
 func (c *Client) Ship(ctx context.Context, orderID string, req ShipRequest, opts ...CallOption) (Order, Meta, error) {
-	return c.command(ctx, orderPath(orderID, "shipments"), req, opts)
+	return c.command(ctx, http.MethodPost, orderPath(orderID, "shipments"), req, opts)
 }
 
 // RequestRefund moves a paid or shipped order to refunding.
 func (c *Client) RequestRefund(ctx context.Context, orderID string, req RequestRefundRequest, opts ...CallOption) (Order, Meta, error) {
-	return c.command(ctx, orderPath(orderID, "refunds"), req, opts)
+	return c.command(ctx, http.MethodPost, orderPath(orderID, "refunds"), req, opts)
 }
 
 // CompleteRefund records that the refund refundID was paid out, moving the order to refunded.
 func (c *Client) CompleteRefund(ctx context.Context, orderID, refundID string, opts ...CallOption) (Order, Meta, error) {
-	return c.command(ctx, orderPath(orderID, "refunds", refundID, "complete"), struct{}{}, opts)
+	return c.command(ctx, http.MethodPost, orderPath(orderID, "refunds", refundID, "complete"), struct{}{}, opts)
+}
+
+// ChangeLineQuantity sets the quantity of the order's line for sku; setting the quantity it has
+// changes nothing.
+func (c *Client) ChangeLineQuantity(ctx context.Context, orderID, sku string, quantity int, opts ...CallOption) (Order, Meta, error) {
+	return c.command(ctx, http.MethodPut, orderPath(orderID, "lines", sku), changeLineQuantityRequest{quantity}, opts)
+}
+
+// RemoveLine removes the order's line for sku.
+func (c *Client) RemoveLine(ctx context.Context, orderID, sku string, opts ...CallOption) (Order, Meta, error) {
+	return c.command(ctx, http.MethodDelete, orderPath(orderID, "lines", sku), nil, opts)
+}
+
+// FailPayment records that the order's payment paymentID failed, for reason, moving the order
+// back to created.
+func (c *Client) FailPayment(ctx context.Context, orderID, paymentID, reason string, opts ...CallOption) (Order, Meta, error) {
+	return c.command(ctx, http.MethodPost, orderPath(orderID, "payments", paymentID, "fail"), reasonRequest{reason}, opts)
+}
+
+// ConfirmPaymentByID is ConfirmPayment for a provider that knows only its payment id: the
+// service finds the caller's order that started payment paymentID. If its payments lookup does
+// not know the payment yet, the call ends with ErrNotFound (after the service waited up to 2 s
+// for the lookup to catch up); that answer is not stored under the Idempotency-Key, so sending
+// the call again with WithIdempotencyKey(meta.IdempotencyKey) looks the payment up again.
+func (c *Client) ConfirmPaymentByID(ctx context.Context, paymentID string, amount Money, opts ...CallOption) (Order, Meta, error) {
+	path := "/v1/payments/" + url.PathEscape(paymentID) + "/confirm"
+	return c.command(ctx, http.MethodPost, path, confirmPaymentRequest{amount}, opts)
 }
 
 // GetOrder reads an order from the orders read model.
@@ -122,19 +149,23 @@ func (c *Client) Events(ctx context.Context, orderID string) iter.Seq2[Event, er
 	}
 }
 
-// command sends a command as one logical call: one Idempotency-Key for every attempt.
-func (c *Client) command(ctx context.Context, path string, body any, opts []CallOption) (Order, Meta, error) {
+// command sends a command as one logical call: one Idempotency-Key for every attempt. A nil
+// body sends none.
+func (c *Client) command(ctx context.Context, method, path string, body any, opts []CallOption) (Order, Meta, error) {
 	o := c.callOptions(opts)
 	key := o.key
 	if key == "" {
 		key = ulid.Make().String()
 	}
-	data, err := json.Marshal(body)
-	if err != nil {
-		return Order{}, Meta{}, fmt.Errorf("encode %s: %w", path, err)
+	var data []byte
+	if body != nil {
+		var err error
+		if data, err = json.Marshal(body); err != nil {
+			return Order{}, Meta{}, fmt.Errorf("encode %s %s: %w", method, path, err)
+		}
 	}
 	var meta Meta
-	ans, err := c.do(ctx, request{method: http.MethodPost, path: path, body: data, key: key, call: o}, &meta)
+	ans, err := c.do(ctx, request{method: method, path: path, body: data, key: key, call: o}, &meta)
 	var ord Order
 	if err == nil {
 		err = decode(ans, &ord, &meta)

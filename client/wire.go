@@ -80,6 +80,11 @@ type LineInput struct {
 	UnitPrice Money  `json:"unitPrice"`
 }
 
+// changeLineQuantityRequest is the body of ChangeLineQuantity (schema ChangeLineQuantityRequest).
+type changeLineQuantityRequest struct {
+	Quantity int `json:"quantity"`
+}
+
 // StartPaymentRequest is the body of StartPayment (schema StartPaymentRequest).
 type StartPaymentRequest struct {
 	PaymentID string `json:"paymentId"`
@@ -98,12 +103,12 @@ type RequestRefundRequest struct {
 	Amount   Money  `json:"amount"`
 }
 
-// confirmPaymentRequest is the body of ConfirmPayment (schema ConfirmPaymentRequest).
+// confirmPaymentRequest is the body of ConfirmPayment and ConfirmPaymentByID (schema ConfirmPaymentRequest).
 type confirmPaymentRequest struct {
 	Amount Money `json:"amount"`
 }
 
-// reasonRequest is the body of Cancel (schema ReasonRequest).
+// reasonRequest is the body of Cancel and FailPayment (schema ReasonRequest).
 type reasonRequest struct {
 	Reason string `json:"reason"`
 }
