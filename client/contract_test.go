@@ -169,17 +169,18 @@ func contractProblemTypes(t *testing.T) []problemType {
 }
 
 // TestClientImportsOnlyTheStandardLibraryAndULID keeps the package's promise to its users: a
-// program that imports it compiles the standard library and ulid, nothing of the service's.
+// program that imports it compiles the standard library, ulid and the service's error kinds
+// (fault, itself the standard library's alone), nothing else of the service's.
 func TestClientImportsOnlyTheStandardLibraryAndULID(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}}", ".").Output()
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)
 	}
-	allowed := map[string]bool{"github.com/acme/orders/client": true, "github.com/oklog/ulid/v2": true}
+	allowed := map[string]bool{"github.com/acme/orders/client": true, "github.com/acme/orders/fault": true, "github.com/oklog/ulid/v2": true}
 	for line := range strings.Lines(string(out)) {
 		path, std, _ := strings.Cut(strings.TrimSpace(line), " ")
 		if std != "true" && !allowed[path] {
-			t.Errorf("the client depends on %s, which is neither the standard library nor ulid", path)
+			t.Errorf("the client depends on %s, which is neither the standard library, ulid nor fault", path)
 		}
 	}
 }

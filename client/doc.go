@@ -4,10 +4,11 @@
 // # Packaging
 //
 // The client is a package of the service's module, github.com/acme/orders, not a module of its
-// own. It imports only the standard library and github.com/oklog/ulid/v2, and a test keeps it
-// so. Go's module graph pruning means that a program importing it compiles only those: the
-// server's dependencies (echo, SQLite, the KurrentDB client, …) appear in the user's go.sum, but
-// are never built or linked into the user's binary.
+// own. It imports only the standard library, github.com/oklog/ulid/v2 and the service's error
+// kinds (package fault, which imports nothing but the standard library), and a test keeps it
+// so: its sentinels are those kinds. Go's module graph pruning means that a program importing
+// it compiles only those: the server's dependencies (echo, SQLite, the KurrentDB client, …)
+// appear in the user's go.sum, but are never built or linked into the user's binary.
 //
 // # Commands are carried out once
 //

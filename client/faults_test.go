@@ -31,16 +31,16 @@ const (
 	faultWorkers        = 32
 )
 
-// fault is what the proxy does to one request.
-type fault int
+// mischief is what the proxy does to one request.
+type mischief int
 
 const (
-	forward    fault = iota // pass it on untouched
-	dropBefore              // close the connection without forwarding
-	dropAfter               // forward, let the service answer, then close without answering
-	delay                   // wait past the client's attempt timeout, then forward
-	busy503                 // answer 503 with Retry-After 0 or 1 without forwarding
-	busy429                 // answer 429 with Retry-After 0 or 1 without forwarding
+	forward    mischief = iota // pass it on untouched
+	dropBefore                 // close the connection without forwarding
+	dropAfter                  // forward, let the service answer, then close without answering
+	delay                      // wait past the client's attempt timeout, then forward
+	busy503                    // answer 503 with Retry-After 0 or 1 without forwarding
+	busy429                    // answer 429 with Retry-After 0 or 1 without forwarding
 	faultKinds
 )
 
@@ -53,7 +53,7 @@ type faultProxy struct {
 	counts    [faultKinds]atomic.Int64
 }
 
-func (p *faultProxy) pick() fault {
+func (p *faultProxy) pick() mischief {
 	switch n := rand.IntN(100); {
 	case n < 8:
 		return dropBefore
@@ -77,7 +77,7 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hangUp(w)
 		return
 	case busy503, busy429:
-		status := map[fault]int{busy503: 503, busy429: 429}[f]
+		status := map[mischief]int{busy503: 503, busy429: 429}[f]
 		w.Header().Set("Retry-After", fmt.Sprint(rand.IntN(2)))
 		w.Header().Set("Content-Type", "application/problem+json")
 		w.WriteHeader(status)

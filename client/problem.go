@@ -2,38 +2,41 @@ package client
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
+
+	"github.com/acme/orders/fault"
 )
 
 // The kinds of error a *Problem matches with errors.Is, as the service's problem codes name them.
+// They are the service's own error kinds (package fault, which imports nothing but the standard
+// library): errors.Is(err, client.ErrKeyReused) and errors.Is(err, fault.KeyReused) say the same.
 var (
 	// ErrInvalid: the request is malformed or the command invalid on its own (400 malformed-request,
 	// invalid-command, idempotency-key-missing or -invalid; 413; 415; 431). Fix the request.
-	ErrInvalid = errors.New("orders: invalid request")
+	ErrInvalid = fault.Invalid
 	// ErrUnauthorized: a missing or unknown API key (401).
-	ErrUnauthorized = errors.New("orders: unauthorized")
+	ErrUnauthorized = fault.Unauthorized
 	// ErrForbidden: the key's roles may not call the route (403).
-	ErrForbidden = errors.New("orders: forbidden")
+	ErrForbidden = fault.Forbidden
 	// ErrNotFound: no such order, line or payment, or another client's (404).
-	ErrNotFound = errors.New("orders: not found")
+	ErrNotFound = fault.NotFound
 	// ErrInFlight: a request with the same Idempotency-Key is still running (409
 	// idempotency-key-in-flight); retried by the client until its attempts run out.
-	ErrInFlight = errors.New("orders: idempotency key in flight")
+	ErrInFlight = fault.InFlight
 	// ErrConflict: the order kept changing while the command ran, and it was not applied (409
 	// concurrent-modification); sending it again, with a new key, may succeed.
-	ErrConflict = errors.New("orders: concurrent modification")
+	ErrConflict = fault.Conflict
 	// ErrRejected: the order's rules refuse the command (409 invalid-transition, 422
 	// command-rejected, payment-id-taken). Final: a retry with the key replays it.
-	ErrRejected = errors.New("orders: command rejected")
+	ErrRejected = fault.Rejected
 	// ErrPreconditionFailed: If-Match does not name the order's current version (412).
-	ErrPreconditionFailed = errors.New("orders: precondition failed")
+	ErrPreconditionFailed = fault.PreconditionFailed
 	// ErrKeyReused: the Idempotency-Key was used for another request (422 idempotency-key-reused).
-	ErrKeyReused = errors.New("orders: idempotency key reused")
+	ErrKeyReused = fault.KeyReused
 	// ErrUnavailable: the service cannot answer now (503, 429); retried by the client until its
 	// attempts run out.
-	ErrUnavailable = errors.New("orders: unavailable")
+	ErrUnavailable = fault.Unavailable
 )
 
 // sentinelByCode maps the service's problem codes to the sentinel they match.
