@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/eventstore/postgres"
 	"github.com/acme/orders/eventstore/sqlite"
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
@@ -148,7 +149,7 @@ func parseLocation(flag, s string) (location, error) {
 }
 
 // String is the location as the copy prints it: without its password.
-func (l location) String() string { return redact(l.raw, l.secrets()) }
+func (l location) String() string { return postgres.Redact(l.raw, l.secrets()...) }
 
 // same reports whether l and o name one store, as far as their text tells.
 func (l location) same(o location) bool {
@@ -214,20 +215,6 @@ func (l location) secrets() []string {
 	return out
 }
 
-// redact masks each secret in msg, as given and as a URL would escape it, as the PostgreSQL
-// store masks its password.
-func redact(msg string, secrets []string) string {
-	for _, s := range secrets {
-		if s == "" {
-			continue
-		}
-		for _, form := range []string{s, url.PathEscape(s), url.QueryEscape(s)} {
-			msg = strings.ReplaceAll(msg, form, "xxxxx")
-		}
-	}
-	return msg
-}
-
 // redactedError is an error whose message has its secrets masked; it still wraps the error.
 type redactedError struct {
 	msg string
@@ -242,7 +229,7 @@ func redactError(err error, secrets []string) error {
 	if err == nil {
 		return nil
 	}
-	if msg := redact(err.Error(), secrets); msg != err.Error() {
+	if msg := postgres.Redact(err.Error(), secrets...); msg != err.Error() {
 		return &redactedError{msg: msg, err: err}
 	}
 	return err

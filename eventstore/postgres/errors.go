@@ -52,14 +52,20 @@ func (s *Store) fault(ctx context.Context, err error) error {
 	return fmt.Errorf("%w: %s", eventstore.ErrUnavailable, msg)
 }
 
-// redact replaces the database password in msg, as given and as a URL would escape it. A
-// short password may mask other words too: better an odd message than one that shows it.
-func (s *Store) redact(msg string) string {
-	if s.password == "" {
-		return msg
-	}
-	for _, form := range []string{s.password, url.PathEscape(s.password), url.QueryEscape(s.password)} {
-		msg = strings.ReplaceAll(msg, form, "xxxxx")
+// redact replaces the database password in msg (see Redact).
+func (s *Store) redact(msg string) string { return Redact(msg, s.password) }
+
+// Redact masks each secret in msg, as given and as a URL would escape it: how a database URL's
+// password is kept out of what is shown. A short secret may mask other words too: better an
+// odd message than one that shows it.
+func Redact(msg string, secrets ...string) string {
+	for _, secret := range secrets {
+		if secret == "" {
+			continue
+		}
+		for _, form := range []string{secret, url.PathEscape(secret), url.QueryEscape(secret)} {
+			msg = strings.ReplaceAll(msg, form, "xxxxx")
+		}
 	}
 	return msg
 }
