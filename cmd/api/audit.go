@@ -310,20 +310,35 @@ func (c *auditVerifyCmd) Run(ctx context.Context, e *env) error {
 	return nil
 }
 
-// progressBar shows the verification's progress on a terminal; nothing otherwise.
+// verifyProgress shows the verification's progress on a terminal; nothing otherwise.
 func verifyProgress(e *env) func(at, head eventstore.Position) {
-	f, ok := e.stdout.(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) {
+	if !isTerminal(e.stdout) {
 		return nil
 	}
 	var bar *progressbar.ProgressBar
 	return func(at, head eventstore.Position) {
 		if bar == nil {
-			bar = progressbar.NewOptions64(int64(max(head.Commit, 1)), progressbar.OptionSetWriter(e.stdout),
-				progressbar.OptionSetDescription("verifying"), progressbar.OptionSetPredictTime(true), progressbar.OptionFullWidth())
+			bar = terminalBar(e.stdout, "verifying", head.Commit)
 		}
 		bar.Set64(int64(at.Commit))
 	}
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// terminalBar returns a bar of the progress from 0 to total on w, with a predicted time, if w
+// is a terminal; else nil, and the caller prints lines or nothing.
+func terminalBar(w io.Writer, description string, total uint64, more ...progressbar.Option) *progressbar.ProgressBar {
+	if !isTerminal(w) {
+		return nil
+	}
+	opts := []progressbar.Option{progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(description),
+		progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(100 * time.Millisecond), progressbar.OptionFullWidth()}
+	return progressbar.NewOptions64(int64(max(total, 1)), append(opts, more...)...)
 }
 
 // printReport prints a verification's report for people: its figures, then each finding.

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
-	"golang.org/x/term"
 )
 
 // projectionsCmd talks to a running service's admin API: rebuilds happen inside the service,
@@ -268,15 +267,8 @@ func (c *projectionsRebuildCmd) rebuild(ctx context.Context, e *env, name string
 	if err := c.do(ctx, http.MethodPost, "/admin/projections/"+name+"/rebuild"+c.query(), &started); err != nil {
 		return err
 	}
-	f, tty := e.stdout.(*os.File)
-	tty = tty && term.IsTerminal(int(f.Fd()))
-	var bar *progressbar.ProgressBar
-	if tty {
-		bar = progressbar.NewOptions64(int64(max(before.Head, 1)),
-			progressbar.OptionSetWriter(e.stdout), progressbar.OptionSetDescription(name),
-			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("events"),
-			progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionFullWidth())
-	}
+	bar := terminalBar(e.stdout, name, before.Head,
+		progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("events"))
 	start, lastLine := time.Now(), time.Now()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/acme/orders/eventstore/postgres"
 	"github.com/acme/orders/eventstore/sqlite"
 	"github.com/schollz/progressbar/v3"
-	"golang.org/x/term"
 )
 
 // storeCmd holds the commands that work on a whole event store.
@@ -248,13 +246,7 @@ type copyProgress struct {
 const progressEvery = 5 * time.Second
 
 func newCopyProgress(w io.Writer, head eventstore.Position) *copyProgress {
-	p := &copyProgress{w: w, head: head, last: time.Now()}
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		p.bar = progressbar.NewOptions64(int64(max(head.Commit, 1)), progressbar.OptionSetWriter(w),
-			progressbar.OptionSetDescription("copying"), progressbar.OptionSetPredictTime(true), progressbar.OptionFullWidth(),
-			progressbar.OptionThrottle(100*time.Millisecond))
-	}
-	return p
+	return &copyProgress{w: w, head: head, last: time.Now(), bar: terminalBar(w, "copying", head.Commit)}
 }
 
 // show reports the copy's figures after a batch.
