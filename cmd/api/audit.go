@@ -40,7 +40,7 @@ type auditStore struct {
 }
 
 func (f auditStore) open(ctx context.Context) (backend, error) {
-	if f.local() && !exists(filepath.Join(f.Data, sqlite.FileName)) {
+	if f.embedded() && !exists(filepath.Join(f.Data, sqlite.FileName)) {
 		return nil, fmt.Errorf("no event store in %s", f.Data)
 	}
 	return f.storeFlags.open(ctx, f.Data, slog.New(slog.DiscardHandler))

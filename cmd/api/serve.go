@@ -130,7 +130,7 @@ func (s *stops) run() {
 func (cmd *serveCmd) server(ctx context.Context, e *env, store backend, metrics *api.Metrics, keys api.APIKeys, log *slog.Logger, started *stops) (*api.Server, error) {
 	timed := metrics.TimeAppends(store)
 	node := nodeName()
-	idem := &idempotency.Keys{Store: timed, TTL: cmd.KeyTTL, Lease: lease.Terms{Length: cmd.KeyLease, Node: node, Sole: cmd.Backend.singleServer()},
+	idem := &idempotency.Keys{Store: timed, TTL: cmd.KeyTTL, Lease: lease.Terms{Length: cmd.KeyLease, Node: node, Sole: cmd.Backend.embedded()},
 		Wait: cmd.KeyWait, RememberBytes: cmp.Or(int64(cmd.KeyMemory)<<20, -1), Log: log, Steps: idempotency.NewSteps(metrics.Registry)}
 	runner, stopProjections, err := startProjections(ctx, cmd.Data, store, sqlite.DBConfig{Writeback: cmd.writeback()}, log)
 	if err != nil {
@@ -155,7 +155,7 @@ func (cmd *serveCmd) server(ctx context.Context, e *env, store backend, metrics 
 		return nil, err
 	}
 	var stopWebhooks func()
-	if srv.Webhooks, stopWebhooks, err = cmd.Webhooks.start(ctx, e, cmd.Data, timed, store, cmd.Backend.singleServer(), len(keys) == 0, cmd.KeyTTL, srv.Node, metrics.Registry, log); err != nil {
+	if srv.Webhooks, stopWebhooks, err = cmd.Webhooks.start(ctx, e, cmd.Data, timed, store, cmd.Backend.embedded(), len(keys) == 0, cmd.KeyTTL, srv.Node, metrics.Registry, log); err != nil {
 		return nil, err
 	}
 	started.add(stopWebhooks)

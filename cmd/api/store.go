@@ -25,12 +25,9 @@ type storeFlags struct {
 	PostgresConnectTimeout   time.Duration `name:"postgres-connect-timeout" default:"5s" env:"API_POSTGRES_CONNECT_TIMEOUT" help:"Bound of each connection attempt to PostgreSQL."`
 }
 
-// singleServer reports whether the store has one server: the embedded store, whose data
-// directory one process holds at a time (a second refuses to start).
-func (f storeFlags) singleServer() bool { return f.Store == "sqlite" }
-
-// local reports whether the store is the embedded one, in the data directory.
-func (f storeFlags) local() bool { return f.Store == "sqlite" }
+// embedded reports whether the store is the embedded one, in the data directory: it has one
+// server, the one process that holds the directory (a second refuses to start).
+func (f storeFlags) embedded() bool { return f.Store == "sqlite" }
 
 // backend is an event store the service runs on.
 type backend interface {
