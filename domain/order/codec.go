@@ -46,6 +46,7 @@ var events = newCodec(
 	register[RefundRequested],
 	register[RefundCompleted],
 	register[DuplicateChargeRecorded],
+	register[ProviderEventUnapplied],
 ).with(upcasters...)
 
 // Marshal encodes e with the codec of every event type of this package.

@@ -36,6 +36,7 @@ func goldenEvents() []order.Event {
 		order.RefundRequested{RefundID: "ref-3", Amount: eur(1299), At: at},
 		order.RefundCompleted{RefundID: "ref-3", Amount: eur(1299), At: at},
 		order.DuplicateChargeRecorded{PaymentID: "pay-8", Amount: eur(3897), Reason: order.ChargeAlreadyPaid, At: at},
+		order.ProviderEventUnapplied{Provider: "stripe", EventID: "evt_1", Type: "payment_intent.payment_failed", Reason: "no payment is in progress", At: at},
 	}
 }
 

@@ -123,9 +123,26 @@ type RequestRefund struct {
 	Amount   Money
 }
 
-// CompleteRefund is the provider's report that refund RefundID was paid out.
+// CompleteRefund is the provider's report that refund RefundID was paid out. Amount, if set,
+// is what it paid out: a refund the order knows must be for that amount, and a paid order
+// that requested none takes it as a refund made at the provider, requested and completed at
+// once.
 type CompleteRefund struct {
 	RefundID string
+	Amount   Money
+}
+
+// ProviderEvent is a payment provider's event EventID of type EventType, as Report, one of
+// ConfirmPayment, FailPayment and CompleteRefund, on the order. What the order cannot take is
+// not refused but recorded (ProviderEventUnapplied, or DuplicateChargeRecorded for money
+// captured), with the error that says why: the provider has reported a fact, and is answered
+// so that it stops. Only a refund reported before the payment it refunds succeeded is refused
+// (KindTooEarly), for the provider to report again once the order has caught up.
+type ProviderEvent struct {
+	Provider  string
+	EventID   string
+	EventType string
+	Report    Command
 }
 
 func (CreateOrder) CommandName() string        { return "create-order" }
@@ -139,6 +156,7 @@ func (Cancel) CommandName() string             { return "cancel" }
 func (Ship) CommandName() string               { return "ship" }
 func (RequestRefund) CommandName() string      { return "request-refund" }
 func (CompleteRefund) CommandName() string     { return "complete-refund" }
+func (ProviderEvent) CommandName() string      { return "provider-event" }
 
 func (c CreateOrder) validate() *Error {
 	if err := firstError(
@@ -209,7 +227,23 @@ func (c RequestRefund) validate() *Error {
 	return firstError(checkID("refund id", c.RefundID), checkMoney("amount", c.Amount, MaxAmount))
 }
 
-func (c CompleteRefund) validate() *Error { return checkID("refund id", c.RefundID) }
+func (c CompleteRefund) validate() *Error {
+	if c.Amount == (Money{}) {
+		return checkID("refund id", c.RefundID)
+	}
+	return firstError(checkID("refund id", c.RefundID), checkMoney("amount", c.Amount, MaxAmount))
+}
+
+// validate checks the event's own fields; Report is checked when it is decided, so that a
+// report the order cannot take is recorded rather than refused.
+func (c ProviderEvent) validate() *Error {
+	switch c.Report.(type) {
+	case ConfirmPayment, FailPayment, CompleteRefund:
+	default:
+		return errorf(KindInvalid, "a provider event reports a payment confirmed or failed or a refund completed, not %T", c.Report)
+	}
+	return firstError(checkID("provider", c.Provider), checkID("event id", c.EventID), checkID("event type", c.EventType))
+}
 
 func firstError(errs ...*Error) *Error {
 	for _, err := range errs {

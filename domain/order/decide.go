@@ -68,6 +68,8 @@ func decide(s State, c Command, at time.Time) ([]Event, *Error) {
 		return requestRefund(s, c, at)
 	case CompleteRefund:
 		return completeRefund(s, c, at)
+	case ProviderEvent:
+		return providerEvent(s, c, at)
 	}
 	return nil, errorf(KindInvalid, "%T is not an order command; pass commands as values", c)
 }
@@ -246,13 +248,55 @@ func requestRefund(s State, c RequestRefund, at time.Time) ([]Event, *Error) {
 }
 
 func completeRefund(s State, c CompleteRefund, at time.Time) ([]Event, *Error) {
+	known := (s.Status == StatusRefunding || s.Status == StatusRefunded) && c.RefundID == s.RefundID
+	amount := s.PendingRefund
+	if s.Status == StatusRefunded {
+		amount = s.Refunded
+	}
 	switch {
+	case known && c.Amount != (Money{}) && c.Amount != amount:
+		return nil, errorf(KindRejected, "refund %s is for %s, not %s", c.RefundID, amount, c.Amount)
 	case s.Status == StatusRefunded && c.RefundID == s.RefundID:
 		return nil, nil // the provider reported it again
+	case (s.Status == StatusPaid || s.Status == StatusShipped) && c.Amount != (Money{}):
+		// A refund made at the provider, which the order did not request: requested and
+		// completed at once.
+		events, err := requestRefund(s, RequestRefund{RefundID: c.RefundID, Amount: c.Amount}, at)
+		if err != nil {
+			return nil, err
+		}
+		return append(events, RefundCompleted{RefundID: c.RefundID, Amount: c.Amount, At: at}), nil
 	case s.Status != StatusRefunding:
 		return nil, errorf(KindInvalidTransition, "no refund is in progress")
 	case c.RefundID != s.RefundID:
 		return nil, errorf(KindRejected, "refund %s is in progress, not %s", s.RefundID, c.RefundID)
 	}
 	return []Event{RefundCompleted{RefundID: c.RefundID, Amount: s.PendingRefund, At: at}}, nil
+}
+
+// providerEvent decides a provider's report. What the order cannot take is recorded with the
+// error that says why (see ProviderEvent).
+func providerEvent(s State, c ProviderEvent, at time.Time) ([]Event, *Error) {
+	if _, refund := c.Report.(CompleteRefund); refund && s.Status == StatusPaying {
+		return nil, errorf(KindTooEarly, "the refund arrived before the success of payment %s, which is in progress", s.PaymentID)
+	}
+	if err := c.Report.validate(); err == nil && capturedAfterFailure(s, c.Report) {
+		// A provider reports every attempt of one payment: a failure and a success of it, in
+		// either order, leave the order paid.
+		confirm := c.Report.(ConfirmPayment)
+		return []Event{PaymentConfirmed{PaymentID: confirm.PaymentID, Amount: confirm.Amount, At: at}}, nil
+	}
+	events, err := decide(s, c.Report, at)
+	if err == nil || len(events) > 0 {
+		return events, err
+	}
+	return []Event{ProviderEventUnapplied{Provider: c.Provider, EventID: c.EventID, Type: c.EventType, Reason: err.Msg, At: at}}, err
+}
+
+// capturedAfterFailure reports whether report confirms the payment whose failure ended the
+// order's last payment, for the total, with no other payment started since.
+func capturedAfterFailure(s State, report Command) bool {
+	c, ok := report.(ConfirmPayment)
+	return ok && s.Status == StatusCreated && s.FailedPayment != "" && c.PaymentID == s.FailedPayment &&
+		c.Amount == s.Total && !s.DuplicateCharges.Recorded(c.PaymentID)
 }

@@ -111,6 +111,7 @@ const (
 	notFound              = order.KindNotFound
 	exists                = order.KindAlreadyExists
 	transition            = order.KindInvalidTransition
+	tooEarly              = order.KindTooEarly
 	rejected              = order.KindRejected
 )
 
@@ -372,6 +373,29 @@ func TestDecide(t *testing.T) {
 		"complete another refund":                {hRefunding, order.CompleteRefund{RefundID: "ref-2"}, nil, rejected},
 		"complete another refund when done":      {hRefunded, order.CompleteRefund{RefundID: "ref-2"}, nil, transition},
 		"complete without refund id":             {hRefunding, order.CompleteRefund{}, nil, invalid},
+		"complete for the amount requested":      {hRefunding, order.CompleteRefund{RefundID: "ref-1", Amount: eur(400)}, evs(eCompleted), ok},
+		"complete for another amount":            {hRefunding, order.CompleteRefund{RefundID: "ref-1", Amount: eur(500)}, nil, rejected},
+		"complete again for another amount":      {hRefunded, order.CompleteRefund{RefundID: "ref-1", Amount: eur(500)}, nil, rejected},
+		"complete a refund made at the provider": {hPaid, order.CompleteRefund{RefundID: "ref-9", Amount: eur(400)},
+			evs(order.RefundRequested{RefundID: "ref-9", Amount: eur(400), At: now}, order.RefundCompleted{RefundID: "ref-9", Amount: eur(400), At: now}), ok},
+		"complete a refund made at the provider of too much": {hPaid, order.CompleteRefund{RefundID: "ref-9", Amount: eur(1001)}, nil, rejected},
+
+		// ProviderEvent: what the order cannot take is recorded, with the error that says why.
+		"provider confirms the payment":        {hPaying, reported(cConfirm), evs(eConfirmed), ok},
+		"provider confirms it again":           {hPaid, reported(cConfirm), nil, ok},
+		"provider confirms a failed payment":   {given(failed), reported(cConfirm), evs(eConfirmed), ok},
+		"provider confirms it for less":        {given(failed), reported(order.ConfirmPayment{PaymentID: "pay-1", Amount: eur(999)}), evs(dup("pay-1", 999, order.ChargeNotAwaitingPayment)), transition},
+		"provider confirms a second payment":   {hPaid, reported(order.ConfirmPayment{PaymentID: "pay-2", Amount: eur(1000)}), evs(dup("pay-2", 1000, order.ChargeAlreadyPaid)), rejected},
+		"provider fails a paid payment":        {hPaid, reported(cFail), evs(unapplied("no payment is in progress")), transition},
+		"provider fails another payment":       {hPaying, reported(order.FailPayment{PaymentID: "pay-0", Reason: "declined"}), evs(unapplied("payment pay-1 is in progress, not pay-0")), rejected},
+		"provider fails without a reason":      {hPaying, reported(order.FailPayment{PaymentID: "pay-1"}), evs(unapplied("reason is required")), invalid},
+		"provider refunds before the payment":  {hPaying, reported(order.CompleteRefund{RefundID: "ref-9", Amount: eur(1000)}), nil, tooEarly},
+		"provider refunds a paid order":        {hPaid, reported(order.CompleteRefund{RefundID: "ref-9", Amount: eur(400)}), evs(order.RefundRequested{RefundID: "ref-9", Amount: eur(400), At: now}, order.RefundCompleted{RefundID: "ref-9", Amount: eur(400), At: now}), ok},
+		"provider refunds too much":            {hPaid, reported(order.CompleteRefund{RefundID: "ref-9", Amount: eur(1001)}), evs(unapplied("refund of 1001 EUR exceeds the 1000 EUR paid and not refunded")), rejected},
+		"provider refunds a cancelled order":   {hCancelled, reported(order.CompleteRefund{RefundID: "ref-9", Amount: eur(400)}), evs(unapplied("no refund is in progress")), transition},
+		"provider reports a cancel":            {hPaying, reported(cCancel), nil, invalid},
+		"provider reports on no order":         {hNone, reported(cConfirm), nil, notFound},
+		"provider reports without an event id": {hPaying, order.ProviderEvent{Provider: "psp", EventType: "payment.succeeded", Report: cConfirm}, nil, invalid},
 	}
 
 	covered := map[string]bool{}
@@ -419,6 +443,16 @@ func TestDecide(t *testing.T) {
 			}
 		}
 	}
+}
+
+// reported is c as provider psp's event evt-1 reports it.
+func reported(c order.Command) order.ProviderEvent {
+	return order.ProviderEvent{Provider: "psp", EventID: "evt-1", EventType: "payment.reported", Report: c}
+}
+
+// unapplied is the record of a reported command, not applied for reason.
+func unapplied(reason string) order.ProviderEventUnapplied {
+	return order.ProviderEventUnapplied{Provider: "psp", EventID: "evt-1", Type: "payment.reported", Reason: reason, At: now}
 }
 
 // The events Decide returns for the canonical cells are checked above against literal values;

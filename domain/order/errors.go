@@ -31,6 +31,10 @@ const (
 	// amount that differs from the total, a second payment for a paid order, a price that
 	// differs from the line's, a refund larger than what is left. (HTTP 422.)
 	KindRejected
+	// KindTooEarly: the order is not yet where the command applies, and a retry may find it
+	// there: a provider's refund that arrived before the success of the payment it refunds.
+	// (HTTP 409, with Retry-After.)
+	KindTooEarly
 )
 
 var kindCodes = [...]string{
@@ -39,6 +43,7 @@ var kindCodes = [...]string{
 	KindAlreadyExists:     "already-exists",
 	KindInvalidTransition: "invalid-transition",
 	KindRejected:          "rejected",
+	KindTooEarly:          "too-early",
 }
 
 // String returns the kind's stable code, such as "invalid-transition", fit for the last
@@ -94,6 +99,7 @@ var faults = [...]error{
 	KindAlreadyExists:     fault.New(fault.Rejected, "invalid-transition", "already exists"),
 	KindInvalidTransition: fault.New(fault.Rejected, "invalid-transition", "invalid transition"),
 	KindRejected:          fault.New(fault.Rejected, "", "rejected"),
+	KindTooEarly:          fault.New(fault.Conflict, "too-early", "too early"),
 }
 
 // errorf builds the errors of this package without State and Command: Decide fills those in

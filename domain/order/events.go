@@ -115,6 +115,18 @@ type DuplicateChargeRecorded struct {
 	At        time.Time    `json:"at"`
 }
 
+// ProviderEventUnapplied records a payment provider's event that the order could not take: a
+// failure reported for a payment that is not in progress, a refund the order does not allow.
+// The order is otherwise unchanged; the event tells an auditor what the provider said and why
+// it was not applied, and the provider, answered, stops reporting it.
+type ProviderEventUnapplied struct {
+	Provider string    `json:"provider"`
+	EventID  string    `json:"eventId"`   // the provider's
+	Type     string    `json:"eventType"` // the provider's event type
+	Reason   string    `json:"reason"`
+	At       time.Time `json:"at"`
+}
+
 // ChargeReason says why a charge was not accepted as the order's payment.
 type ChargeReason string
 
@@ -138,6 +150,7 @@ func (Shipped) EventType() string                 { return "order.shipped.v1" }
 func (RefundRequested) EventType() string         { return "order.refund-requested.v1" }
 func (RefundCompleted) EventType() string         { return "order.refund-completed.v1" }
 func (DuplicateChargeRecorded) EventType() string { return "order.duplicate-charge-recorded.v1" }
+func (ProviderEventUnapplied) EventType() string  { return "order.provider-event-unapplied.v1" }
 
 func (e Created) occurredAt() time.Time                 { return e.At }
 func (e LineAdded) occurredAt() time.Time               { return e.At }
@@ -151,3 +164,4 @@ func (e Shipped) occurredAt() time.Time                 { return e.At }
 func (e RefundRequested) occurredAt() time.Time         { return e.At }
 func (e RefundCompleted) occurredAt() time.Time         { return e.At }
 func (e DuplicateChargeRecorded) occurredAt() time.Time { return e.At }
+func (e ProviderEventUnapplied) occurredAt() time.Time  { return e.At }

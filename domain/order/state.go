@@ -75,7 +75,10 @@ type State struct {
 
 	// PaymentID is the payment in progress (paying) or the confirmed payment (paid and after).
 	// It is cleared when the payment fails, and kept when the order is cancelled while paying.
-	PaymentID     string
+	PaymentID string
+	// FailedPayment is the payment whose failure ended the last payment in progress, until
+	// another starts: a provider may still report it captured (see ProviderEvent).
+	FailedPayment string
 	Paid          Money  // the confirmed payment's amount; zero before
 	RefundID      string // the refund in progress or completed
 	PendingRefund Money  // the amount of the refund in progress; zero otherwise
@@ -141,11 +144,11 @@ func evolve(s State, e Event, owned bool) State {
 	case LineRemoved:
 		s = s.withLines(slices.DeleteFunc(lines(), func(l Line) bool { return l.SKU == e.SKU }), !owned)
 	case PaymentStarted:
-		s.Status, s.PaymentID = StatusPaying, e.PaymentID
+		s.Status, s.PaymentID, s.FailedPayment = StatusPaying, e.PaymentID, ""
 	case PaymentConfirmed:
 		s.Status, s.PaymentID, s.Paid = StatusPaid, e.PaymentID, e.Amount
 	case PaymentFailed:
-		s.Status, s.PaymentID = StatusCreated, ""
+		s.Status, s.PaymentID, s.FailedPayment = StatusCreated, "", e.PaymentID
 	case Cancelled:
 		s.Status, s.CancelReason = StatusCancelled, e.Reason
 	case Shipped:
@@ -161,6 +164,7 @@ func evolve(s State, e Event, owned bool) State {
 		s.Refunded, s.PendingRefund = refunded, Money{Currency: s.Currency}
 	case DuplicateChargeRecorded:
 		s.DuplicateCharges = s.DuplicateCharges.Add(Charge(e))
+	case ProviderEventUnapplied:
 	default:
 		return s
 	}
