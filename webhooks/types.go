@@ -23,6 +23,7 @@ var eventTypes = map[string]string{
 	order.Unversioned(order.RefundRequested{}.EventType()):         "order.refund-requested",
 	order.Unversioned(order.RefundCompleted{}.EventType()):         "order.refunded",
 	order.Unversioned(order.DuplicateChargeRecorded{}.EventType()): "order.duplicate-charge-recorded",
+	order.Unversioned(order.ProviderEventUnapplied{}.EventType()):  "order.provider-event-unapplied",
 }
 
 // AllEvents subscribes an endpoint to every event type.

@@ -74,6 +74,7 @@ const (
 	OrderPaymentConfirmedV1        EventType = "order.payment-confirmed.v1"
 	OrderPaymentFailedV1           EventType = "order.payment-failed.v1"
 	OrderPaymentStartedV1          EventType = "order.payment-started.v1"
+	OrderProviderEventUnappliedV1  EventType = "order.provider-event-unapplied.v1"
 	OrderRefundCompletedV1         EventType = "order.refund-completed.v1"
 	OrderRefundRequestedV1         EventType = "order.refund-requested.v1"
 	OrderShippedV1                 EventType = "order.shipped.v1"
@@ -99,6 +100,8 @@ func (e EventType) Valid() bool {
 	case OrderPaymentFailedV1:
 		return true
 	case OrderPaymentStartedV1:
+		return true
+	case OrderProviderEventUnappliedV1:
 		return true
 	case OrderRefundCompletedV1:
 		return true
@@ -261,6 +264,7 @@ const (
 	WebhookEventTypeOrderPaid                    WebhookEventType = "order.paid"
 	WebhookEventTypeOrderPaymentFailed           WebhookEventType = "order.payment-failed"
 	WebhookEventTypeOrderPaymentStarted          WebhookEventType = "order.payment-started"
+	WebhookEventTypeOrderProviderEventUnapplied  WebhookEventType = "order.provider-event-unapplied"
 	WebhookEventTypeOrderRefundRequested         WebhookEventType = "order.refund-requested"
 	WebhookEventTypeOrderRefunded                WebhookEventType = "order.refunded"
 	WebhookEventTypeOrderShipped                 WebhookEventType = "order.shipped"
@@ -288,6 +292,8 @@ func (e WebhookEventType) Valid() bool {
 	case WebhookEventTypeOrderPaymentFailed:
 		return true
 	case WebhookEventTypeOrderPaymentStarted:
+		return true
+	case WebhookEventTypeOrderProviderEventUnapplied:
 		return true
 	case WebhookEventTypeOrderRefundRequested:
 		return true
@@ -462,6 +468,21 @@ const (
 func (e WebhookOrderPaymentStartedType) Valid() bool {
 	switch e {
 	case WebhookOrderPaymentStartedTypeOrderPaymentStarted:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WebhookOrderProviderEventUnappliedType.
+const (
+	WebhookOrderProviderEventUnappliedTypeOrderProviderEventUnapplied WebhookOrderProviderEventUnappliedType = "order.provider-event-unapplied"
+)
+
+// Valid indicates whether the value is a known member of the WebhookOrderProviderEventUnappliedType enum.
+func (e WebhookOrderProviderEventUnappliedType) Valid() bool {
+	switch e {
+	case WebhookOrderProviderEventUnappliedTypeOrderProviderEventUnapplied:
 		return true
 	default:
 		return false
@@ -996,6 +1017,25 @@ type OrderPaymentStartedEvent struct {
 	} `json:"amount"`
 	At        time.Time `json:"at"`
 	PaymentId string    `json:"paymentId"`
+}
+
+// OrderProviderEventUnappliedEvent The data of `order.provider-event-unapplied.v1`: a payment provider's event that the order
+// could not take (a failure of a payment not in progress, a refund the order does not allow).
+// The order is otherwise unchanged.
+type OrderProviderEventUnappliedEvent struct {
+	At time.Time `json:"at"`
+
+	// EventId The provider's event id.
+	EventId string `json:"eventId"`
+
+	// EventType The provider's event type, as it sent it.
+	EventType string `json:"eventType"`
+
+	// Provider The provider's name in the providers file.
+	Provider string `json:"provider"`
+
+	// Reason Why the order did not take it.
+	Reason string `json:"reason"`
 }
 
 // OrderRefundRequestedEvent The data of `order.refund-requested.v1`.
@@ -1602,6 +1642,32 @@ type WebhookOrderPaymentStarted struct {
 
 // WebhookOrderPaymentStartedType defines model for WebhookOrderPaymentStarted.Type.
 type WebhookOrderPaymentStartedType string
+
+// WebhookOrderProviderEventUnapplied A delivery of `order.provider-event-unapplied`: the order event `order.provider-event-unapplied.v1`.
+type WebhookOrderProviderEventUnapplied struct {
+	// CreatedAt When the event was committed to the log.
+	CreatedAt time.Time `json:"createdAt"`
+	Data      struct {
+		// Event The data of `order.provider-event-unapplied.v1`: a payment provider's event that the order
+		// could not take (a failure of a payment not in progress, a refund the order does not allow).
+		// The order is otherwise unchanged.
+		Event OrderProviderEventUnappliedEvent `json:"event"`
+
+		// Order The order's state after the event.
+		Order WebhookOrder `json:"order"`
+	} `json:"data"`
+
+	// Id The event's id, the `webhook-id`.
+	Id      string `json:"id"`
+	OrderId string `json:"orderId"`
+
+	// Revision The event's revision in the order's stream; an order's events arrive in this order.
+	Revision int64                                  `json:"revision"`
+	Type     WebhookOrderProviderEventUnappliedType `json:"type"`
+}
+
+// WebhookOrderProviderEventUnappliedType defines model for WebhookOrderProviderEventUnapplied.Type.
+type WebhookOrderProviderEventUnappliedType string
 
 // WebhookOrderRefundRequested A delivery of `order.refund-requested`: the order event `order.refund-requested.v1`.
 type WebhookOrderRefundRequested struct {
@@ -2803,6 +2869,40 @@ func (t *WebhookPayload) MergeWebhookOrderDuplicateChargeRecorded(v WebhookOrder
 	return err
 }
 
+// AsWebhookOrderProviderEventUnapplied returns the union data inside the WebhookPayload as a WebhookOrderProviderEventUnapplied
+func (t WebhookPayload) AsWebhookOrderProviderEventUnapplied() (WebhookOrderProviderEventUnapplied, error) {
+	var body WebhookOrderProviderEventUnapplied
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromWebhookOrderProviderEventUnapplied overwrites any union data inside the WebhookPayload as the provided WebhookOrderProviderEventUnapplied
+func (t *WebhookPayload) FromWebhookOrderProviderEventUnapplied(v WebhookOrderProviderEventUnapplied) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.provider-event-unapplied"}`))
+	t.union = b
+	return err
+}
+
+// MergeWebhookOrderProviderEventUnapplied performs a merge with any union data inside the WebhookPayload, using the provided WebhookOrderProviderEventUnapplied
+func (t *WebhookPayload) MergeWebhookOrderProviderEventUnapplied(v WebhookOrderProviderEventUnapplied) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"order.provider-event-unapplied"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t WebhookPayload) Discriminator() (string, error) {
 	var discriminator struct {
 		Discriminator string `json:"type"`
@@ -2835,6 +2935,8 @@ func (t WebhookPayload) ValueByDiscriminator() (interface{}, error) {
 		return t.AsWebhookOrderPaymentFailed()
 	case "order.payment-started":
 		return t.AsWebhookOrderPaymentStarted()
+	case "order.provider-event-unapplied":
+		return t.AsWebhookOrderProviderEventUnapplied()
 	case "order.refund-requested":
 		return t.AsWebhookOrderRefundRequested()
 	case "order.refunded":
