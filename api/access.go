@@ -31,7 +31,8 @@ const (
 )
 
 // routeAccess is the authorization table: "METHOD /route/:param" → who may call it. Routes
-// without authentication (/healthz, /readyz, /openapi.yaml, /problems/{code}) are not in it.
+// without authentication (/healthz, /readyz, /openapi.yaml, /problems/{code}, and the
+// deliveries of payment providers, which sign them) are not in it.
 //
 // Commands are the clients'; a command on another principal's order is answered as if the
 // order did not exist (see Server.run). A client's listing has only its own orders, and its
@@ -55,6 +56,7 @@ var routeAccess = map[string]rule{
 	"POST /v1/payments/:paymentId/confirm":            {roles: clients},
 	"GET /v1/idempotency-keys/:key":                   {roles: clients},
 	"GET /v1/reports/sales":                           {roles: audit},
+	"GET /v1/provider-events":                         {roles: audit},
 	"GET /admin/projections":                          {roles: admins},
 	"POST /admin/projections/:name/rebuild":           {roles: admins},
 	"GET /metrics":                                    {roles: admins},

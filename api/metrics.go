@@ -21,11 +21,12 @@ type Metrics struct {
 	Registry *prometheus.Registry
 	handler  http.Handler
 
-	commands *prometheus.CounterVec
-	appends  *prometheus.HistogramVec
-	batches  prometheus.Histogram
-	wal      *prometheus.GaugeVec
-	requests *prometheus.HistogramVec
+	commands       *prometheus.CounterVec
+	providerEvents *prometheus.CounterVec
+	appends        *prometheus.HistogramVec
+	batches        prometheus.Histogram
+	wal            *prometheus.GaugeVec
+	requests       *prometheus.HistogramVec
 
 	connsOpen    prometheus.Gauge
 	connsMax     prometheus.Gauge
@@ -40,6 +41,10 @@ func NewMetrics() *Metrics {
 			Name: "orders_commands_total",
 			Help: "Commands by type and outcome: ok, replayed, or the problem code of the answer (invalid-transition, unauthorized, ...).",
 		}, []string{"command", "outcome"}),
+		providerEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "orders_provider_events_total",
+			Help: "Payment providers' deliveries by provider (its name in the providers file; \"\" for a name it does not hold) and outcome: applied, unapplied (recorded, not applied), replayed (a redelivery), retry (409: in flight, or too early), refused (another 4xx), unverified (401), malformed (400), failed (5xx).",
+		}, []string{"provider", "outcome"}),
 		appends: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "orders_eventstore_append_seconds",
 			Help:    "Latency of event store appends (durable on return), by result: ok, wrong-expected-revision or error.",
@@ -72,7 +77,7 @@ func NewMetrics() *Metrics {
 			Help: "HTTP connections refused because --max-connections were open: answered 503 and closed.",
 		}),
 	}
-	m.Registry.MustRegister(m.commands, m.appends, m.batches, m.wal, m.requests,
+	m.Registry.MustRegister(m.commands, m.providerEvents, m.appends, m.batches, m.wal, m.requests,
 		m.connsOpen, m.connsMax, m.connsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})

@@ -134,13 +134,9 @@ func (s *Server) getOrder(c echo.Context) error {
 
 // listOrders answers a page of the orders read model, newest first.
 func (s *Server) listOrders(c echo.Context) error {
-	limit := 50
-	if v := c.QueryParam("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 500 {
-			return fmt.Errorf("%w: limit must be 1 to 500", errMalformed)
-		}
-		limit = n
+	limit, err := pageLimit(c)
+	if err != nil {
+		return err
 	}
 	if st := c.QueryParam("status"); st != "" && !validStatus(st) {
 		return fmt.Errorf("%w: status %q is not an order status", errMalformed, st)
@@ -166,6 +162,19 @@ func (s *Server) listOrders(c echo.Context) error {
 		page.Orders[i] = viewOrder(r.State)
 	}
 	return c.JSON(http.StatusOK, page)
+}
+
+// pageLimit is a listing's limit query value: 1 to 500, 50 if absent.
+func pageLimit(c echo.Context) (int, error) {
+	v := c.QueryParam("limit")
+	if v == "" {
+		return 50, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 500 {
+		return 0, fmt.Errorf("%w: limit must be 1 to 500", errMalformed)
+	}
+	return n, nil
 }
 
 type keyView struct {

@@ -15,6 +15,7 @@ import (
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/projections"
+	"github.com/acme/orders/providers"
 	"github.com/acme/orders/webhooks"
 	"github.com/labstack/echo/v4"
 )
@@ -62,6 +63,8 @@ type Server struct {
 	Console http.Handler
 	// Webhooks are the webhook endpoints and their deliveries; nil answers their routes 503.
 	Webhooks *webhooks.Service
+
+	providerSet atomic.Pointer[providers.Set] // see SetProviders
 
 	pipelineOnce  sync.Once
 	keyedPipeline *idempotency.Pipeline // see pipeline
@@ -118,6 +121,8 @@ func (s *Server) addRoutes(e *echo.Echo) {
 	get("/v1/orders/:id", s.getOrder, auth)
 	get("/v1/idempotency-keys/:key", s.getKey, auth)
 	e.POST("/v1/payments/:paymentId/confirm", s.command(confirmPaymentByID), auth)
+	e.POST("/v1/provider-events/:provider", s.providerEvent) // signed by the provider: no API key
+	get("/v1/provider-events", s.listUnapplied, auth)
 	get("/v1/reports/sales", s.salesReport, auth)
 	get("/admin/projections", s.projectionStatus, auth)
 	e.POST("/admin/projections/:name/rebuild", s.rebuildProjection, auth)

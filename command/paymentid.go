@@ -37,6 +37,11 @@ func PaymentIDStream(principal, paymentID string) string {
 	return PaymentIDPrefix + hex.EncodeToString(sum[:])
 }
 
+// PaymentOrder returns the order of principal that claimed payment id paymentID, if one did.
+func (h *Handler) PaymentOrder(ctx context.Context, principal, paymentID string) (orderID string, found bool, err error) {
+	return h.claimHolder(ctx, PaymentIDStream(principal, paymentID))
+}
+
 // paymentIDClaim returns the append that claims the payment id that c starts for order id,
 // unique per principal: the claim stream is appended with expected revision NoStream, with the
 // order's events, so of two orders only one gets it, as with client references. If it is

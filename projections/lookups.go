@@ -12,12 +12,16 @@ import (
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/idempotency"
+	"github.com/acme/orders/providers"
 	json "github.com/goccy/go-json"
 )
 
 // Lookups is the key lookups read model: idempotency key → outcome summary, payment id →
 // order, and (customer, client reference) → order, each per principal: clients choose their
 // keys, payment ids, customer ids and references themselves, so two clients' are unrelated.
+// It also lists the payment providers' events that were not applied, for auditors: those in
+// the provider log (package providers) and those recorded on their orders
+// (order.ProviderEventUnapplied), by provider and event id.
 //
 // A payment id leads to the first order that started it. The handler claims each payment id
 // for one order (command.ErrPaymentIDTaken), so only payments started before it did can
@@ -30,22 +34,24 @@ var _ Selective = Lookups{}
 
 func (Lookups) Name() string { return "lookups" }
 
-// Version 3 keeps the first order of a payment id, where version 2 kept the last; version 2
+// Version 4 lists the providers' events not applied; version 3 keeps the first order of a
+// payment id, where version 2 kept the last; version 2
 // keyed payments and client references by principal too, where version 1 had one row per
 // payment id, and per customer and reference, across principals.
-func (Lookups) Version() int { return 3 }
+func (Lookups) Version() int { return 4 }
 
 func (Lookups) Filter() eventstore.Filter {
-	return eventstore.Filter{StreamPrefixes: []string{idempotency.StreamPrefix, command.StreamName("")}}
+	return eventstore.Filter{StreamPrefixes: []string{idempotency.StreamPrefix, command.StreamName(""), providers.LogPrefix}}
 }
 
 func (Lookups) Tables() []string {
-	return []string{"idempotency_keys", "payments", "client_references"}
+	return []string{"idempotency_keys", "payments", "client_references", "provider_events"}
 }
 
 func (Lookups) Create(ctx context.Context, tx *sql.Tx, t Tables) error {
 	_, err := tx.ExecContext(ctx, strings.NewReplacer(
-		"{keys}", t["idempotency_keys"], "{payments}", t["payments"], "{refs}", t["client_references"]).Replace(`
+		"{keys}", t["idempotency_keys"], "{payments}", t["payments"], "{refs}", t["client_references"],
+		"{unapplied}", t["provider_events"]).Replace(`
 		CREATE TABLE {keys} (
 			stream       TEXT NOT NULL UNIQUE, -- the key's stream, which hashes principal and key
 			principal    TEXT NOT NULL,
@@ -71,7 +77,19 @@ func (Lookups) Create(ctx context.Context, tx *sql.Tx, t Tables) error {
 			client_reference TEXT NOT NULL,
 			order_id         TEXT NOT NULL,
 			PRIMARY KEY (principal, customer_id, client_reference)
-		) STRICT;`))
+		) STRICT;
+		CREATE TABLE {unapplied} (
+			position    INTEGER NOT NULL, -- commit position of the record: the listing's order
+			provider    TEXT NOT NULL,
+			principal   TEXT NOT NULL,
+			event_id    TEXT NOT NULL,
+			event_type  TEXT NOT NULL,
+			order_id    TEXT NOT NULL,  -- the order it is recorded on, or that it named; "" for none
+			reason      TEXT NOT NULL,
+			recorded_at TEXT NOT NULL,
+			PRIMARY KEY (principal, provider, event_id)
+		) STRICT;
+		CREATE INDEX {unapplied}_provider ON {unapplied} (provider, position);`))
 	return err
 }
 
@@ -149,7 +167,22 @@ func (b *lookupsBatch) apply(e eventstore.RecordedEvent, o keyOutcome) error {
 	if lookupsOrderType(e.Type) {
 		return b.lookupOrder(e)
 	}
+	if e.Type == providers.TypeUnapplied {
+		var u providers.Unapplied
+		if err := json.Unmarshal(e.Data, &u); err != nil {
+			return err
+		}
+		return b.unapplied(e, u)
+	}
 	return nil
+}
+
+// unapplied lists a provider's event that was not applied, recorded by e.
+func (b *lookupsBatch) unapplied(e eventstore.RecordedEvent, u providers.Unapplied) error {
+	_, err := b.tx.ExecContext(b.ctx, `INSERT OR IGNORE INTO `+b.t["provider_events"]+` (position, provider, principal, event_id,
+		event_type, order_id, reason, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		int64(e.Position.Commit), u.Provider, u.Principal, u.EventID, u.EventType, u.OrderID, u.Reason, stamp(u.ReceivedAt))
+	return err
 }
 
 // keyOutcome is what the lookups keep of a key's outcome: the body and headers are skipped,
@@ -238,16 +271,17 @@ func (b *lookupsBatch) recordKey(e eventstore.RecordedEvent) error {
 // that name a client reference or a payment id.
 func (Lookups) Applies(typ string) bool {
 	switch typ {
-	case idempotency.TypeClaimed, idempotency.TypeCompleted, idempotency.TypeRecorded, idempotency.TypeReleased:
+	case idempotency.TypeClaimed, idempotency.TypeCompleted, idempotency.TypeRecorded, idempotency.TypeReleased, providers.TypeUnapplied:
 		return true
 	}
 	return lookupsOrderType(typ)
 }
 
 // lookupsOrderType reports whether typ is an order event the lookups fold: every version of
-// the two types, so that one this build cannot read stops the lookups instead of being skipped.
+// the three types, so that one this build cannot read stops the lookups instead of being skipped.
 func lookupsOrderType(typ string) bool {
-	return strings.HasPrefix(typ, "order.created.") || strings.HasPrefix(typ, "order.payment-started.")
+	return strings.HasPrefix(typ, "order.created.") || strings.HasPrefix(typ, "order.payment-started.") ||
+		strings.HasPrefix(typ, "order.provider-event-unapplied.")
 }
 
 func (b *lookupsBatch) lookupOrder(e eventstore.RecordedEvent) error {
@@ -264,6 +298,9 @@ func (b *lookupsBatch) lookupOrder(e eventstore.RecordedEvent) error {
 		_, err = b.tx.ExecContext(b.ctx, b.ref, principalOf(e), ev.CustomerID, ev.ClientRef, orderID)
 	case order.PaymentStarted:
 		err = b.l.lookupPayment(b.ctx, b.tx, b.t, e, principalOf(e), ev.PaymentID, orderID)
+	case order.ProviderEventUnapplied:
+		err = b.unapplied(e, providers.Unapplied{Provider: ev.Provider, Principal: principalOf(e), EventID: ev.EventID,
+			EventType: ev.Type, OrderID: orderID, Reason: ev.Reason, ReceivedAt: ev.At})
 	}
 	return err
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/acme/orders/domain/order"
@@ -184,6 +185,34 @@ func (q Queries) PaymentOrder(ctx context.Context, principal, paymentID string) 
 	return q.one(ctx, `SELECT order_id FROM payments WHERE principal = ? AND payment_id = ?`, principal, paymentID)
 }
 
+// UnappliedRow is a provider's event that was not applied (see Lookups).
+type UnappliedRow struct {
+	Position                                uint64
+	Provider, Principal, EventID, EventType string
+	OrderID, Reason                         string
+	RecordedAt                              time.Time
+}
+
+// Unapplied returns a page of the providers' events not applied, newest first: provider's
+// only, if provider is not "", before position before (0: from the newest), at most limit.
+func (q Queries) Unapplied(ctx context.Context, provider string, before uint64, limit int) ([]UnappliedRow, error) {
+	if before == 0 {
+		before = math.MaxInt64
+	}
+	return all(ctx, q.DB, `SELECT position, provider, principal, event_id, event_type, order_id, reason, recorded_at
+		FROM provider_events WHERE (? = '' OR provider = ?) AND position < ? ORDER BY position DESC LIMIT ?`,
+		func(scan func(...any) error) (r UnappliedRow, err error) {
+			var at string
+			var pos int64
+			err = scan(&pos, &r.Provider, &r.Principal, &r.EventID, &r.EventType, &r.OrderID, &r.Reason, &at)
+			r.Position = uint64(pos)
+			if err == nil {
+				r.RecordedAt, err = time.Parse(time.RFC3339Nano, at)
+			}
+			return r, err
+		}, provider, provider, int64(min(before, math.MaxInt64)), limit)
+}
+
 // ClientReferenceOrder returns the order the principal created for its customer with a client
 // reference.
 func (q Queries) ClientReferenceOrder(ctx context.Context, principal, customerID, ref string) (string, bool, error) {
@@ -296,9 +325,9 @@ func (s *Snapshot) LookupRows(ctx context.Context) (rows LookupRows, ok bool, er
 	return rows, true, nil
 }
 
-// all reads every row of query, each with row.
-func all[T any](ctx context.Context, db querier, query string, row func(scan func(...any) error) (T, error)) ([]T, error) {
-	rs, err := db.QueryContext(ctx, query)
+// all reads every row of query with args, each with row.
+func all[T any](ctx context.Context, db querier, query string, row func(scan func(...any) error) (T, error), args ...any) ([]T, error) {
+	rs, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

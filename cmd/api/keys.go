@@ -15,6 +15,7 @@ import (
 
 	"github.com/acme/orders/access"
 	"github.com/acme/orders/api"
+	"github.com/acme/orders/providers"
 	"github.com/alecthomas/kong"
 	"golang.org/x/term"
 )
@@ -176,10 +177,9 @@ func readKeys(path string) (api.APIKeys, error) {
 	return keys, nil
 }
 
-// reloadKeysOnHangup reads the keys file again on every SIGHUP and makes its keys the ones the
-// server accepts, until stop: keys are rotated without a restart. A file that cannot be read
-// or holds no key leaves the keys in use, with an error in the log.
-func reloadKeysOnHangup(ctx context.Context, path string, srv *api.Server, log *slog.Logger) (stop func()) {
+// reloadOnHangup calls each reload on every SIGHUP, until stop: the files a running service
+// reads again without a restart.
+func reloadOnHangup(ctx context.Context, reloads ...func()) (stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	ctx, cancel := context.WithCancel(ctx)
@@ -189,15 +189,9 @@ func reloadKeysOnHangup(ctx context.Context, path string, srv *api.Server, log *
 		for {
 			select {
 			case <-hup:
-				keys, err := readKeys(path)
-				if err == nil {
-					err = srv.ReplaceAPIKeys(keys)
+				for _, reload := range reloads {
+					reload()
 				}
-				if err != nil {
-					log.Error("keys file not reloaded; the keys in use stay", "file", path, "error", err)
-					continue
-				}
-				log.Info("keys file reloaded", "file", path, "keys", len(keys))
 			case <-ctx.Done():
 				return
 			}
@@ -207,5 +201,37 @@ func reloadKeysOnHangup(ctx context.Context, path string, srv *api.Server, log *
 		signal.Stop(hup)
 		cancel()
 		<-done
+	}
+}
+
+// reloadKeys reads the keys file again and makes its keys the ones the server accepts: keys
+// are rotated without a restart. A file that cannot be read or holds no key leaves the keys
+// in use, with an error in the log.
+func reloadKeys(path string, srv *api.Server, log *slog.Logger) func() {
+	return func() {
+		keys, err := readKeys(path)
+		if err == nil {
+			err = srv.ReplaceAPIKeys(keys)
+		}
+		if err != nil {
+			log.Error("keys file not reloaded; the keys in use stay", "file", path, "error", err)
+			return
+		}
+		log.Info("keys file reloaded", "file", path, "keys", len(keys))
+	}
+}
+
+// reloadProviders reads the payment providers file again and makes its providers the ones the
+// server takes events from: secrets are rotated without a restart. A file that cannot be read
+// or is malformed leaves the providers in use, with an error in the log.
+func reloadProviders(path string, srv *api.Server, log *slog.Logger) func() {
+	return func() {
+		ps, err := providers.ReadFile(path)
+		if err != nil {
+			log.Error("payment providers file not reloaded; the providers in use stay", "file", path, "error", err)
+			return
+		}
+		srv.SetProviders(ps)
+		log.Info("payment providers file reloaded", "file", path, "providers", ps.Names())
 	}
 }

@@ -31,6 +31,7 @@ type cli struct {
 	Audit       auditCmd       `cmd:"" help:"Order history, state at any point, export and verification of the log."`
 	Webhooks    webhooksCmd    `cmd:"" help:"Webhook endpoints and their deliveries, through a running service."`
 	Store       storeCmd       `cmd:"" help:"Whole event stores: copy one into another (embedded, PostgreSQL, KurrentDB)."`
+	Provider    providerCmd    `cmd:"" help:"Payment providers' signed callbacks: send one as a provider would, to try it locally."`
 }
 
 // run is main without the process: tests call it directly.

@@ -21,20 +21,22 @@ import (
 	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/lease"
 	"github.com/acme/orders/projections"
+	"github.com/acme/orders/providers"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 type serveCmd struct {
-	Addr        string        `default:"127.0.0.1:8080" env:"API_ADDR" help:"Address to listen on."`
-	Data        string        `default:"./data" env:"API_DATA" help:"Data directory of the embedded event store."`
-	KeysFile    string        `env:"API_KEYS_FILE" help:"File of API keys, one '<principal> <sha256-hex-of-key> [role,...]' per line (roles client, auditor, admin; client if none; see 'api keys add'). Without it the service runs in development mode: every request is the principal 'local', and only a loopback address is allowed."`
-	KeyTTL      time.Duration `default:"24h" env:"API_KEY_TTL" help:"How long an Idempotency-Key is kept from its first claim, for every key kept."`
-	KeyWait     time.Duration `default:"2s" env:"API_KEY_WAIT" help:"How long a duplicate waits for the request that holds its key."`
-	KeyLease    time.Duration `default:"10s" env:"API_KEY_LEASE" help:"How long a claim holds its key: another request takes it over once it has seen the claim unchanged for this long, by its own clock (the nodes' clocks need not agree), or at once when the claim's node is gone (the embedded store has one process)."`
-	KeyMemory   uint          `default:"32" env:"API_KEY_MEMORY" help:"MiB of memory for the outcomes of Idempotency-Keys, so that their replays read nothing from the store (0 for none); an eighth of it keeps the keys read back from the store for a replay. An outcome over 64 KiB stays in the store: its replays read it."`
-	OrderMemory uint          `default:"16" env:"API_ORDER_MEMORY" help:"MiB of memory for the orders last folded or written, so that a command on one of them reads nothing before its append (0 for none); each is charged its size (about 1.7 KB for a small order, 11 KB for one of 100 lines)."`
-	Shutdown    time.Duration `name:"shutdown-timeout" default:"15s" env:"API_SHUTDOWN_TIMEOUT" help:"How long a graceful shutdown waits for in-flight requests."`
-	Writeback   time.Duration `default:"50ms" env:"API_WRITEBACK" help:"How often the disk is asked to start writing what the checkpoints of the embedded store and of the read models copied, without waiting for it (Linux), so that their syncs do not hold the commits; 0 for never."`
+	Addr             string        `default:"127.0.0.1:8080" env:"API_ADDR" help:"Address to listen on."`
+	Data             string        `default:"./data" env:"API_DATA" help:"Data directory of the embedded event store."`
+	KeysFile         string        `env:"API_KEYS_FILE" help:"File of API keys, one '<principal> <sha256-hex-of-key> [role,...]' per line (roles client, auditor, admin; client if none; see 'api keys add'). Without it the service runs in development mode: every request is the principal 'local', and only a loopback address is allowed."`
+	PaymentProviders string        `env:"API_PAYMENT_PROVIDERS" help:"File of the payment providers whose signed events POST /v1/provider-events/{provider} takes (JSON; see the README's 'Payment providers'). Read again on SIGHUP."`
+	KeyTTL           time.Duration `default:"24h" env:"API_KEY_TTL" help:"How long an Idempotency-Key is kept from its first claim, for every key kept."`
+	KeyWait          time.Duration `default:"2s" env:"API_KEY_WAIT" help:"How long a duplicate waits for the request that holds its key."`
+	KeyLease         time.Duration `default:"10s" env:"API_KEY_LEASE" help:"How long a claim holds its key: another request takes it over once it has seen the claim unchanged for this long, by its own clock (the nodes' clocks need not agree), or at once when the claim's node is gone (the embedded store has one process)."`
+	KeyMemory        uint          `default:"32" env:"API_KEY_MEMORY" help:"MiB of memory for the outcomes of Idempotency-Keys, so that their replays read nothing from the store (0 for none); an eighth of it keeps the keys read back from the store for a replay. An outcome over 64 KiB stays in the store: its replays read it."`
+	OrderMemory      uint          `default:"16" env:"API_ORDER_MEMORY" help:"MiB of memory for the orders last folded or written, so that a command on one of them reads nothing before its append (0 for none); each is charged its size (about 1.7 KB for a small order, 11 KB for one of 100 lines)."`
+	Shutdown         time.Duration `name:"shutdown-timeout" default:"15s" env:"API_SHUTDOWN_TIMEOUT" help:"How long a graceful shutdown waits for in-flight requests."`
+	Writeback        time.Duration `default:"50ms" env:"API_WRITEBACK" help:"How often the disk is asked to start writing what the checkpoints of the embedded store and of the read models copied, without waiting for it (Linux), so that their syncs do not hold the commits; 0 for never."`
 
 	PprofAddr string `env:"API_PPROF_ADDR" help:"Loopback address to serve runtime profiles (net/http/pprof) on; none if empty."`
 
@@ -160,9 +162,19 @@ func (cmd *serveCmd) server(ctx context.Context, e *env, store backend, metrics 
 	}
 	started.add(stopWebhooks)
 	watchMemories(metrics.Registry, idem, orders)
+	var reloads []func()
 	if cmd.KeysFile != "" {
-		started.add(reloadKeysOnHangup(ctx, cmd.KeysFile, srv, log))
+		reloads = append(reloads, reloadKeys(cmd.KeysFile, srv, log))
 	}
+	if cmd.PaymentProviders != "" {
+		ps, err := providers.ReadFile(cmd.PaymentProviders)
+		if err != nil {
+			return nil, fmt.Errorf("--payment-providers: %w", err)
+		}
+		srv.SetProviders(ps)
+		reloads = append(reloads, reloadProviders(cmd.PaymentProviders, srv, log))
+	}
+	started.add(reloadOnHangup(ctx, reloads...))
 	if ks, ok := store.(*kurrent.Store); ok {
 		// KurrentDB hides a key's events once they are past their stream's $maxAge, and a
 		// scavenge removes them: no sweeper (see eventstore/kurrent's package doc).

@@ -1,0 +1,281 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/acme/orders/command"
+	"github.com/acme/orders/domain/order"
+	"github.com/acme/orders/fault"
+	"github.com/acme/orders/idempotency"
+	"github.com/acme/orders/providers"
+	"github.com/labstack/echo/v4"
+)
+
+// SetProviders makes ps the payment providers whose events the server takes (nil: none). A
+// reload of the providers file replaces them; deliveries in flight finish with the ones they
+// were verified with.
+func (s *Server) SetProviders(ps *providers.Set) { s.providerSet.Store(ps) }
+
+// providerAnswer is the body of a provider event's answer, stored and replayed as every keyed
+// command's.
+type providerAnswer struct {
+	Provider string `json:"provider"`
+	EventID  string `json:"eventId"`
+	// Outcome: applied (the order took it, now or before) or unapplied (recorded, on the
+	// order or in the provider log, with the reason).
+	Outcome string `json:"outcome"`
+	OrderID string `json:"orderId,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// providerEvent serves POST /v1/provider-events/:provider: a payment provider's event, signed
+// by the provider rather than sent with an API key. The signature is verified over the body's
+// bytes before anything reads them; then the event runs once per event id, as the provider's
+// principal, through the keyed pipeline: as the command it reports (order.ProviderEvent) on
+// the order that started its payment, or, if it names no order of the principal or reports
+// nothing the service acts on, as a record in the provider log (providers.Record). Either way
+// the provider is answered 2xx, so that it stops; only what a retry can fix is not.
+func (s *Server) providerEvent(c echo.Context) error {
+	stateOf(c).command = order.ProviderEvent{}.CommandName()
+	name := c.Param("provider")
+	p, ok := s.providerSet.Load().Get(name)
+	if !ok {
+		s.countProviderEvent("", "unverified")
+		return fmt.Errorf("%w: no payment provider %q", providers.ErrUnverified, name)
+	}
+	ev, err := s.verifiedEvent(c, p)
+	if err != nil {
+		return err
+	}
+	// The command runs to its end even if the provider hangs up (see command).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), commandTimeout)
+	defer cancel()
+	orderID, reason, err := s.providerOrder(ctx, p, ev)
+	if err != nil {
+		s.countProviderEvent(p.Name, "failed")
+		return err
+	}
+	if reason != "" {
+		return s.logUnapplied(c, ctx, p, ev, orderID, reason)
+	}
+	ans, err := s.pipeline().Do(ctx, s.providerKeyRequest(c, p, ev, orderID), s.providerCommand(c, p, ev))
+	noteCause(ctx, ans.Err)
+	switch {
+	case errors.Is(err, idempotency.ErrInFlight):
+		s.countProviderEvent(p.Name, "retry")
+		writeProblem(c, problemOf(err), http.Header{"Retry-After": {"1"}})
+		return nil
+	case err != nil:
+		s.countProviderEvent(p.Name, "failed")
+		return err
+	}
+	s.countProviderEvent(p.Name, providerOutcome(ans))
+	return s.write(c, ans.Outcome, ans.Replayed)
+}
+
+// verifiedEvent reads the body of a delivery of p, verifies it and reads its event.
+func (s *Server) verifiedEvent(c echo.Context, p providers.Provider) (providers.Event, error) {
+	body, release, err := s.readBody(c)
+	if err != nil {
+		return providers.Event{}, err
+	}
+	defer release()
+	if err := p.Verify(c.Request().Header, body, time.Now()); err != nil {
+		s.countProviderEvent(p.Name, "unverified")
+		return providers.Event{}, err
+	}
+	ev, err := p.Read(c.Request().Header, body)
+	if err == nil && idempotency.ValidateKey(providerKey(ev)) != nil {
+		err = fmt.Errorf("%w: event id %q is not 1 to %d printable ASCII characters", providers.ErrMalformed, ev.ID, idempotency.MaxKeyLen-len("provider:"))
+	}
+	if err != nil {
+		s.countProviderEvent(p.Name, "malformed")
+		return providers.Event{}, err
+	}
+	return ev, nil
+}
+
+// providerKey is the idempotency key of a provider's event, among its principal's keys.
+func providerKey(ev providers.Event) string { return "provider:" + ev.ID }
+
+// providerOrder finds the order of ev: the one of p's principal that started its payment, or
+// the one its metadata names if the principal created it. reason, if not "", is why the event
+// is not for any order: then it is recorded in the provider log.
+func (s *Server) providerOrder(ctx context.Context, p providers.Provider, ev providers.Event) (orderID, reason string, err error) {
+	if ev.Kind == providers.Unmapped {
+		return ev.OrderID, fmt.Sprintf("the service does not act on events of type %q", ev.Type), nil
+	}
+	if id, ok, err := s.Orders.PaymentOrder(ctx, p.Principal, ev.PaymentID); err != nil || ok {
+		return id, "", err
+	}
+	// Payments started before payment ids were claimed are in the lookups only.
+	if id, ok, err := s.Reads.PaymentOrder(ctx, p.Principal, ev.PaymentID); err != nil || ok {
+		return id, "", err
+	}
+	if ev.OrderID != "" {
+		owner, found, err := s.Orders.Owner(ctx, ev.OrderID)
+		if err != nil || (found && owner == p.Principal) {
+			return ev.OrderID, "", err
+		}
+	}
+	return ev.OrderID, fmt.Sprintf("no order of %s started payment %q", p.Principal, ev.PaymentID), nil
+}
+
+// logUnapplied records ev in the provider log and answers with the record that stands.
+func (s *Server) logUnapplied(c echo.Context, ctx context.Context, p providers.Provider, ev providers.Event, orderID, reason string) error {
+	u, err := providers.Record(ctx, s.Orders.Store, providers.Unapplied{Provider: p.Name, Principal: p.Principal,
+		EventID: ev.ID, EventType: ev.Type, PaymentID: ev.PaymentID, OrderID: orderID, Reason: reason, ReceivedAt: time.Now().UTC()})
+	if err != nil {
+		s.countProviderEvent(p.Name, "failed")
+		return err
+	}
+	s.countProviderEvent(p.Name, "unapplied")
+	return c.JSON(http.StatusOK, providerAnswer{Provider: u.Provider, EventID: u.EventID, Outcome: "unapplied", Reason: u.Reason})
+}
+
+// providerKeyRequest is what the pipeline needs to know of ev's delivery: its key is the
+// event id, among the provider principal's keys, and its fingerprint the event as read, not
+// its bytes, which a provider may vary between deliveries of one event.
+func (s *Server) providerKeyRequest(c echo.Context, p providers.Provider, ev providers.Event, orderID string) idempotency.Request {
+	req := c.Request()
+	return idempotency.Request{
+		Principal: p.Principal, Key: providerKey(ev), Method: req.Method, Path: req.URL.Path,
+		Fingerprint: providerFingerprint(req, ev), OrderID: orderID, Claimant: s.Node + "/" + requestID(c),
+	}
+}
+
+func providerFingerprint(req *http.Request, ev providers.Event) string {
+	// The fields named here, not Event's, so that the fingerprints of stored keys stay.
+	b, _ := json.Marshal(map[string]any{"id": ev.ID, "type": ev.Type, "paymentId": ev.PaymentID, "orderId": ev.OrderID,
+		"refundId": ev.RefundID, "amount": ev.Amount.Amount, "currency": ev.Amount.Currency, "reason": ev.Reason})
+	fp, _ := idempotency.Fingerprint(req.Method, req.URL.Path, b)
+	return fp
+}
+
+// providerCommand is ev as the pipeline runs it: the command it reports on its order.
+func (s *Server) providerCommand(c echo.Context, p providers.Provider, ev providers.Event) idempotency.Command {
+	md := command.Metadata{Principal: p.Principal, CorrelationID: requestID(c), IdempotencyKey: providerKey(ev),
+		Fingerprint: providerFingerprint(c.Request(), ev)}
+	report := reportOf(ev)
+	return idempotency.Command{
+		Build: func(string) order.Command {
+			return order.ProviderEvent{Provider: p.Name, EventID: ev.ID, EventType: ev.Type, Report: report}
+		},
+		Metadata: md,
+		Render: func(orderID string, res command.Result, err error) idempotency.Outcome {
+			return s.renderProviderEvent(p, ev, orderID, res, err)
+		},
+	}
+}
+
+// renderProviderEvent is the answer to ev on order orderID: 200 with what became of it, once
+// it is on the order (applied, or recorded as not); a problem if it could not run, with
+// Retry-After if a retry may go otherwise (a refund before its payment's success).
+func (s *Server) renderProviderEvent(p providers.Provider, ev providers.Event, orderID string, res command.Result, err error) idempotency.Outcome {
+	a := providerAnswer{Provider: p.Name, EventID: ev.ID, Outcome: "applied", OrderID: orderID}
+	var oe *order.Error
+	switch {
+	case err == nil:
+	case errors.As(err, &oe) && oe.Kind != order.KindTooEarly && (len(res.Events) > 0 || res.Repeated):
+		a.Outcome, a.Reason = "unapplied", oe.Msg // recorded on the order
+	default:
+		out := s.respond(route{}, orderID, res, err)
+		if !fault.Final(err) {
+			out.Headers["Retry-After"] = "1"
+		}
+		return out
+	}
+	body, _ := json.Marshal(a) // strings only: no error
+	return idempotency.Outcome{
+		Status:   http.StatusOK,
+		Headers:  map[string]string{echo.HeaderContentType: echo.MIMEApplicationJSON},
+		Position: res.Position.Commit,
+		Body:     string(body) + "\n",
+	}
+}
+
+// reportOf is the command ev reports, on the order of its payment.
+func reportOf(ev providers.Event) order.Command {
+	switch ev.Kind {
+	case providers.PaymentSucceeded:
+		return order.ConfirmPayment{PaymentID: ev.PaymentID, Amount: ev.Amount}
+	case providers.PaymentFailed:
+		return order.FailPayment{PaymentID: ev.PaymentID, Reason: ev.Reason}
+	case providers.RefundSucceeded:
+		return order.CompleteRefund{RefundID: ev.RefundID, Amount: ev.Amount}
+	}
+	return nil // unmapped: recorded in the provider log, never run
+}
+
+// providerOutcome is the metrics outcome of an answer to a provider event.
+func providerOutcome(ans idempotency.Answer) string {
+	switch {
+	case ans.Replayed:
+		return "replayed"
+	case ans.Outcome.Status == http.StatusConflict:
+		return "retry"
+	case ans.Outcome.Status != http.StatusOK:
+		return "refused"
+	}
+	var a providerAnswer
+	json.Unmarshal([]byte(ans.Outcome.Body), &a)
+	return a.Outcome
+}
+
+// countProviderEvent counts a delivery of provider ("" for one that names none configured).
+func (s *Server) countProviderEvent(provider, outcome string) {
+	if s.Metrics != nil {
+		s.Metrics.providerEvents.WithLabelValues(provider, outcome).Inc()
+	}
+}
+
+// unappliedView is a provider's event that was not applied, as auditors list it.
+type unappliedView struct {
+	Provider   string    `json:"provider"`
+	Principal  string    `json:"principal"`
+	EventID    string    `json:"eventId"`
+	EventType  string    `json:"eventType"`
+	OrderID    string    `json:"orderId,omitempty"`
+	Reason     string    `json:"reason"`
+	RecordedAt time.Time `json:"recordedAt"`
+}
+
+// listUnapplied serves GET /v1/provider-events: the providers' events not applied, newest
+// first, a page at a time (the cursor is the last one's log position).
+func (s *Server) listUnapplied(c echo.Context) error {
+	limit, err := pageLimit(c)
+	if err != nil {
+		return err
+	}
+	var before uint64
+	if v := c.QueryParam("cursor"); v != "" {
+		if before, err = strconv.ParseUint(v, 10, 64); err != nil || before == 0 {
+			return fmt.Errorf("%w: cursor %q is not one this listing gave", errMalformed, v)
+		}
+	}
+	if err := s.caughtUp(c, "lookups"); err != nil {
+		return err
+	}
+	rows, err := s.Reads.Unapplied(c.Request().Context(), c.QueryParam("provider"), before, limit)
+	if err != nil {
+		return err
+	}
+	page := struct {
+		Events []unappliedView `json:"events"`
+		Next   string          `json:"next,omitempty"`
+	}{Events: make([]unappliedView, len(rows))}
+	for i, r := range rows {
+		page.Events[i] = unappliedView{Provider: r.Provider, Principal: r.Principal, EventID: r.EventID, EventType: r.EventType,
+			OrderID: r.OrderID, Reason: r.Reason, RecordedAt: r.RecordedAt}
+	}
+	if len(rows) == limit {
+		page.Next = strconv.FormatUint(rows[len(rows)-1].Position, 10)
+	}
+	return c.JSON(http.StatusOK, page)
+}
