@@ -169,10 +169,14 @@ func repeated(id string, k *KeyEvents, md Metadata) (Result, error) {
 	}
 	res := Result{State: k.State, Revision: k.Revision, Position: k.Position, Repeated: true}
 	for _, e := range k.Events {
-		if dup, ok := e.(order.DuplicateChargeRecorded); ok {
-			// The first run was refused while recording the charge: refuse again.
+		// The first run was refused while recording the charge, or the provider's event: refuse
+		// again.
+		switch e := e.(type) {
+		case order.DuplicateChargeRecorded:
 			return res, &order.Error{Kind: order.KindRejected, State: k.State.Status, Command: md.Command,
-				Msg: fmt.Sprintf("payment %s was not accepted (%s); the charge is recorded for refund", dup.PaymentID, dup.Reason)}
+				Msg: fmt.Sprintf("payment %s was not accepted (%s); the charge is recorded for refund", e.PaymentID, e.Reason)}
+		case order.ProviderEventUnapplied:
+			return res, &order.Error{Kind: order.KindRejected, State: k.State.Status, Command: md.Command, Msg: e.Reason}
 		}
 	}
 	return res, nil

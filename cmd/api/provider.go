@@ -154,7 +154,11 @@ func sendDelivery(ctx context.Context, p providers.Provider, id string, body []b
 	if err != nil {
 		return false, fmt.Errorf("reading the answer: %w", err)
 	}
-	fmt.Fprintln(out, resp.Status)
+	status := resp.Status
+	if resp.Header.Get("Idempotent-Replayed") == "true" {
+		status += " (Idempotent-Replayed: the first answer again)"
+	}
+	fmt.Fprintln(out, status)
 	fmt.Fprintln(out, cmp.Or(oneLine(answer), "(no body)"))
 	return resp.StatusCode >= 200 && resp.StatusCode < 300, nil
 }
