@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/acme/orders/command"
@@ -53,9 +54,20 @@ func (s *Server) providerEvent(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	stateOf(c).principal = p.Principal // for the request's log lines
 	// The command runs to its end even if the provider hangs up (see command).
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), commandTimeout)
 	defer cancel()
+	// An event in the provider log is answered from there: the first record stands.
+	if u, found, err := providers.Recorded(ctx, s.Orders.Store, p.Principal, p.Name, ev.ID); err != nil || found {
+		if err != nil {
+			s.countProviderEvent(p.Name, "failed")
+			return err
+		}
+		s.countProviderEvent(p.Name, "replayed")
+		c.Response().Header().Set("Idempotent-Replayed", "true")
+		return c.JSON(http.StatusOK, unappliedAnswer(u))
+	}
 	orderID, reason, err := s.providerOrder(ctx, p, ev)
 	if err != nil {
 		s.countProviderEvent(p.Name, "failed")
@@ -91,8 +103,8 @@ func (s *Server) verifiedEvent(c echo.Context, p providers.Provider) (providers.
 		return providers.Event{}, err
 	}
 	ev, err := p.Read(c.Request().Header, body)
-	if err == nil && idempotency.ValidateKey(providerKey(ev)) != nil {
-		err = fmt.Errorf("%w: event id %q is not 1 to %d printable ASCII characters", providers.ErrMalformed, ev.ID, idempotency.MaxKeyLen-len("provider:"))
+	if err == nil && (len(ev.ID) > order.MaxIDLen || strings.Contains(ev.ID, " ") || idempotency.ValidateKey(providerKey(ev)) != nil) {
+		err = fmt.Errorf("%w: event id %q is not 1 to %d printable ASCII characters without spaces", providers.ErrMalformed, ev.ID, order.MaxIDLen)
 	}
 	if err != nil {
 		s.countProviderEvent(p.Name, "malformed")
@@ -136,7 +148,12 @@ func (s *Server) logUnapplied(c echo.Context, ctx context.Context, p providers.P
 		return err
 	}
 	s.countProviderEvent(p.Name, "unapplied")
-	return c.JSON(http.StatusOK, providerAnswer{Provider: u.Provider, EventID: u.EventID, Outcome: "unapplied", Reason: u.Reason})
+	return c.JSON(http.StatusOK, unappliedAnswer(u))
+}
+
+// unappliedAnswer is the answer to an event recorded in the provider log.
+func unappliedAnswer(u providers.Unapplied) providerAnswer {
+	return providerAnswer{Provider: u.Provider, EventID: u.EventID, Outcome: "unapplied", Reason: u.Reason}
 }
 
 // providerKeyRequest is what the pipeline needs to know of ev's delivery: its key is the

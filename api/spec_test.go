@@ -21,6 +21,9 @@ var contractProblems = map[string]int{
 	"idempotency-key-missing":   400,
 	"idempotency-key-invalid":   400,
 	"malformed-request":         400,
+	"provider-event-malformed":  400,
+	"delivery-unverified":       401,
+	"too-early":                 409,
 	"invalid-command":           400,
 	"unauthorized":              401,
 	"forbidden":                 403,
@@ -64,6 +67,8 @@ var contractRoutes = map[string][]string{
 	"/v1/orders/{id}/refunds/{refundId}/complete":              {"POST"},
 	"/v1/payments/{paymentId}/confirm":                         {"POST"},
 	"/v1/idempotency-keys/{key}":                               {"GET"},
+	"/v1/provider-events/{provider}":                           {"POST"},
+	"/v1/provider-events":                                      {"GET"},
 	"/admin/projections":                                       {"GET"},
 	"/admin/projections/{name}/rebuild":                        {"POST"},
 	"/openapi.yaml":                                            {"GET"},
@@ -82,7 +87,11 @@ var contractRoutes = map[string][]string{
 
 // readModelRoutes answer from a read model: they take minPosition and may answer 503 with
 // Retry-After when the read model has not caught up.
-var readModelRoutes = []string{"/v1/orders", "/v1/orders/{id}", "/v1/idempotency-keys/{key}", "/v1/reports/sales"}
+var readModelRoutes = []string{"/v1/orders", "/v1/orders/{id}", "/v1/idempotency-keys/{key}", "/v1/reports/sales", "/v1/provider-events"}
+
+// signedPOSTs are the payment providers' deliveries: signed by the provider, keyed by its
+// event id, read whatever their Content-Type, and about no order of the path.
+var signedPOSTs = map[string]bool{"/v1/provider-events/{provider}": true}
 
 // keylessPOSTs are naturally idempotent: repeating one has the effect of one, so they take no
 // Idempotency-Key.
@@ -322,10 +331,12 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 			case "POST", "PUT", "DELETE":
 				want = append(want, 409, 422)
 			}
-			if method == "POST" || method == "PUT" {
+			if signedPOSTs[path] {
+				want = []int{400, 401, 409, 413, 422, 500, 503}
+			} else if method == "POST" || method == "PUT" {
 				want = append(want, 413, 415)
 			}
-			if path != "/v1/orders" {
+			if path != "/v1/orders" && !signedPOSTs[path] {
 				want = append(want, 404)
 				if method != "GET" {
 					want = append(want, 412)
@@ -346,7 +357,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 			switch {
 			case method == "GET" && key != nil:
 				t.Errorf("%s takes an Idempotency-Key", name)
-			case method == "POST" && keylessPOSTs[path]:
+			case method == "POST" && (keylessPOSTs[path] || signedPOSTs[path]):
 				if key != nil {
 					t.Errorf("%s takes an Idempotency-Key; it is naturally idempotent", name)
 				}

@@ -110,6 +110,7 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("GET /console/orders/{id}", c.signedIn(c.orderPage))
 	c.mux.HandleFunc("GET /console/orders/{id}/events.jsonl", c.signedIn(c.exportOrder))
 	c.mux.HandleFunc("GET /console/keys", c.signedIn(c.keyPage))
+	c.mux.HandleFunc("GET /console/provider-events", c.signedIn(c.providerEventsPage))
 	c.mux.HandleFunc("GET /console/admin/projections", c.signedIn(c.projectionsPage))
 	c.mux.HandleFunc("POST /console/admin/projections/{name}/rebuild", c.signedIn(c.rebuild))
 	c.mux.HandleFunc("GET /console/admin/verify", c.signedIn(c.verifyPage))
@@ -197,6 +198,7 @@ type page struct {
 	Title  string
 	Caller access.Caller
 	CSRF   string
+	Audit  bool // the caller may see the audit's pages (auditors and admins)
 	Admin  bool
 	Data   any
 }
@@ -206,7 +208,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	p := page{Title: title, Data: data}
 	if v != nil {
 		p.Caller, p.CSRF = v.caller, v.session.csrf
-		p.Admin = v.caller.Roles.Has(access.RoleAdmin)
+		p.Audit, p.Admin = v.caller.MayAudit(), v.caller.Roles.Has(access.RoleAdmin)
 	}
 	var buf bytes.Buffer
 	if err := c.pages[name].ExecuteTemplate(&buf, "layout", p); err != nil {

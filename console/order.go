@@ -28,6 +28,7 @@ type eventRow struct {
 	eventstore.RecordedEvent
 	Meta      command.Metadata
 	Duplicate *order.DuplicateChargeRecorded // the event, if it records a duplicate charge
+	Unapplied *order.ProviderEventUnapplied  // the event, if it records a provider's event not applied
 	Selected  bool                           // the page shows the state as of it
 }
 
@@ -186,17 +187,25 @@ func (c *Console) timeline(ctx context.Context, d *orderData) error {
 			d.Next = &e.Revision
 			break
 		}
-		row := eventRow{RecordedEvent: e}
-		// Metadata a tampered byte made unreadable shows as empty; the chain says why.
-		_ = json.Unmarshal(e.Metadata, &row.Meta)
-		if ev, err := order.Unmarshal(e.Type, e.Data); err == nil {
-			if dup, ok := ev.(order.DuplicateChargeRecorded); ok {
-				row.Duplicate = &dup
-			}
-		}
-		d.Events = append(d.Events, row)
+		d.Events = append(d.Events, rowOf(e))
 	}
 	return nil
+}
+
+// rowOf is e as a line of the timeline, with the data of the events whose line shows more
+// than their name.
+func rowOf(e eventstore.RecordedEvent) eventRow {
+	row := eventRow{RecordedEvent: e}
+	// Metadata or data a tampered byte made unreadable shows as empty; the chain says why.
+	_ = json.Unmarshal(e.Metadata, &row.Meta)
+	ev, _ := order.Unmarshal(e.Type, e.Data)
+	switch ev := ev.(type) {
+	case order.DuplicateChargeRecorded:
+		row.Duplicate = &ev
+	case order.ProviderEventUnapplied:
+		row.Unapplied = &ev
+	}
+	return row
 }
 
 // stateAt folds the order to revision rev and to the revision before, by command.Handler's

@@ -50,6 +50,8 @@ type serveCmd struct {
 	Backend storeFlags `embed:""`
 
 	Webhooks webhookFlags `embed:""`
+
+	providers *providers.Set // read from PaymentProviders at start
 }
 
 func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
@@ -58,6 +60,11 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	keys, err := readKeys(cmd.KeysFile)
 	if err != nil {
 		return err
+	}
+	if cmd.PaymentProviders != "" {
+		if cmd.providers, err = providers.ReadFile(cmd.PaymentProviders); err != nil {
+			return fmt.Errorf("--payment-providers: %w", err)
+		}
 	}
 	if err := servePprof(ctx, cmd.PprofAddr, log); err != nil {
 		return err
@@ -167,11 +174,7 @@ func (cmd *serveCmd) server(ctx context.Context, e *env, store backend, metrics 
 		reloads = append(reloads, reloadKeys(cmd.KeysFile, srv, log))
 	}
 	if cmd.PaymentProviders != "" {
-		ps, err := providers.ReadFile(cmd.PaymentProviders)
-		if err != nil {
-			return nil, fmt.Errorf("--payment-providers: %w", err)
-		}
-		srv.SetProviders(ps)
+		srv.SetProviders(cmd.providers)
 		reloads = append(reloads, reloadProviders(cmd.PaymentProviders, srv, log))
 	}
 	started.add(reloadOnHangup(ctx, reloads...))

@@ -261,7 +261,7 @@ func completeRefund(s State, c CompleteRefund, at time.Time) ([]Event, *Error) {
 	case (s.Status == StatusPaid || s.Status == StatusShipped) && c.Amount != (Money{}):
 		// A refund made at the provider, which the order did not request: requested and
 		// completed at once.
-		events, err := requestRefund(s, RequestRefund{RefundID: c.RefundID, Amount: c.Amount}, at)
+		events, err := requestRefund(s, RequestRefund(c), at)
 		if err != nil {
 			return nil, err
 		}

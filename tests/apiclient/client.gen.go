@@ -195,6 +195,24 @@ func (e ProjectionStatusState) Valid() bool {
 	}
 }
 
+// Defines values for ProviderEventAnswerOutcome.
+const (
+	Applied   ProviderEventAnswerOutcome = "applied"
+	Unapplied ProviderEventAnswerOutcome = "unapplied"
+)
+
+// Valid indicates whether the value is a known member of the ProviderEventAnswerOutcome enum.
+func (e ProviderEventAnswerOutcome) Valid() bool {
+	switch e {
+	case Applied:
+		return true
+	case Unapplied:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RebuildComparisonSamplesChange.
 const (
 	Added   RebuildComparisonSamplesChange = "added"
@@ -210,6 +228,21 @@ func (e RebuildComparisonSamplesChange) Valid() bool {
 	case Changed:
 		return true
 	case Removed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StripeEventObject.
+const (
+	StripeEventObjectEvent StripeEventObject = "event"
+)
+
+// Valid indicates whether the value is a known member of the StripeEventObject enum.
+func (e StripeEventObject) Valid() bool {
+	switch e {
+	case StripeEventObjectEvent:
 		return true
 	default:
 		return false
@@ -1092,7 +1125,7 @@ type Problem struct {
 	// does not know and act on `status`.
 	//
 	//
-	// Examples: /problems/idempotency-key-missing, /problems/idempotency-key-invalid, /problems/malformed-request, /problems/invalid-command, /problems/unauthorized, /problems/forbidden, /problems/not-found, /problems/method-not-allowed, /problems/idempotency-key-in-flight, /problems/invalid-transition, /problems/concurrent-modification, /problems/precondition-failed, /problems/rebuild-in-progress, /problems/payload-too-large, /problems/unsupported-media-type, /problems/idempotency-key-reused, /problems/command-rejected, /problems/payment-id-taken, /problems/webhook-endpoint-invalid, /problems/webhook-url-refused, /problems/webhook-endpoint-limit, /problems/webhook-secret-withdrawn, /problems/headers-too-large, /problems/internal, /problems/event-unreadable, /problems/unavailable
+	// Examples: /problems/idempotency-key-missing, /problems/idempotency-key-invalid, /problems/malformed-request, /problems/provider-event-malformed, /problems/invalid-command, /problems/unauthorized, /problems/delivery-unverified, /problems/forbidden, /problems/not-found, /problems/method-not-allowed, /problems/idempotency-key-in-flight, /problems/invalid-transition, /problems/too-early, /problems/concurrent-modification, /problems/precondition-failed, /problems/rebuild-in-progress, /problems/payload-too-large, /problems/unsupported-media-type, /problems/idempotency-key-reused, /problems/command-rejected, /problems/payment-id-taken, /problems/webhook-endpoint-invalid, /problems/webhook-url-refused, /problems/webhook-endpoint-limit, /problems/webhook-secret-withdrawn, /problems/headers-too-large, /problems/internal, /problems/event-unreadable, /problems/unavailable
 	Type string `json:"type"`
 }
 
@@ -1153,6 +1186,38 @@ type ProjectionStatusState string
 type Projections struct {
 	Projections []ProjectionStatus `json:"projections"`
 }
+
+// ProviderEvent A payment provider's event, in its scheme: a Standard Webhooks event for a
+// `standard-webhooks` provider, a Stripe event for a `stripe` one. Providers add members
+// of their own; the service reads those it names and ignores the others.
+type ProviderEvent struct {
+	union json.RawMessage
+}
+
+// ProviderEventAnswer defines model for ProviderEventAnswer.
+type ProviderEventAnswer struct {
+	// EventId The provider's event id.
+	EventId string `json:"eventId"`
+
+	// OrderId The order that took or recorded the event; absent when it is in the provider log.
+	OrderId *string `json:"orderId,omitempty"`
+
+	// Outcome `applied`: the order took the event, now or before. `unapplied`: it is recorded,
+	// with `reason`, on the order or in the provider log (see
+	// `POST /v1/provider-events/{provider}`).
+	Outcome ProviderEventAnswerOutcome `json:"outcome"`
+
+	// Provider The provider's name in the providers file.
+	Provider string `json:"provider"`
+
+	// Reason Why the event was not applied. Absent when it was.
+	Reason *string `json:"reason,omitempty"`
+}
+
+// ProviderEventAnswerOutcome `applied`: the order took the event, now or before. `unapplied`: it is recorded,
+// with `reason`, on the order or in the provider log (see
+// `POST /v1/provider-events/{provider}`).
+type ProviderEventAnswerOutcome string
 
 // Quantity defines model for Quantity.
 type Quantity = int
@@ -1298,6 +1363,47 @@ type ShipRequest struct {
 	TrackingNumber Id `json:"trackingNumber"`
 }
 
+// StandardWebhooksEvent The body of a `standard-webhooks` delivery: the Standard Webhooks envelope around the
+// service's own `data`. Its event id is the `webhook-id` header.
+type StandardWebhooksEvent struct {
+	// Data What the event reports; read only for the types the service acts on. A payment's success
+	// needs `paymentId`, `amount` and `currency`; its failure `paymentId` (and `reason`, else
+	// "payment failed"); a refund's success `refundId`, `paymentId`, `amount` and `currency`.
+	// Without them → 400 `provider-event-malformed`.
+	Data *StandardWebhooksEventData `json:"data,omitempty"`
+
+	// Timestamp When the event happened, as the provider says; not read.
+	Timestamp *time.Time `json:"timestamp,omitempty"`
+
+	// Type The event's type. The service acts on `payment.succeeded`, `payment.failed` and
+	// `refund.succeeded`; any other is recorded in the provider log.
+	Type                 string                 `json:"type"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// StandardWebhooksEventData What the event reports; read only for the types the service acts on. A payment's success
+// needs `paymentId`, `amount` and `currency`; its failure `paymentId` (and `reason`, else
+// "payment failed"); a refund's success `refundId`, `paymentId`, `amount` and `currency`.
+// Without them → 400 `provider-event-malformed`.
+type StandardWebhooksEventData struct {
+	// Amount Minor units, more than 0.
+	Amount *int64 `json:"amount,omitempty"`
+
+	// Currency An ISO 4217 code, in either case.
+	Currency *string `json:"currency,omitempty"`
+
+	// OrderId The order, for a payment no order of the provider's principal started.
+	OrderId *string `json:"orderId,omitempty"`
+
+	// PaymentId The provider's payment id, as the order's payment was started with.
+	PaymentId *string `json:"paymentId,omitempty"`
+
+	// Reason Why the payment failed.
+	Reason               *string                `json:"reason,omitempty"`
+	RefundId             *string                `json:"refundId,omitempty"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
 // StartPaymentRequest defines model for StartPaymentRequest.
 type StartPaymentRequest struct {
 	// Amount Minor units of the order's currency (cents for EUR).
@@ -1305,6 +1411,67 @@ type StartPaymentRequest struct {
 
 	// PaymentId 1–128 bytes of printable UTF-8 without spaces.
 	PaymentId Id `json:"paymentId"`
+}
+
+// StripeEvent A Stripe event object; its `id` (`evt_…`) is the event id. The service acts on
+// `payment_intent.succeeded`, `payment_intent.payment_failed`, `refund.updated` (of a
+// refund whose status is `succeeded`) and `charge.refunded`, reading from `data.object`
+// the payment intent's or refund's id, `amount_received` or `amount`, `amount_refunded`,
+// `currency`, `status`, `payment_intent`, `last_payment_error.message`, `refunds.data` and
+// `metadata.order_id` (or `metadata.orderId`); any other type is recorded in the provider
+// log.
+type StripeEvent struct {
+	// Created Seconds since the Unix epoch; not read.
+	Created              *int64                 `json:"created,omitempty"`
+	Data                 *StripeEvent_Data      `json:"data,omitempty"`
+	Id                   string                 `json:"id"`
+	Object               *StripeEventObject     `json:"object,omitempty"`
+	Type                 string                 `json:"type"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// StripeEvent_Data defines model for StripeEvent.Data.
+type StripeEvent_Data struct {
+	// Object The payment intent, refund or charge the event is about.
+	Object               *map[string]interface{} `json:"object,omitempty"`
+	AdditionalProperties map[string]interface{}  `json:"-"`
+}
+
+// StripeEventObject defines model for StripeEvent.Object.
+type StripeEventObject string
+
+// UnappliedProviderEvent defines model for UnappliedProviderEvent.
+type UnappliedProviderEvent struct {
+	// EventId The provider's event id.
+	EventId string `json:"eventId"`
+
+	// EventType The provider's event type, as it sent it.
+	EventType string `json:"eventType"`
+
+	// OrderId The order the event is recorded on, or, in the provider log, the order it named.
+	// Absent when there is none.
+	OrderId *string `json:"orderId,omitempty"`
+
+	// Principal The provider's principal, whose orders its events act on.
+	Principal string `json:"principal"`
+
+	// Provider The provider's name in the providers file.
+	Provider string `json:"provider"`
+
+	// Reason Why the event was not applied.
+	Reason string `json:"reason"`
+
+	// RecordedAt When the service recorded it.
+	RecordedAt time.Time `json:"recordedAt"`
+}
+
+// UnappliedProviderEventPage defines model for UnappliedProviderEventPage.
+type UnappliedProviderEventPage struct {
+	// Events Newest first; empty when there is none.
+	Events []UnappliedProviderEvent `json:"events"`
+
+	// Next The cursor of the next page, on a full page (pass it as `cursor`). Absent on a page that is not full.
+	Next *string `json:"next,omitempty"`
 }
 
 // UnitPrice Minor units of the order's currency (cents for EUR).
@@ -1822,6 +1989,26 @@ type PayloadTooLarge = Problem
 // status in `x-problem-types`.
 type PreconditionFailed = Problem
 
+// ProviderConflict RFC 9457 problem details: the body of every error response. Each error response names
+// the codes it may carry in `x-problem-codes`; the document lists every code with its
+// status in `x-problem-types`.
+type ProviderConflict = Problem
+
+// ProviderEventMalformed RFC 9457 problem details: the body of every error response. Each error response names
+// the codes it may carry in `x-problem-codes`; the document lists every code with its
+// status in `x-problem-types`.
+type ProviderEventMalformed = Problem
+
+// ProviderEventReused RFC 9457 problem details: the body of every error response. Each error response names
+// the codes it may carry in `x-problem-codes`; the document lists every code with its
+// status in `x-problem-types`.
+type ProviderEventReused = Problem
+
+// ProviderUnverified RFC 9457 problem details: the body of every error response. Each error response names
+// the codes it may carry in `x-problem-codes`; the document lists every code with its
+// status in `x-problem-types`.
+type ProviderUnverified = Problem
+
 // ReadModelBehind RFC 9457 problem details: the body of every error response. Each error response names
 // the codes it may carry in `x-problem-codes`; the document lists every code with its
 // status in `x-problem-types`.
@@ -2280,6 +2467,52 @@ type ConfirmPaymentByIdParams struct {
 	XRequestId *RequestId `json:"X-Request-Id,omitempty"`
 }
 
+// ListUnappliedProviderEventsParams defines parameters for ListUnappliedProviderEvents.
+type ListUnappliedProviderEventsParams struct {
+	// Provider Only this provider's events (its name in the providers file).
+	Provider *string `form:"provider,omitempty" json:"provider,omitempty"`
+
+	// Limit The most events on a page. Out of range or not an integer → 400 `malformed-request`.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next` of the previous page (a log position, in decimal); absent for the first
+	// page. Any other value → 400 `malformed-request`.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// MinPosition A global log position, such as the `Log-Position` header of a command's response: the
+	// query waits (at most 2 s) until its read model has applied every event up to it, then
+	// answers; past the bound → 503 with `Retry-After`, or 400 `malformed-request` if the
+	// position is still beyond the head of the log, so that no command was answered with it.
+	// Absent: the head of the log when the query arrived. Not a non-negative integer → 400
+	// `malformed-request`.
+	MinPosition *MinPosition `form:"minPosition,omitempty" json:"minPosition,omitempty"`
+
+	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
+	// characters (0x20–0x7E), and then echoed on the response; otherwise (absent, empty,
+	// longer, or with other characters) the server generates one and the response carries it.
+	XRequestId *RequestId `json:"X-Request-Id,omitempty"`
+}
+
+// ReceiveProviderEventParams defines parameters for ReceiveProviderEvent.
+type ReceiveProviderEventParams struct {
+	// WebhookId `standard-webhooks`: the event id, the same on every delivery of the event.
+	WebhookId *string `json:"webhook-id,omitempty"`
+
+	// WebhookTimestamp `standard-webhooks`: when the delivery was signed, in seconds since the Unix epoch.
+	WebhookTimestamp *int64 `json:"webhook-timestamp,omitempty"`
+
+	// WebhookSignature `standard-webhooks`: `v1,<base64>`, several separated by spaces.
+	WebhookSignature *string `json:"webhook-signature,omitempty"`
+
+	// StripeSignature `stripe`: `t=<unix seconds>,v1=<hex>`, with more `v1=` during a rotation.
+	StripeSignature *string `json:"Stripe-Signature,omitempty"`
+
+	// XRequestId Correlates logs and events with the request. Taken if it is 1–128 printable ASCII
+	// characters (0x20–0x7E), and then echoed on the response; otherwise (absent, empty,
+	// longer, or with other characters) the server generates one and the response carries it.
+	XRequestId *RequestId `json:"X-Request-Id,omitempty"`
+}
+
 // SalesReportParams defines parameters for SalesReport.
 type SalesReportParams struct {
 	// From The first day (UTC) of the report. Missing or not a day → 400 `malformed-request`.
@@ -2455,11 +2688,507 @@ type ShipOrderJSONRequestBody = ShipRequest
 // ConfirmPaymentByIdJSONRequestBody defines body for ConfirmPaymentById for application/json ContentType.
 type ConfirmPaymentByIdJSONRequestBody = ConfirmPaymentRequest
 
+// ReceiveProviderEventJSONRequestBody defines body for ReceiveProviderEvent for application/json ContentType.
+type ReceiveProviderEventJSONRequestBody = ProviderEvent
+
 // RegisterWebhookEndpointJSONRequestBody defines body for RegisterWebhookEndpoint for application/json ContentType.
 type RegisterWebhookEndpointJSONRequestBody = WebhookEndpointRequest
 
 // ReceiveOrderEventJSONRequestBody defines body for ReceiveOrderEvent for application/json ContentType.
 type ReceiveOrderEventJSONRequestBody = WebhookPayload
+
+// Getter for additional properties for StandardWebhooksEvent. Returns the specified
+// element and whether it was found
+func (a StandardWebhooksEvent) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for StandardWebhooksEvent
+func (a *StandardWebhooksEvent) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for StandardWebhooksEvent to handle AdditionalProperties
+func (a *StandardWebhooksEvent) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["data"]; found {
+		err = json.Unmarshal(raw, &a.Data)
+		if err != nil {
+			return fmt.Errorf("error reading 'data': %w", err)
+		}
+		delete(object, "data")
+	}
+
+	if raw, found := object["timestamp"]; found {
+		err = json.Unmarshal(raw, &a.Timestamp)
+		if err != nil {
+			return fmt.Errorf("error reading 'timestamp': %w", err)
+		}
+		delete(object, "timestamp")
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &a.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+		delete(object, "type")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for StandardWebhooksEvent to handle AdditionalProperties
+func (a StandardWebhooksEvent) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Data != nil {
+		object["data"], err = json.Marshal(a.Data)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'data': %w", err)
+		}
+	}
+
+	if a.Timestamp != nil {
+		object["timestamp"], err = json.Marshal(a.Timestamp)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'timestamp': %w", err)
+		}
+	}
+
+	object["type"], err = json.Marshal(a.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
+// Getter for additional properties for StandardWebhooksEventData. Returns the specified
+// element and whether it was found
+func (a StandardWebhooksEventData) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for StandardWebhooksEventData
+func (a *StandardWebhooksEventData) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for StandardWebhooksEventData to handle AdditionalProperties
+func (a *StandardWebhooksEventData) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["amount"]; found {
+		err = json.Unmarshal(raw, &a.Amount)
+		if err != nil {
+			return fmt.Errorf("error reading 'amount': %w", err)
+		}
+		delete(object, "amount")
+	}
+
+	if raw, found := object["currency"]; found {
+		err = json.Unmarshal(raw, &a.Currency)
+		if err != nil {
+			return fmt.Errorf("error reading 'currency': %w", err)
+		}
+		delete(object, "currency")
+	}
+
+	if raw, found := object["orderId"]; found {
+		err = json.Unmarshal(raw, &a.OrderId)
+		if err != nil {
+			return fmt.Errorf("error reading 'orderId': %w", err)
+		}
+		delete(object, "orderId")
+	}
+
+	if raw, found := object["paymentId"]; found {
+		err = json.Unmarshal(raw, &a.PaymentId)
+		if err != nil {
+			return fmt.Errorf("error reading 'paymentId': %w", err)
+		}
+		delete(object, "paymentId")
+	}
+
+	if raw, found := object["reason"]; found {
+		err = json.Unmarshal(raw, &a.Reason)
+		if err != nil {
+			return fmt.Errorf("error reading 'reason': %w", err)
+		}
+		delete(object, "reason")
+	}
+
+	if raw, found := object["refundId"]; found {
+		err = json.Unmarshal(raw, &a.RefundId)
+		if err != nil {
+			return fmt.Errorf("error reading 'refundId': %w", err)
+		}
+		delete(object, "refundId")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for StandardWebhooksEventData to handle AdditionalProperties
+func (a StandardWebhooksEventData) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Amount != nil {
+		object["amount"], err = json.Marshal(a.Amount)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'amount': %w", err)
+		}
+	}
+
+	if a.Currency != nil {
+		object["currency"], err = json.Marshal(a.Currency)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'currency': %w", err)
+		}
+	}
+
+	if a.OrderId != nil {
+		object["orderId"], err = json.Marshal(a.OrderId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'orderId': %w", err)
+		}
+	}
+
+	if a.PaymentId != nil {
+		object["paymentId"], err = json.Marshal(a.PaymentId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'paymentId': %w", err)
+		}
+	}
+
+	if a.Reason != nil {
+		object["reason"], err = json.Marshal(a.Reason)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'reason': %w", err)
+		}
+	}
+
+	if a.RefundId != nil {
+		object["refundId"], err = json.Marshal(a.RefundId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'refundId': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
+// Getter for additional properties for StripeEvent. Returns the specified
+// element and whether it was found
+func (a StripeEvent) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for StripeEvent
+func (a *StripeEvent) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for StripeEvent to handle AdditionalProperties
+func (a *StripeEvent) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["created"]; found {
+		err = json.Unmarshal(raw, &a.Created)
+		if err != nil {
+			return fmt.Errorf("error reading 'created': %w", err)
+		}
+		delete(object, "created")
+	}
+
+	if raw, found := object["data"]; found {
+		err = json.Unmarshal(raw, &a.Data)
+		if err != nil {
+			return fmt.Errorf("error reading 'data': %w", err)
+		}
+		delete(object, "data")
+	}
+
+	if raw, found := object["id"]; found {
+		err = json.Unmarshal(raw, &a.Id)
+		if err != nil {
+			return fmt.Errorf("error reading 'id': %w", err)
+		}
+		delete(object, "id")
+	}
+
+	if raw, found := object["object"]; found {
+		err = json.Unmarshal(raw, &a.Object)
+		if err != nil {
+			return fmt.Errorf("error reading 'object': %w", err)
+		}
+		delete(object, "object")
+	}
+
+	if raw, found := object["type"]; found {
+		err = json.Unmarshal(raw, &a.Type)
+		if err != nil {
+			return fmt.Errorf("error reading 'type': %w", err)
+		}
+		delete(object, "type")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for StripeEvent to handle AdditionalProperties
+func (a StripeEvent) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Created != nil {
+		object["created"], err = json.Marshal(a.Created)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'created': %w", err)
+		}
+	}
+
+	if a.Data != nil {
+		object["data"], err = json.Marshal(a.Data)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'data': %w", err)
+		}
+	}
+
+	object["id"], err = json.Marshal(a.Id)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'id': %w", err)
+	}
+
+	if a.Object != nil {
+		object["object"], err = json.Marshal(a.Object)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'object': %w", err)
+		}
+	}
+
+	object["type"], err = json.Marshal(a.Type)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'type': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
+// Getter for additional properties for StripeEvent_Data. Returns the specified
+// element and whether it was found
+func (a StripeEvent_Data) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for StripeEvent_Data
+func (a *StripeEvent_Data) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for StripeEvent_Data to handle AdditionalProperties
+func (a *StripeEvent_Data) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["object"]; found {
+		err = json.Unmarshal(raw, &a.Object)
+		if err != nil {
+			return fmt.Errorf("error reading 'object': %w", err)
+		}
+		delete(object, "object")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for StripeEvent_Data to handle AdditionalProperties
+func (a StripeEvent_Data) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Object != nil {
+		object["object"], err = json.Marshal(a.Object)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'object': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
+// AsStandardWebhooksEvent returns the union data inside the ProviderEvent as a StandardWebhooksEvent
+func (t ProviderEvent) AsStandardWebhooksEvent() (StandardWebhooksEvent, error) {
+	var body StandardWebhooksEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromStandardWebhooksEvent overwrites any union data inside the ProviderEvent as the provided StandardWebhooksEvent
+func (t *ProviderEvent) FromStandardWebhooksEvent(v StandardWebhooksEvent) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeStandardWebhooksEvent performs a merge with any union data inside the ProviderEvent, using the provided StandardWebhooksEvent
+func (t *ProviderEvent) MergeStandardWebhooksEvent(v StandardWebhooksEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsStripeEvent returns the union data inside the ProviderEvent as a StripeEvent
+func (t ProviderEvent) AsStripeEvent() (StripeEvent, error) {
+	var body StripeEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromStripeEvent overwrites any union data inside the ProviderEvent as the provided StripeEvent
+func (t *ProviderEvent) FromStripeEvent(v StripeEvent) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeStripeEvent performs a merge with any union data inside the ProviderEvent, using the provided StripeEvent
+func (t *ProviderEvent) MergeStripeEvent(v StripeEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t ProviderEvent) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *ProviderEvent) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // AsWebhookOrderCreated returns the union data inside the WebhookPayload as a WebhookOrderCreated
 func (t WebhookPayload) AsWebhookOrderCreated() (WebhookOrderCreated, error) {
@@ -3417,6 +4146,180 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/payments/{paymentId}/confirm (the `ConfirmPaymentById` operationId).
 	ConfirmPaymentById(ctx context.Context, paymentId PaymentId, params *ConfirmPaymentByIdParams, body ConfirmPaymentByIdJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListUnappliedProviderEvents List the providers' events not applied
+	//
+	// The payment providers' events that no order took (see
+	// `POST /v1/provider-events/{provider}`), **newest first**: those recorded in the provider
+	// log (no order found, or a type the service does not act on) and those recorded on their
+	// order as `order.provider-event-unapplied.v1`, each once however often it was delivered.
+	// Money captured that an order does not accept is in the order's `duplicateCharges`
+	// instead. Every provider's and principal's events, optionally filtered by `provider`;
+	// clients are refused (**403**).
+	//
+	// **Pagination**: a page has at most `limit` events; a full page has `next`: pass it as
+	// `cursor` for the following page, which may be empty. A cursor is the log position of
+	// the last event of its page, so pages are stable: events recorded while an auditor pages
+	// sort before its cursor, and show up on a new listing from the first page.
+	//
+	// Answered from the lookups read model, once it has applied the log up to `minPosition`,
+	// or without it up to the head of the log when the query arrived (waiting at most 2 s; see
+	// *Read models*).
+	//
+	// Corresponds with GET /v1/provider-events (the `ListUnappliedProviderEvents` operationId).
+	ListUnappliedProviderEvents(ctx context.Context, params *ListUnappliedProviderEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReceiveProviderEventWithBody Receive a payment provider's event
+	//
+	// A payment provider's signed callback: a payment succeeded or failed, or a refund was
+	// paid out. `{provider}` names a provider of the providers file (`--payment-providers`,
+	// read again on SIGHUP), which gives its principal, its scheme and its signing secrets,
+	// one or, during a rotation, two. **No API key and no Idempotency-Key**: the signature
+	// authenticates the delivery, which acts as the provider's principal, and the provider's
+	// event id is its key.
+	//
+	// **Verification** comes first, from the headers and the raw body's bytes, before anything
+	// parses the body: the HMAC-SHA256 the scheme signs (below), keyed with one of the
+	// provider's secrets, must match a signature of the delivery (compared in constant time),
+	// and the signed timestamp must be within 5 minutes of the server's clock, either way.
+	// - `standard-webhooks` (https://www.standardwebhooks.com): headers `webhook-id`,
+	//   `webhook-timestamp` and `webhook-signature` (`v1,<base64>`, several separated by
+	//   spaces), over `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the secret's bytes
+	//   (after `whsec_`, base64-decoded).
+	// - `stripe`: header `Stripe-Signature: t=<unix seconds>,v1=<hex>` (several `v1` during
+	//   Stripe's own rotation; `v0` is ignored), over `<t>.<body>`, keyed with the secret's
+	//   text, `whsec_` and all.
+	//
+	// An unknown provider, a missing or wrong signature, or a timestamp out of bounds → **401**
+	// `delivery-unverified`; nothing is recorded.
+	//
+	// **Once per event**: the provider's event id (`webhook-id`; a Stripe event's `id`), 1 to
+	// 246 printable ASCII characters, is the delivery's Idempotency-Key among its principal's
+	// keys, as `provider:<event id>`, with the rules of *Idempotency*: a redelivery of an event
+	// that reached its order gets the first answer byte for byte, with
+	// `Idempotent-Replayed: true`; deliveries of one event at once have one effect, the others
+	// waiting for it or answered **409** `idempotency-key-in-flight`; the id with an event read
+	// otherwise (another type, payment, amount…), or from another of the principal's providers
+	// → **422** `idempotency-key-reused`.
+	//
+	// **Events** (the body, in the provider's scheme; amounts in minor units):
+	// - Standard Webhooks: `payment.succeeded` (`paymentId`, `amount`, `currency`),
+	//   `payment.failed` (`paymentId`, `reason`, "payment failed" if none) and
+	//   `refund.succeeded` (`refundId`, `paymentId`, `amount`, `currency`), each with an
+	//   optional `orderId`.
+	// - Stripe: `payment_intent.succeeded` (for `amount_received`, or `amount`),
+	//   `payment_intent.payment_failed` (`last_payment_error.message` as the reason),
+	//   `refund.updated` with status `succeeded`, and `charge.refunded` (for its newest refund,
+	//   or without the list for `amount_refunded`); the order id is the object's
+	//   `metadata.order_id` (or `orderId`).
+	//
+	// Any other type, or a refund not succeeded yet, is one the service does not act on. An
+	// event of a listed type without the fields it needs, or a body that is not an event of the
+	// scheme → **400** `provider-event-malformed`; nothing is recorded.
+	//
+	// **The order** is the one of the provider's principal that started the event's payment id
+	// (`POST /v1/orders/{id}/payments`); failing that, the one the event's order id names, if
+	// the principal created it.
+	//
+	// **200**, with the event's `outcome`, so that the provider stops delivering it:
+	// - `applied`: the order took it, now or before. A payment reported by two events is paid
+	//   once; a failure and a success of one payment, in either order, leave the order paid; a
+	//   refund of a paid or shipped order that it did not request (made at the provider) is
+	//   requested and completed at once.
+	// - `unapplied`, with the `reason`: recorded where an auditor sees it. On the order's
+	//   history, as `order.provider-event-unapplied.v1` (a failure of a payment no longer in
+	//   progress, a refund the order does not allow), or as `order.duplicate-charge-recorded.v1`
+	//   for money captured that the order does not accept (see `duplicateCharges`). Or, when no
+	//   order is found or the type is one the service does not act on, in the provider log,
+	//   once per event: a redelivery records nothing more, and is looked up again (an order of
+	//   the principal that has since started the payment takes it). `GET /v1/provider-events`
+	//   lists both kinds of record.
+	//
+	// Answers that a later delivery can change come with `Retry-After` and are not stored:
+	// **409** `too-early` for a refund that arrives before the success of the payment it
+	// refunds, which the provider's redelivery applies once the success has arrived; **409**
+	// `idempotency-key-in-flight` or `concurrent-modification`; and 5xx.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/provider-events/{provider} (the `ReceiveProviderEvent` operationId).
+	ReceiveProviderEventWithBody(ctx context.Context, provider string, params *ReceiveProviderEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReceiveProviderEvent Receive a payment provider's event
+	//
+	// A payment provider's signed callback: a payment succeeded or failed, or a refund was
+	// paid out. `{provider}` names a provider of the providers file (`--payment-providers`,
+	// read again on SIGHUP), which gives its principal, its scheme and its signing secrets,
+	// one or, during a rotation, two. **No API key and no Idempotency-Key**: the signature
+	// authenticates the delivery, which acts as the provider's principal, and the provider's
+	// event id is its key.
+	//
+	// **Verification** comes first, from the headers and the raw body's bytes, before anything
+	// parses the body: the HMAC-SHA256 the scheme signs (below), keyed with one of the
+	// provider's secrets, must match a signature of the delivery (compared in constant time),
+	// and the signed timestamp must be within 5 minutes of the server's clock, either way.
+	// - `standard-webhooks` (https://www.standardwebhooks.com): headers `webhook-id`,
+	//   `webhook-timestamp` and `webhook-signature` (`v1,<base64>`, several separated by
+	//   spaces), over `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the secret's bytes
+	//   (after `whsec_`, base64-decoded).
+	// - `stripe`: header `Stripe-Signature: t=<unix seconds>,v1=<hex>` (several `v1` during
+	//   Stripe's own rotation; `v0` is ignored), over `<t>.<body>`, keyed with the secret's
+	//   text, `whsec_` and all.
+	//
+	// An unknown provider, a missing or wrong signature, or a timestamp out of bounds → **401**
+	// `delivery-unverified`; nothing is recorded.
+	//
+	// **Once per event**: the provider's event id (`webhook-id`; a Stripe event's `id`), 1 to
+	// 246 printable ASCII characters, is the delivery's Idempotency-Key among its principal's
+	// keys, as `provider:<event id>`, with the rules of *Idempotency*: a redelivery of an event
+	// that reached its order gets the first answer byte for byte, with
+	// `Idempotent-Replayed: true`; deliveries of one event at once have one effect, the others
+	// waiting for it or answered **409** `idempotency-key-in-flight`; the id with an event read
+	// otherwise (another type, payment, amount…), or from another of the principal's providers
+	// → **422** `idempotency-key-reused`.
+	//
+	// **Events** (the body, in the provider's scheme; amounts in minor units):
+	// - Standard Webhooks: `payment.succeeded` (`paymentId`, `amount`, `currency`),
+	//   `payment.failed` (`paymentId`, `reason`, "payment failed" if none) and
+	//   `refund.succeeded` (`refundId`, `paymentId`, `amount`, `currency`), each with an
+	//   optional `orderId`.
+	// - Stripe: `payment_intent.succeeded` (for `amount_received`, or `amount`),
+	//   `payment_intent.payment_failed` (`last_payment_error.message` as the reason),
+	//   `refund.updated` with status `succeeded`, and `charge.refunded` (for its newest refund,
+	//   or without the list for `amount_refunded`); the order id is the object's
+	//   `metadata.order_id` (or `orderId`).
+	//
+	// Any other type, or a refund not succeeded yet, is one the service does not act on. An
+	// event of a listed type without the fields it needs, or a body that is not an event of the
+	// scheme → **400** `provider-event-malformed`; nothing is recorded.
+	//
+	// **The order** is the one of the provider's principal that started the event's payment id
+	// (`POST /v1/orders/{id}/payments`); failing that, the one the event's order id names, if
+	// the principal created it.
+	//
+	// **200**, with the event's `outcome`, so that the provider stops delivering it:
+	// - `applied`: the order took it, now or before. A payment reported by two events is paid
+	//   once; a failure and a success of one payment, in either order, leave the order paid; a
+	//   refund of a paid or shipped order that it did not request (made at the provider) is
+	//   requested and completed at once.
+	// - `unapplied`, with the `reason`: recorded where an auditor sees it. On the order's
+	//   history, as `order.provider-event-unapplied.v1` (a failure of a payment no longer in
+	//   progress, a refund the order does not allow), or as `order.duplicate-charge-recorded.v1`
+	//   for money captured that the order does not accept (see `duplicateCharges`). Or, when no
+	//   order is found or the type is one the service does not act on, in the provider log,
+	//   once per event: a redelivery records nothing more, and is looked up again (an order of
+	//   the principal that has since started the payment takes it). `GET /v1/provider-events`
+	//   lists both kinds of record.
+	//
+	// Answers that a later delivery can change come with `Retry-After` and are not stored:
+	// **409** `too-early` for a refund that arrives before the success of the payment it
+	// refunds, which the provider's redelivery applies once the success has arrived; **409**
+	// `idempotency-key-in-flight` or `concurrent-modification`; and 5xx.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/provider-events/{provider} (the `ReceiveProviderEvent` operationId).
+	ReceiveProviderEvent(ctx context.Context, provider string, params *ReceiveProviderEventParams, body ReceiveProviderEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// SalesReport Sales per day and currency
 	//
 	// From the `sales` read model: for each day (UTC) and currency with any of them, the
@@ -4291,6 +5194,210 @@ func (c *Client) ConfirmPaymentByIdWithBody(ctx context.Context, paymentId Payme
 // Corresponds with POST /v1/payments/{paymentId}/confirm (the `ConfirmPaymentById` operationId).
 func (c *Client) ConfirmPaymentById(ctx context.Context, paymentId PaymentId, params *ConfirmPaymentByIdParams, body ConfirmPaymentByIdJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewConfirmPaymentByIdRequest(c.Server, paymentId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListUnappliedProviderEvents List the providers' events not applied
+//
+// The payment providers' events that no order took (see
+// `POST /v1/provider-events/{provider}`), **newest first**: those recorded in the provider
+// log (no order found, or a type the service does not act on) and those recorded on their
+// order as `order.provider-event-unapplied.v1`, each once however often it was delivered.
+// Money captured that an order does not accept is in the order's `duplicateCharges`
+// instead. Every provider's and principal's events, optionally filtered by `provider`;
+// clients are refused (**403**).
+//
+// **Pagination**: a page has at most `limit` events; a full page has `next`: pass it as
+// `cursor` for the following page, which may be empty. A cursor is the log position of
+// the last event of its page, so pages are stable: events recorded while an auditor pages
+// sort before its cursor, and show up on a new listing from the first page.
+//
+// Answered from the lookups read model, once it has applied the log up to `minPosition`,
+// or without it up to the head of the log when the query arrived (waiting at most 2 s; see
+// *Read models*).
+//
+// Corresponds with GET /v1/provider-events (the `ListUnappliedProviderEvents` operationId).
+func (c *Client) ListUnappliedProviderEvents(ctx context.Context, params *ListUnappliedProviderEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListUnappliedProviderEventsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReceiveProviderEventWithBody Receive a payment provider's event
+//
+// A payment provider's signed callback: a payment succeeded or failed, or a refund was
+// paid out. `{provider}` names a provider of the providers file (`--payment-providers`,
+// read again on SIGHUP), which gives its principal, its scheme and its signing secrets,
+// one or, during a rotation, two. **No API key and no Idempotency-Key**: the signature
+// authenticates the delivery, which acts as the provider's principal, and the provider's
+// event id is its key.
+//
+// **Verification** comes first, from the headers and the raw body's bytes, before anything
+// parses the body: the HMAC-SHA256 the scheme signs (below), keyed with one of the
+// provider's secrets, must match a signature of the delivery (compared in constant time),
+// and the signed timestamp must be within 5 minutes of the server's clock, either way.
+//   - `standard-webhooks` (https://www.standardwebhooks.com): headers `webhook-id`,
+//     `webhook-timestamp` and `webhook-signature` (`v1,<base64>`, several separated by
+//     spaces), over `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the secret's bytes
+//     (after `whsec_`, base64-decoded).
+//   - `stripe`: header `Stripe-Signature: t=<unix seconds>,v1=<hex>` (several `v1` during
+//     Stripe's own rotation; `v0` is ignored), over `<t>.<body>`, keyed with the secret's
+//     text, `whsec_` and all.
+//
+// An unknown provider, a missing or wrong signature, or a timestamp out of bounds → **401**
+// `delivery-unverified`; nothing is recorded.
+//
+// **Once per event**: the provider's event id (`webhook-id`; a Stripe event's `id`), 1 to
+// 246 printable ASCII characters, is the delivery's Idempotency-Key among its principal's
+// keys, as `provider:<event id>`, with the rules of *Idempotency*: a redelivery of an event
+// that reached its order gets the first answer byte for byte, with
+// `Idempotent-Replayed: true`; deliveries of one event at once have one effect, the others
+// waiting for it or answered **409** `idempotency-key-in-flight`; the id with an event read
+// otherwise (another type, payment, amount…), or from another of the principal's providers
+// → **422** `idempotency-key-reused`.
+//
+// **Events** (the body, in the provider's scheme; amounts in minor units):
+//   - Standard Webhooks: `payment.succeeded` (`paymentId`, `amount`, `currency`),
+//     `payment.failed` (`paymentId`, `reason`, "payment failed" if none) and
+//     `refund.succeeded` (`refundId`, `paymentId`, `amount`, `currency`), each with an
+//     optional `orderId`.
+//   - Stripe: `payment_intent.succeeded` (for `amount_received`, or `amount`),
+//     `payment_intent.payment_failed` (`last_payment_error.message` as the reason),
+//     `refund.updated` with status `succeeded`, and `charge.refunded` (for its newest refund,
+//     or without the list for `amount_refunded`); the order id is the object's
+//     `metadata.order_id` (or `orderId`).
+//
+// Any other type, or a refund not succeeded yet, is one the service does not act on. An
+// event of a listed type without the fields it needs, or a body that is not an event of the
+// scheme → **400** `provider-event-malformed`; nothing is recorded.
+//
+// **The order** is the one of the provider's principal that started the event's payment id
+// (`POST /v1/orders/{id}/payments`); failing that, the one the event's order id names, if
+// the principal created it.
+//
+// **200**, with the event's `outcome`, so that the provider stops delivering it:
+//   - `applied`: the order took it, now or before. A payment reported by two events is paid
+//     once; a failure and a success of one payment, in either order, leave the order paid; a
+//     refund of a paid or shipped order that it did not request (made at the provider) is
+//     requested and completed at once.
+//   - `unapplied`, with the `reason`: recorded where an auditor sees it. On the order's
+//     history, as `order.provider-event-unapplied.v1` (a failure of a payment no longer in
+//     progress, a refund the order does not allow), or as `order.duplicate-charge-recorded.v1`
+//     for money captured that the order does not accept (see `duplicateCharges`). Or, when no
+//     order is found or the type is one the service does not act on, in the provider log,
+//     once per event: a redelivery records nothing more, and is looked up again (an order of
+//     the principal that has since started the payment takes it). `GET /v1/provider-events`
+//     lists both kinds of record.
+//
+// Answers that a later delivery can change come with `Retry-After` and are not stored:
+// **409** `too-early` for a refund that arrives before the success of the payment it
+// refunds, which the provider's redelivery applies once the success has arrived; **409**
+// `idempotency-key-in-flight` or `concurrent-modification`; and 5xx.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/provider-events/{provider} (the `ReceiveProviderEvent` operationId).
+func (c *Client) ReceiveProviderEventWithBody(ctx context.Context, provider string, params *ReceiveProviderEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReceiveProviderEventRequestWithBody(c.Server, provider, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReceiveProviderEvent Receive a payment provider's event
+//
+// A payment provider's signed callback: a payment succeeded or failed, or a refund was
+// paid out. `{provider}` names a provider of the providers file (`--payment-providers`,
+// read again on SIGHUP), which gives its principal, its scheme and its signing secrets,
+// one or, during a rotation, two. **No API key and no Idempotency-Key**: the signature
+// authenticates the delivery, which acts as the provider's principal, and the provider's
+// event id is its key.
+//
+// **Verification** comes first, from the headers and the raw body's bytes, before anything
+// parses the body: the HMAC-SHA256 the scheme signs (below), keyed with one of the
+// provider's secrets, must match a signature of the delivery (compared in constant time),
+// and the signed timestamp must be within 5 minutes of the server's clock, either way.
+//   - `standard-webhooks` (https://www.standardwebhooks.com): headers `webhook-id`,
+//     `webhook-timestamp` and `webhook-signature` (`v1,<base64>`, several separated by
+//     spaces), over `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the secret's bytes
+//     (after `whsec_`, base64-decoded).
+//   - `stripe`: header `Stripe-Signature: t=<unix seconds>,v1=<hex>` (several `v1` during
+//     Stripe's own rotation; `v0` is ignored), over `<t>.<body>`, keyed with the secret's
+//     text, `whsec_` and all.
+//
+// An unknown provider, a missing or wrong signature, or a timestamp out of bounds → **401**
+// `delivery-unverified`; nothing is recorded.
+//
+// **Once per event**: the provider's event id (`webhook-id`; a Stripe event's `id`), 1 to
+// 246 printable ASCII characters, is the delivery's Idempotency-Key among its principal's
+// keys, as `provider:<event id>`, with the rules of *Idempotency*: a redelivery of an event
+// that reached its order gets the first answer byte for byte, with
+// `Idempotent-Replayed: true`; deliveries of one event at once have one effect, the others
+// waiting for it or answered **409** `idempotency-key-in-flight`; the id with an event read
+// otherwise (another type, payment, amount…), or from another of the principal's providers
+// → **422** `idempotency-key-reused`.
+//
+// **Events** (the body, in the provider's scheme; amounts in minor units):
+//   - Standard Webhooks: `payment.succeeded` (`paymentId`, `amount`, `currency`),
+//     `payment.failed` (`paymentId`, `reason`, "payment failed" if none) and
+//     `refund.succeeded` (`refundId`, `paymentId`, `amount`, `currency`), each with an
+//     optional `orderId`.
+//   - Stripe: `payment_intent.succeeded` (for `amount_received`, or `amount`),
+//     `payment_intent.payment_failed` (`last_payment_error.message` as the reason),
+//     `refund.updated` with status `succeeded`, and `charge.refunded` (for its newest refund,
+//     or without the list for `amount_refunded`); the order id is the object's
+//     `metadata.order_id` (or `orderId`).
+//
+// Any other type, or a refund not succeeded yet, is one the service does not act on. An
+// event of a listed type without the fields it needs, or a body that is not an event of the
+// scheme → **400** `provider-event-malformed`; nothing is recorded.
+//
+// **The order** is the one of the provider's principal that started the event's payment id
+// (`POST /v1/orders/{id}/payments`); failing that, the one the event's order id names, if
+// the principal created it.
+//
+// **200**, with the event's `outcome`, so that the provider stops delivering it:
+//   - `applied`: the order took it, now or before. A payment reported by two events is paid
+//     once; a failure and a success of one payment, in either order, leave the order paid; a
+//     refund of a paid or shipped order that it did not request (made at the provider) is
+//     requested and completed at once.
+//   - `unapplied`, with the `reason`: recorded where an auditor sees it. On the order's
+//     history, as `order.provider-event-unapplied.v1` (a failure of a payment no longer in
+//     progress, a refund the order does not allow), or as `order.duplicate-charge-recorded.v1`
+//     for money captured that the order does not accept (see `duplicateCharges`). Or, when no
+//     order is found or the type is one the service does not act on, in the provider log,
+//     once per event: a redelivery records nothing more, and is looked up again (an order of
+//     the principal that has since started the payment takes it). `GET /v1/provider-events`
+//     lists both kinds of record.
+//
+// Answers that a later delivery can change come with `Retry-After` and are not stored:
+// **409** `too-early` for a refund that arrives before the success of the payment it
+// refunds, which the provider's redelivery applies once the success has arrived; **409**
+// `idempotency-key-in-flight` or `concurrent-modification`; and 5xx.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/provider-events/{provider} (the `ReceiveProviderEvent` operationId).
+func (c *Client) ReceiveProviderEvent(ctx context.Context, provider string, params *ReceiveProviderEventParams, body ReceiveProviderEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReceiveProviderEventRequest(c.Server, provider, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6318,6 +7425,217 @@ func NewConfirmPaymentByIdRequestWithBody(server string, paymentId PaymentId, pa
 	return req, nil
 }
 
+// NewListUnappliedProviderEventsRequest constructs an http.Request for the ListUnappliedProviderEvents method
+func NewListUnappliedProviderEventsRequest(server string, params *ListUnappliedProviderEventsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/provider-events")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Provider != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "provider", *params.Provider, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.MinPosition != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "minPosition", *params.MinPosition, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XRequestId != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Request-Id", *params.XRequestId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Request-Id", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewReceiveProviderEventRequest calls the generic ReceiveProviderEvent builder with application/json body
+func NewReceiveProviderEventRequest(server string, provider string, params *ReceiveProviderEventParams, body ReceiveProviderEventJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReceiveProviderEventRequestWithBody(server, provider, params, "application/json", bodyReader)
+}
+
+// NewReceiveProviderEventRequestWithBody constructs an http.Request for the ReceiveProviderEvent method, with any body, and a specified content type
+func NewReceiveProviderEventRequestWithBody(server string, provider string, params *ReceiveProviderEventParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "provider", provider, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/provider-events/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.WebhookId != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", *params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("webhook-id", headerParam0)
+		}
+
+		if params.WebhookTimestamp != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", *params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: "int64"})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("webhook-timestamp", headerParam1)
+		}
+
+		if params.WebhookSignature != nil {
+			var headerParam2 string
+
+			headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", *params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("webhook-signature", headerParam2)
+		}
+
+		if params.StripeSignature != nil {
+			var headerParam3 string
+
+			headerParam3, err = runtime.StyleParamWithOptions("simple", false, "Stripe-Signature", *params.StripeSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Stripe-Signature", headerParam3)
+		}
+
+		if params.XRequestId != nil {
+			var headerParam4 string
+
+			headerParam4, err = runtime.StyleParamWithOptions("simple", false, "X-Request-Id", *params.XRequestId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Request-Id", headerParam4)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewSalesReportRequest constructs an http.Request for the SalesReport method
 func NewSalesReportRequest(server string, params *SalesReportParams) (*http.Request, error) {
 	var err error
@@ -7408,6 +8726,182 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/payments/{paymentId}/confirm (the `ConfirmPaymentById` operationId).
 	ConfirmPaymentByIdWithResponse(ctx context.Context, paymentId PaymentId, params *ConfirmPaymentByIdParams, body ConfirmPaymentByIdJSONRequestBody, reqEditors ...RequestEditorFn) (*ConfirmPaymentByIdResponse, error)
+
+	// ListUnappliedProviderEventsWithResponse List the providers' events not applied
+	//
+	// The payment providers' events that no order took (see
+	// `POST /v1/provider-events/{provider}`), **newest first**: those recorded in the provider
+	// log (no order found, or a type the service does not act on) and those recorded on their
+	// order as `order.provider-event-unapplied.v1`, each once however often it was delivered.
+	// Money captured that an order does not accept is in the order's `duplicateCharges`
+	// instead. Every provider's and principal's events, optionally filtered by `provider`;
+	// clients are refused (**403**).
+	//
+	// **Pagination**: a page has at most `limit` events; a full page has `next`: pass it as
+	// `cursor` for the following page, which may be empty. A cursor is the log position of
+	// the last event of its page, so pages are stable: events recorded while an auditor pages
+	// sort before its cursor, and show up on a new listing from the first page.
+	//
+	// Answered from the lookups read model, once it has applied the log up to `minPosition`,
+	// or without it up to the head of the log when the query arrived (waiting at most 2 s; see
+	// *Read models*).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/provider-events (the `ListUnappliedProviderEvents` operationId).
+	ListUnappliedProviderEventsWithResponse(ctx context.Context, params *ListUnappliedProviderEventsParams, reqEditors ...RequestEditorFn) (*ListUnappliedProviderEventsResponse, error)
+
+	// ReceiveProviderEventWithBodyWithResponse Receive a payment provider's event
+	//
+	// A payment provider's signed callback: a payment succeeded or failed, or a refund was
+	// paid out. `{provider}` names a provider of the providers file (`--payment-providers`,
+	// read again on SIGHUP), which gives its principal, its scheme and its signing secrets,
+	// one or, during a rotation, two. **No API key and no Idempotency-Key**: the signature
+	// authenticates the delivery, which acts as the provider's principal, and the provider's
+	// event id is its key.
+	//
+	// **Verification** comes first, from the headers and the raw body's bytes, before anything
+	// parses the body: the HMAC-SHA256 the scheme signs (below), keyed with one of the
+	// provider's secrets, must match a signature of the delivery (compared in constant time),
+	// and the signed timestamp must be within 5 minutes of the server's clock, either way.
+	// - `standard-webhooks` (https://www.standardwebhooks.com): headers `webhook-id`,
+	//   `webhook-timestamp` and `webhook-signature` (`v1,<base64>`, several separated by
+	//   spaces), over `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the secret's bytes
+	//   (after `whsec_`, base64-decoded).
+	// - `stripe`: header `Stripe-Signature: t=<unix seconds>,v1=<hex>` (several `v1` during
+	//   Stripe's own rotation; `v0` is ignored), over `<t>.<body>`, keyed with the secret's
+	//   text, `whsec_` and all.
+	//
+	// An unknown provider, a missing or wrong signature, or a timestamp out of bounds → **401**
+	// `delivery-unverified`; nothing is recorded.
+	//
+	// **Once per event**: the provider's event id (`webhook-id`; a Stripe event's `id`), 1 to
+	// 246 printable ASCII characters, is the delivery's Idempotency-Key among its principal's
+	// keys, as `provider:<event id>`, with the rules of *Idempotency*: a redelivery of an event
+	// that reached its order gets the first answer byte for byte, with
+	// `Idempotent-Replayed: true`; deliveries of one event at once have one effect, the others
+	// waiting for it or answered **409** `idempotency-key-in-flight`; the id with an event read
+	// otherwise (another type, payment, amount…), or from another of the principal's providers
+	// → **422** `idempotency-key-reused`.
+	//
+	// **Events** (the body, in the provider's scheme; amounts in minor units):
+	// - Standard Webhooks: `payment.succeeded` (`paymentId`, `amount`, `currency`),
+	//   `payment.failed` (`paymentId`, `reason`, "payment failed" if none) and
+	//   `refund.succeeded` (`refundId`, `paymentId`, `amount`, `currency`), each with an
+	//   optional `orderId`.
+	// - Stripe: `payment_intent.succeeded` (for `amount_received`, or `amount`),
+	//   `payment_intent.payment_failed` (`last_payment_error.message` as the reason),
+	//   `refund.updated` with status `succeeded`, and `charge.refunded` (for its newest refund,
+	//   or without the list for `amount_refunded`); the order id is the object's
+	//   `metadata.order_id` (or `orderId`).
+	//
+	// Any other type, or a refund not succeeded yet, is one the service does not act on. An
+	// event of a listed type without the fields it needs, or a body that is not an event of the
+	// scheme → **400** `provider-event-malformed`; nothing is recorded.
+	//
+	// **The order** is the one of the provider's principal that started the event's payment id
+	// (`POST /v1/orders/{id}/payments`); failing that, the one the event's order id names, if
+	// the principal created it.
+	//
+	// **200**, with the event's `outcome`, so that the provider stops delivering it:
+	// - `applied`: the order took it, now or before. A payment reported by two events is paid
+	//   once; a failure and a success of one payment, in either order, leave the order paid; a
+	//   refund of a paid or shipped order that it did not request (made at the provider) is
+	//   requested and completed at once.
+	// - `unapplied`, with the `reason`: recorded where an auditor sees it. On the order's
+	//   history, as `order.provider-event-unapplied.v1` (a failure of a payment no longer in
+	//   progress, a refund the order does not allow), or as `order.duplicate-charge-recorded.v1`
+	//   for money captured that the order does not accept (see `duplicateCharges`). Or, when no
+	//   order is found or the type is one the service does not act on, in the provider log,
+	//   once per event: a redelivery records nothing more, and is looked up again (an order of
+	//   the principal that has since started the payment takes it). `GET /v1/provider-events`
+	//   lists both kinds of record.
+	//
+	// Answers that a later delivery can change come with `Retry-After` and are not stored:
+	// **409** `too-early` for a refund that arrives before the success of the payment it
+	// refunds, which the provider's redelivery applies once the success has arrived; **409**
+	// `idempotency-key-in-flight` or `concurrent-modification`; and 5xx.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/provider-events/{provider} (the `ReceiveProviderEvent` operationId).
+	ReceiveProviderEventWithBodyWithResponse(ctx context.Context, provider string, params *ReceiveProviderEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReceiveProviderEventResponse, error)
+
+	// ReceiveProviderEventWithResponse Receive a payment provider's event
+	//
+	// A payment provider's signed callback: a payment succeeded or failed, or a refund was
+	// paid out. `{provider}` names a provider of the providers file (`--payment-providers`,
+	// read again on SIGHUP), which gives its principal, its scheme and its signing secrets,
+	// one or, during a rotation, two. **No API key and no Idempotency-Key**: the signature
+	// authenticates the delivery, which acts as the provider's principal, and the provider's
+	// event id is its key.
+	//
+	// **Verification** comes first, from the headers and the raw body's bytes, before anything
+	// parses the body: the HMAC-SHA256 the scheme signs (below), keyed with one of the
+	// provider's secrets, must match a signature of the delivery (compared in constant time),
+	// and the signed timestamp must be within 5 minutes of the server's clock, either way.
+	// - `standard-webhooks` (https://www.standardwebhooks.com): headers `webhook-id`,
+	//   `webhook-timestamp` and `webhook-signature` (`v1,<base64>`, several separated by
+	//   spaces), over `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the secret's bytes
+	//   (after `whsec_`, base64-decoded).
+	// - `stripe`: header `Stripe-Signature: t=<unix seconds>,v1=<hex>` (several `v1` during
+	//   Stripe's own rotation; `v0` is ignored), over `<t>.<body>`, keyed with the secret's
+	//   text, `whsec_` and all.
+	//
+	// An unknown provider, a missing or wrong signature, or a timestamp out of bounds → **401**
+	// `delivery-unverified`; nothing is recorded.
+	//
+	// **Once per event**: the provider's event id (`webhook-id`; a Stripe event's `id`), 1 to
+	// 246 printable ASCII characters, is the delivery's Idempotency-Key among its principal's
+	// keys, as `provider:<event id>`, with the rules of *Idempotency*: a redelivery of an event
+	// that reached its order gets the first answer byte for byte, with
+	// `Idempotent-Replayed: true`; deliveries of one event at once have one effect, the others
+	// waiting for it or answered **409** `idempotency-key-in-flight`; the id with an event read
+	// otherwise (another type, payment, amount…), or from another of the principal's providers
+	// → **422** `idempotency-key-reused`.
+	//
+	// **Events** (the body, in the provider's scheme; amounts in minor units):
+	// - Standard Webhooks: `payment.succeeded` (`paymentId`, `amount`, `currency`),
+	//   `payment.failed` (`paymentId`, `reason`, "payment failed" if none) and
+	//   `refund.succeeded` (`refundId`, `paymentId`, `amount`, `currency`), each with an
+	//   optional `orderId`.
+	// - Stripe: `payment_intent.succeeded` (for `amount_received`, or `amount`),
+	//   `payment_intent.payment_failed` (`last_payment_error.message` as the reason),
+	//   `refund.updated` with status `succeeded`, and `charge.refunded` (for its newest refund,
+	//   or without the list for `amount_refunded`); the order id is the object's
+	//   `metadata.order_id` (or `orderId`).
+	//
+	// Any other type, or a refund not succeeded yet, is one the service does not act on. An
+	// event of a listed type without the fields it needs, or a body that is not an event of the
+	// scheme → **400** `provider-event-malformed`; nothing is recorded.
+	//
+	// **The order** is the one of the provider's principal that started the event's payment id
+	// (`POST /v1/orders/{id}/payments`); failing that, the one the event's order id names, if
+	// the principal created it.
+	//
+	// **200**, with the event's `outcome`, so that the provider stops delivering it:
+	// - `applied`: the order took it, now or before. A payment reported by two events is paid
+	//   once; a failure and a success of one payment, in either order, leave the order paid; a
+	//   refund of a paid or shipped order that it did not request (made at the provider) is
+	//   requested and completed at once.
+	// - `unapplied`, with the `reason`: recorded where an auditor sees it. On the order's
+	//   history, as `order.provider-event-unapplied.v1` (a failure of a payment no longer in
+	//   progress, a refund the order does not allow), or as `order.duplicate-charge-recorded.v1`
+	//   for money captured that the order does not accept (see `duplicateCharges`). Or, when no
+	//   order is found or the type is one the service does not act on, in the provider log,
+	//   once per event: a redelivery records nothing more, and is looked up again (an order of
+	//   the principal that has since started the payment takes it). `GET /v1/provider-events`
+	//   lists both kinds of record.
+	//
+	// Answers that a later delivery can change come with `Retry-After` and are not stored:
+	// **409** `too-early` for a refund that arrives before the success of the payment it
+	// refunds, which the provider's redelivery applies once the success has arrived; **409**
+	// `idempotency-key-in-flight` or `concurrent-modification`; and 5xx.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/provider-events/{provider} (the `ReceiveProviderEvent` operationId).
+	ReceiveProviderEventWithResponse(ctx context.Context, provider string, params *ReceiveProviderEventParams, body ReceiveProviderEventJSONRequestBody, reqEditors ...RequestEditorFn) (*ReceiveProviderEventResponse, error)
 
 	// SalesReportWithResponse Sales per day and currency
 	//
@@ -11308,6 +12802,296 @@ func (r ConfirmPaymentByIdResponse) ContentType() string {
 	return ""
 }
 
+// ListUnappliedProviderEventsResponse200Headers the declared response headers of an HTTP 200 response for ListUnappliedProviderEvents
+type ListUnappliedProviderEventsResponse200Headers struct {
+	XRequestId string
+}
+
+// ListUnappliedProviderEventsResponse400Headers the declared response headers of an HTTP 400 response for ListUnappliedProviderEvents
+type ListUnappliedProviderEventsResponse400Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// ListUnappliedProviderEventsResponse401Headers the declared response headers of an HTTP 401 response for ListUnappliedProviderEvents
+type ListUnappliedProviderEventsResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// ListUnappliedProviderEventsResponse403Headers the declared response headers of an HTTP 403 response for ListUnappliedProviderEvents
+type ListUnappliedProviderEventsResponse403Headers struct {
+	XRequestId string
+}
+
+// ListUnappliedProviderEventsResponse404Headers the declared response headers of an HTTP 404 response for ListUnappliedProviderEvents
+type ListUnappliedProviderEventsResponse404Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// ListUnappliedProviderEventsResponse500Headers the declared response headers of an HTTP 500 response for ListUnappliedProviderEvents
+type ListUnappliedProviderEventsResponse500Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+// ListUnappliedProviderEventsResponse503Headers the declared response headers of an HTTP 503 response for ListUnappliedProviderEvents
+type ListUnappliedProviderEventsResponse503Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+type ListUnappliedProviderEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *UnappliedProviderEventPage
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *ReadModelBehind
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListUnappliedProviderEventsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListUnappliedProviderEventsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListUnappliedProviderEventsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListUnappliedProviderEventsResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ListUnappliedProviderEventsResponse404Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListUnappliedProviderEventsResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListUnappliedProviderEventsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListUnappliedProviderEventsResponse) GetJSON200() *UnappliedProviderEventPage {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListUnappliedProviderEventsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListUnappliedProviderEventsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListUnappliedProviderEventsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListUnappliedProviderEventsResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListUnappliedProviderEventsResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListUnappliedProviderEventsResponse) GetApplicationproblemJSON503() *ReadModelBehind {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListUnappliedProviderEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListUnappliedProviderEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListUnappliedProviderEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListUnappliedProviderEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReceiveProviderEventResponse200Headers the declared response headers of an HTTP 200 response for ReceiveProviderEvent
+type ReceiveProviderEventResponse200Headers struct {
+	IdempotentReplayed *string
+	LogPosition        *int64
+	XRequestId         string
+}
+
+// ReceiveProviderEventResponse400Headers the declared response headers of an HTTP 400 response for ReceiveProviderEvent
+type ReceiveProviderEventResponse400Headers struct {
+	IdempotentReplayed *string
+	XRequestId         string
+}
+
+// ReceiveProviderEventResponse401Headers the declared response headers of an HTTP 401 response for ReceiveProviderEvent
+type ReceiveProviderEventResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// ReceiveProviderEventResponse409Headers the declared response headers of an HTTP 409 response for ReceiveProviderEvent
+type ReceiveProviderEventResponse409Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+// ReceiveProviderEventResponse413Headers the declared response headers of an HTTP 413 response for ReceiveProviderEvent
+type ReceiveProviderEventResponse413Headers struct {
+	XRequestId string
+}
+
+// ReceiveProviderEventResponse422Headers the declared response headers of an HTTP 422 response for ReceiveProviderEvent
+type ReceiveProviderEventResponse422Headers struct {
+	XRequestId string
+}
+
+// ReceiveProviderEventResponse500Headers the declared response headers of an HTTP 500 response for ReceiveProviderEvent
+type ReceiveProviderEventResponse500Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+// ReceiveProviderEventResponse503Headers the declared response headers of an HTTP 503 response for ReceiveProviderEvent
+type ReceiveProviderEventResponse503Headers struct {
+	RetryAfter int
+	XRequestId string
+}
+
+type ReceiveProviderEventResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ProviderEventAnswer
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *ProviderEventMalformed
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *ProviderUnverified
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *ProviderConflict
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *PayloadTooLarge
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *ProviderEventReused
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ReceiveProviderEventResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ReceiveProviderEventResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReceiveProviderEventResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ReceiveProviderEventResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *ReceiveProviderEventResponse413Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *ReceiveProviderEventResponse422Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ReceiveProviderEventResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReceiveProviderEventResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReceiveProviderEventResponse) GetJSON200() *ProviderEventAnswer {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ReceiveProviderEventResponse) GetApplicationproblemJSON400() *ProviderEventMalformed {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReceiveProviderEventResponse) GetApplicationproblemJSON401() *ProviderUnverified {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ReceiveProviderEventResponse) GetApplicationproblemJSON409() *ProviderConflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r ReceiveProviderEventResponse) GetApplicationproblemJSON413() *PayloadTooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ReceiveProviderEventResponse) GetApplicationproblemJSON422() *ProviderEventReused {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ReceiveProviderEventResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ReceiveProviderEventResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ReceiveProviderEventResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReceiveProviderEventResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReceiveProviderEventResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReceiveProviderEventResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // SalesReportResponse200Headers the declared response headers of an HTTP 200 response for SalesReport
 type SalesReportResponse200Headers struct {
 	XRequestId string
@@ -13707,6 +15491,200 @@ func (c *ClientWithResponses) ConfirmPaymentByIdWithResponse(ctx context.Context
 		return nil, err
 	}
 	return ParseConfirmPaymentByIdResponse(rsp)
+}
+
+// ListUnappliedProviderEventsWithResponse List the providers' events not applied
+//
+// The payment providers' events that no order took (see
+// `POST /v1/provider-events/{provider}`), **newest first**: those recorded in the provider
+// log (no order found, or a type the service does not act on) and those recorded on their
+// order as `order.provider-event-unapplied.v1`, each once however often it was delivered.
+// Money captured that an order does not accept is in the order's `duplicateCharges`
+// instead. Every provider's and principal's events, optionally filtered by `provider`;
+// clients are refused (**403**).
+//
+// **Pagination**: a page has at most `limit` events; a full page has `next`: pass it as
+// `cursor` for the following page, which may be empty. A cursor is the log position of
+// the last event of its page, so pages are stable: events recorded while an auditor pages
+// sort before its cursor, and show up on a new listing from the first page.
+//
+// Answered from the lookups read model, once it has applied the log up to `minPosition`,
+// or without it up to the head of the log when the query arrived (waiting at most 2 s; see
+// *Read models*).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/provider-events (the `ListUnappliedProviderEvents` operationId).
+func (c *ClientWithResponses) ListUnappliedProviderEventsWithResponse(ctx context.Context, params *ListUnappliedProviderEventsParams, reqEditors ...RequestEditorFn) (*ListUnappliedProviderEventsResponse, error) {
+	rsp, err := c.ListUnappliedProviderEvents(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListUnappliedProviderEventsResponse(rsp)
+}
+
+// ReceiveProviderEventWithBodyWithResponse Receive a payment provider's event
+//
+// A payment provider's signed callback: a payment succeeded or failed, or a refund was
+// paid out. `{provider}` names a provider of the providers file (`--payment-providers`,
+// read again on SIGHUP), which gives its principal, its scheme and its signing secrets,
+// one or, during a rotation, two. **No API key and no Idempotency-Key**: the signature
+// authenticates the delivery, which acts as the provider's principal, and the provider's
+// event id is its key.
+//
+// **Verification** comes first, from the headers and the raw body's bytes, before anything
+// parses the body: the HMAC-SHA256 the scheme signs (below), keyed with one of the
+// provider's secrets, must match a signature of the delivery (compared in constant time),
+// and the signed timestamp must be within 5 minutes of the server's clock, either way.
+//   - `standard-webhooks` (https://www.standardwebhooks.com): headers `webhook-id`,
+//     `webhook-timestamp` and `webhook-signature` (`v1,<base64>`, several separated by
+//     spaces), over `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the secret's bytes
+//     (after `whsec_`, base64-decoded).
+//   - `stripe`: header `Stripe-Signature: t=<unix seconds>,v1=<hex>` (several `v1` during
+//     Stripe's own rotation; `v0` is ignored), over `<t>.<body>`, keyed with the secret's
+//     text, `whsec_` and all.
+//
+// An unknown provider, a missing or wrong signature, or a timestamp out of bounds → **401**
+// `delivery-unverified`; nothing is recorded.
+//
+// **Once per event**: the provider's event id (`webhook-id`; a Stripe event's `id`), 1 to
+// 246 printable ASCII characters, is the delivery's Idempotency-Key among its principal's
+// keys, as `provider:<event id>`, with the rules of *Idempotency*: a redelivery of an event
+// that reached its order gets the first answer byte for byte, with
+// `Idempotent-Replayed: true`; deliveries of one event at once have one effect, the others
+// waiting for it or answered **409** `idempotency-key-in-flight`; the id with an event read
+// otherwise (another type, payment, amount…), or from another of the principal's providers
+// → **422** `idempotency-key-reused`.
+//
+// **Events** (the body, in the provider's scheme; amounts in minor units):
+//   - Standard Webhooks: `payment.succeeded` (`paymentId`, `amount`, `currency`),
+//     `payment.failed` (`paymentId`, `reason`, "payment failed" if none) and
+//     `refund.succeeded` (`refundId`, `paymentId`, `amount`, `currency`), each with an
+//     optional `orderId`.
+//   - Stripe: `payment_intent.succeeded` (for `amount_received`, or `amount`),
+//     `payment_intent.payment_failed` (`last_payment_error.message` as the reason),
+//     `refund.updated` with status `succeeded`, and `charge.refunded` (for its newest refund,
+//     or without the list for `amount_refunded`); the order id is the object's
+//     `metadata.order_id` (or `orderId`).
+//
+// Any other type, or a refund not succeeded yet, is one the service does not act on. An
+// event of a listed type without the fields it needs, or a body that is not an event of the
+// scheme → **400** `provider-event-malformed`; nothing is recorded.
+//
+// **The order** is the one of the provider's principal that started the event's payment id
+// (`POST /v1/orders/{id}/payments`); failing that, the one the event's order id names, if
+// the principal created it.
+//
+// **200**, with the event's `outcome`, so that the provider stops delivering it:
+//   - `applied`: the order took it, now or before. A payment reported by two events is paid
+//     once; a failure and a success of one payment, in either order, leave the order paid; a
+//     refund of a paid or shipped order that it did not request (made at the provider) is
+//     requested and completed at once.
+//   - `unapplied`, with the `reason`: recorded where an auditor sees it. On the order's
+//     history, as `order.provider-event-unapplied.v1` (a failure of a payment no longer in
+//     progress, a refund the order does not allow), or as `order.duplicate-charge-recorded.v1`
+//     for money captured that the order does not accept (see `duplicateCharges`). Or, when no
+//     order is found or the type is one the service does not act on, in the provider log,
+//     once per event: a redelivery records nothing more, and is looked up again (an order of
+//     the principal that has since started the payment takes it). `GET /v1/provider-events`
+//     lists both kinds of record.
+//
+// Answers that a later delivery can change come with `Retry-After` and are not stored:
+// **409** `too-early` for a refund that arrives before the success of the payment it
+// refunds, which the provider's redelivery applies once the success has arrived; **409**
+// `idempotency-key-in-flight` or `concurrent-modification`; and 5xx.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/provider-events/{provider} (the `ReceiveProviderEvent` operationId).
+func (c *ClientWithResponses) ReceiveProviderEventWithBodyWithResponse(ctx context.Context, provider string, params *ReceiveProviderEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReceiveProviderEventResponse, error) {
+	rsp, err := c.ReceiveProviderEventWithBody(ctx, provider, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReceiveProviderEventResponse(rsp)
+}
+
+// ReceiveProviderEventWithResponse Receive a payment provider's event
+//
+// A payment provider's signed callback: a payment succeeded or failed, or a refund was
+// paid out. `{provider}` names a provider of the providers file (`--payment-providers`,
+// read again on SIGHUP), which gives its principal, its scheme and its signing secrets,
+// one or, during a rotation, two. **No API key and no Idempotency-Key**: the signature
+// authenticates the delivery, which acts as the provider's principal, and the provider's
+// event id is its key.
+//
+// **Verification** comes first, from the headers and the raw body's bytes, before anything
+// parses the body: the HMAC-SHA256 the scheme signs (below), keyed with one of the
+// provider's secrets, must match a signature of the delivery (compared in constant time),
+// and the signed timestamp must be within 5 minutes of the server's clock, either way.
+//   - `standard-webhooks` (https://www.standardwebhooks.com): headers `webhook-id`,
+//     `webhook-timestamp` and `webhook-signature` (`v1,<base64>`, several separated by
+//     spaces), over `<webhook-id>.<webhook-timestamp>.<body>`, keyed with the secret's bytes
+//     (after `whsec_`, base64-decoded).
+//   - `stripe`: header `Stripe-Signature: t=<unix seconds>,v1=<hex>` (several `v1` during
+//     Stripe's own rotation; `v0` is ignored), over `<t>.<body>`, keyed with the secret's
+//     text, `whsec_` and all.
+//
+// An unknown provider, a missing or wrong signature, or a timestamp out of bounds → **401**
+// `delivery-unverified`; nothing is recorded.
+//
+// **Once per event**: the provider's event id (`webhook-id`; a Stripe event's `id`), 1 to
+// 246 printable ASCII characters, is the delivery's Idempotency-Key among its principal's
+// keys, as `provider:<event id>`, with the rules of *Idempotency*: a redelivery of an event
+// that reached its order gets the first answer byte for byte, with
+// `Idempotent-Replayed: true`; deliveries of one event at once have one effect, the others
+// waiting for it or answered **409** `idempotency-key-in-flight`; the id with an event read
+// otherwise (another type, payment, amount…), or from another of the principal's providers
+// → **422** `idempotency-key-reused`.
+//
+// **Events** (the body, in the provider's scheme; amounts in minor units):
+//   - Standard Webhooks: `payment.succeeded` (`paymentId`, `amount`, `currency`),
+//     `payment.failed` (`paymentId`, `reason`, "payment failed" if none) and
+//     `refund.succeeded` (`refundId`, `paymentId`, `amount`, `currency`), each with an
+//     optional `orderId`.
+//   - Stripe: `payment_intent.succeeded` (for `amount_received`, or `amount`),
+//     `payment_intent.payment_failed` (`last_payment_error.message` as the reason),
+//     `refund.updated` with status `succeeded`, and `charge.refunded` (for its newest refund,
+//     or without the list for `amount_refunded`); the order id is the object's
+//     `metadata.order_id` (or `orderId`).
+//
+// Any other type, or a refund not succeeded yet, is one the service does not act on. An
+// event of a listed type without the fields it needs, or a body that is not an event of the
+// scheme → **400** `provider-event-malformed`; nothing is recorded.
+//
+// **The order** is the one of the provider's principal that started the event's payment id
+// (`POST /v1/orders/{id}/payments`); failing that, the one the event's order id names, if
+// the principal created it.
+//
+// **200**, with the event's `outcome`, so that the provider stops delivering it:
+//   - `applied`: the order took it, now or before. A payment reported by two events is paid
+//     once; a failure and a success of one payment, in either order, leave the order paid; a
+//     refund of a paid or shipped order that it did not request (made at the provider) is
+//     requested and completed at once.
+//   - `unapplied`, with the `reason`: recorded where an auditor sees it. On the order's
+//     history, as `order.provider-event-unapplied.v1` (a failure of a payment no longer in
+//     progress, a refund the order does not allow), or as `order.duplicate-charge-recorded.v1`
+//     for money captured that the order does not accept (see `duplicateCharges`). Or, when no
+//     order is found or the type is one the service does not act on, in the provider log,
+//     once per event: a redelivery records nothing more, and is looked up again (an order of
+//     the principal that has since started the payment takes it). `GET /v1/provider-events`
+//     lists both kinds of record.
+//
+// Answers that a later delivery can change come with `Retry-After` and are not stored:
+// **409** `too-early` for a refund that arrives before the success of the payment it
+// refunds, which the provider's redelivery applies once the success has arrived; **409**
+// `idempotency-key-in-flight` or `concurrent-modification`; and 5xx.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/provider-events/{provider} (the `ReceiveProviderEvent` operationId).
+func (c *ClientWithResponses) ReceiveProviderEventWithResponse(ctx context.Context, provider string, params *ReceiveProviderEventParams, body ReceiveProviderEventJSONRequestBody, reqEditors ...RequestEditorFn) (*ReceiveProviderEventResponse, error) {
+	rsp, err := c.ReceiveProviderEvent(ctx, provider, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReceiveProviderEventResponse(rsp)
 }
 
 // SalesReportWithResponse Sales per day and currency
@@ -19007,6 +20985,389 @@ func ParseConfirmPaymentByIdResponse(rsp *http.Response) (*ConfirmPaymentByIdRes
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers ConfirmPaymentByIdResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListUnappliedProviderEventsResponse parses an HTTP response from a ListUnappliedProviderEventsWithResponse call
+func ParseListUnappliedProviderEventsResponse(rsp *http.Response) (*ListUnappliedProviderEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListUnappliedProviderEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest UnappliedProviderEventPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ReadModelBehind
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListUnappliedProviderEventsResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListUnappliedProviderEventsResponse400Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListUnappliedProviderEventsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListUnappliedProviderEventsResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ListUnappliedProviderEventsResponse404Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListUnappliedProviderEventsResponse500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListUnappliedProviderEventsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReceiveProviderEventResponse parses an HTTP response from a ReceiveProviderEventWithResponse call
+func ParseReceiveProviderEventResponse(rsp *http.Response) (*ReceiveProviderEventResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReceiveProviderEventResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ProviderEventAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ProviderEventMalformed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ProviderUnverified
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ProviderConflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest PayloadTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ProviderEventReused
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ReceiveProviderEventResponse200Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("Log-Position"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Log-Position", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			}
+			headers.LogPosition = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ReceiveProviderEventResponse400Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ReceiveProviderEventResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers ReceiveProviderEventResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers ReceiveProviderEventResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 422:
+		var headers ReceiveProviderEventResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 500:
+		var headers ReceiveProviderEventResponse500Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ReceiveProviderEventResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
