@@ -320,9 +320,12 @@ func TestProviderEventsNotAppliedAreRecorded(t *testing.T) {
 
 	paid := s.payingOrder(t, "pay-late-failure")
 	s.deliverOK(t, psp, succeeded("evt-paid", "pay-late-failure", orderTotal), "applied")
+	second := succeeded("evt-second-charge", "pay-second", orderTotal)
+	second.OrderID = paid // a charge the order never started, found by the provider's metadata
+	s.deliverOK(t, psp, second, "unapplied")
 	s.deliverOK(t, psp, failed("evt-late-failure", "pay-late-failure"), "unapplied")
-	if types := s.eventTypes(t, paid); countType(types, "provider-event-unapplied") != 1 {
-		t.Errorf("events %v; want the late failure recorded", types)
+	if types := s.eventTypes(t, paid); countType(types, "provider-event-unapplied") != 1 || countType(types, "duplicate-charge-recorded") != 1 {
+		t.Errorf("events %v; want the late failure recorded, and the second charge as one to refund", types)
 	}
 
 	s.deliverOK(t, psp, succeeded("evt-unknown-payment", "pay-nobody", orderTotal), "unapplied")
