@@ -121,8 +121,7 @@ func evolve(s State, e Event, owned bool) State {
 	switch e := e.(type) {
 	case Created:
 		s.ID, s.CustomerID, s.Currency, s.ClientRef, s.Channel = e.OrderID, e.CustomerID, e.Currency, e.ClientRef, e.Channel
-		s.Status = StatusCreated
-		s.CreatedAt = e.At
+		s.Status, s.CreatedAt = StatusCreated, e.At
 		zero := Money{Currency: e.Currency}
 		s.Paid, s.PendingRefund, s.Refunded = zero, zero, zero
 		s = s.withLines(s.Lines, !owned)
@@ -164,7 +163,7 @@ func evolve(s State, e Event, owned bool) State {
 		s.Refunded, s.PendingRefund = refunded, Money{Currency: s.Currency}
 	case DuplicateChargeRecorded:
 		s.DuplicateCharges = s.DuplicateCharges.Add(Charge(e))
-	case ProviderEventUnapplied:
+	case ProviderEventUnapplied: // recorded; the order is unchanged
 	default:
 		return s
 	}
