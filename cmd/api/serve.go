@@ -57,14 +57,9 @@ type serveCmd struct {
 func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	// Lines logged with a request's context, by any package, name the request.
 	log := api.RequestLogger(slog.New(slog.NewJSONHandler(e.stderr, nil)))
-	keys, err := readKeys(cmd.KeysFile)
+	keys, err := cmd.readFiles()
 	if err != nil {
 		return err
-	}
-	if cmd.PaymentProviders != "" {
-		if cmd.providers, err = providers.ReadFile(cmd.PaymentProviders); err != nil {
-			return fmt.Errorf("--payment-providers: %w", err)
-		}
 	}
 	if err := servePprof(ctx, cmd.PprofAddr, log); err != nil {
 		return err
@@ -116,6 +111,21 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	log.Info("serving", "addr", ln.Addr().String(), "data", cmd.Data, "development_mode", len(keys) == 0,
 		"max_connections", maxConns, "idle_timeout", cmd.Limits.IdleTimeout.String(), "memory_limit_bytes", memoryLimit)
 	return shutDown(ctx, served, hs, srv, cmd.Shutdown, log)
+}
+
+// readFiles reads the keys file, which it returns, and the providers file: one that cannot be
+// used stops the start before anything else.
+func (cmd *serveCmd) readFiles() (api.APIKeys, error) {
+	keys, err := readKeys(cmd.KeysFile)
+	if err != nil {
+		return nil, err
+	}
+	if cmd.PaymentProviders != "" {
+		if cmd.providers, err = providers.ReadFile(cmd.PaymentProviders); err != nil {
+			return nil, fmt.Errorf("--payment-providers: %w", err)
+		}
+	}
+	return keys, nil
 }
 
 // writeback is --writeback for the stores: never, for 0.
