@@ -511,3 +511,47 @@ func TestProviderDeliveriesThroughKills(t *testing.T) {
 		t.Errorf("api audit verify: exit %d\n%s", code, tail(out, 8<<10))
 	}
 }
+
+// A provider's deliveries of one event reach several nodes on one shared store at once (the
+// store the provider's retries and a load balancer spread them over): one effect, one answer.
+func TestProviderDeliveriesOnSeveralNodes(t *testing.T) {
+	t.Parallel()
+	onSharedStores(t, func(t *testing.T, args func(more ...string) []string) {
+		nodes := startNodes(t, args("--keys-file", accessKeysFile(t), "--payment-providers", providersFile(t, psp, stripe)))
+		id := nodes[0].payingOrder(t, "pay-nodes")
+		deadline := time.Now().Add(requestTimeout)
+		answers := make([]*response, 60)
+		var wg sync.WaitGroup
+		for i := range answers {
+			p, ev := psp, succeeded("evt-nodes-psp", "pay-nodes", orderTotal)
+			if i%2 == 1 {
+				p, ev = stripe, succeeded("evt-nodes-stripe", "pay-nodes", orderTotal) // the same payment, another event
+			}
+			body, header := signedDelivery(t, p, ev, time.Now())
+			node := nodes[i%len(nodes)]
+			wg.Go(func() {
+				r, _, err := node.sendSettled(t, request{method: "POST", path: "/v1/provider-events/" + p.Name, body: body, header: header}, deadline)
+				if err != nil {
+					t.Error(err)
+				}
+				answers[i] = r
+			})
+		}
+		wg.Wait()
+		byEvent := map[string]string{}
+		for _, r := range answers {
+			if r == nil || r.status != http.StatusOK || r.str("outcome") != "applied" {
+				t.Fatalf("%v; want 200 applied", r)
+			}
+			if b, ok := byEvent[r.str("eventId")]; ok && b != string(r.body) {
+				t.Errorf("two answers to one event: %s and %s", b, r.body)
+			}
+			byEvent[r.str("eventId")] = string(r.body)
+		}
+		for i, node := range nodes {
+			if types := node.eventTypes(t, id); countType(types, "payment-confirmed") != 1 || countType(types, "duplicate-charge") != 0 {
+				t.Errorf("node %d: events %v; want one payment", i, types)
+			}
+		}
+	})
+}
