@@ -130,7 +130,7 @@ func (s *Server) providerOrder(ctx context.Context, p providers.Provider, ev pro
 	if id, ok, err := s.Reads.PaymentOrder(ctx, p.Principal, ev.PaymentID); err != nil || ok {
 		return id, "", err
 	}
-	if ev.OrderID != "" {
+	if ev.OrderID != "" && len(ev.OrderID) <= order.MaxIDLen && !strings.ContainsAny(ev.OrderID, " /") {
 		owner, found, err := s.Orders.Owner(ctx, ev.OrderID)
 		if err != nil || (found && owner == p.Principal) {
 			return ev.OrderID, "", err
