@@ -4193,7 +4193,7 @@ type ClientInterface interface {
 	// `delivery-unverified`; nothing is recorded.
 	//
 	// **Once per event**: the provider's event id (`webhook-id`; a Stripe event's `id`), 1 to
-	// 246 printable ASCII characters, is the delivery's Idempotency-Key among its principal's
+	// 128 printable ASCII characters without spaces, is the delivery's Idempotency-Key among its principal's
 	// keys, as `provider:<event id>`, with the rules of *Idempotency*: a redelivery of an event
 	// that reached its order gets the first answer byte for byte, with
 	// `Idempotent-Replayed: true`; deliveries of one event at once have one effect, the others
@@ -4230,8 +4230,8 @@ type ClientInterface interface {
 	//   progress, a refund the order does not allow), or as `order.duplicate-charge-recorded.v1`
 	//   for money captured that the order does not accept (see `duplicateCharges`). Or, when no
 	//   order is found or the type is one the service does not act on, in the provider log,
-	//   once per event: a redelivery records nothing more, and is looked up again (an order of
-	//   the principal that has since started the payment takes it). `GET /v1/provider-events`
+	//   once per event: a redelivery gets the first record's answer, with
+	//   `Idempotent-Replayed: true`, and records nothing more. `GET /v1/provider-events`
 	//   lists both kinds of record.
 	//
 	// Answers that a later delivery can change come with `Retry-After` and are not stored:
@@ -4269,7 +4269,7 @@ type ClientInterface interface {
 	// `delivery-unverified`; nothing is recorded.
 	//
 	// **Once per event**: the provider's event id (`webhook-id`; a Stripe event's `id`), 1 to
-	// 246 printable ASCII characters, is the delivery's Idempotency-Key among its principal's
+	// 128 printable ASCII characters without spaces, is the delivery's Idempotency-Key among its principal's
 	// keys, as `provider:<event id>`, with the rules of *Idempotency*: a redelivery of an event
 	// that reached its order gets the first answer byte for byte, with
 	// `Idempotent-Replayed: true`; deliveries of one event at once have one effect, the others
@@ -4306,8 +4306,8 @@ type ClientInterface interface {
 	//   progress, a refund the order does not allow), or as `order.duplicate-charge-recorded.v1`
 	//   for money captured that the order does not accept (see `duplicateCharges`). Or, when no
 	//   order is found or the type is one the service does not act on, in the provider log,
-	//   once per event: a redelivery records nothing more, and is looked up again (an order of
-	//   the principal that has since started the payment takes it). `GET /v1/provider-events`
+	//   once per event: a redelivery gets the first record's answer, with
+	//   `Idempotent-Replayed: true`, and records nothing more. `GET /v1/provider-events`
 	//   lists both kinds of record.
 	//
 	// Answers that a later delivery can change come with `Retry-After` and are not stored:
@@ -5261,7 +5261,7 @@ func (c *Client) ListUnappliedProviderEvents(ctx context.Context, params *ListUn
 // `delivery-unverified`; nothing is recorded.
 //
 // **Once per event**: the provider's event id (`webhook-id`; a Stripe event's `id`), 1 to
-// 246 printable ASCII characters, is the delivery's Idempotency-Key among its principal's
+// 128 printable ASCII characters without spaces, is the delivery's Idempotency-Key among its principal's
 // keys, as `provider:<event id>`, with the rules of *Idempotency*: a redelivery of an event
 // that reached its order gets the first answer byte for byte, with
 // `Idempotent-Replayed: true`; deliveries of one event at once have one effect, the others
@@ -5298,8 +5298,8 @@ func (c *Client) ListUnappliedProviderEvents(ctx context.Context, params *ListUn
 //     progress, a refund the order does not allow), or as `order.duplicate-charge-recorded.v1`
 //     for money captured that the order does not accept (see `duplicateCharges`). Or, when no
 //     order is found or the type is one the service does not act on, in the provider log,
-//     once per event: a redelivery records nothing more, and is looked up again (an order of
-//     the principal that has since started the payment takes it). `GET /v1/provider-events`
+//     once per event: a redelivery gets the first record's answer, with
+//     `Idempotent-Replayed: true`, and records nothing more. `GET /v1/provider-events`
 //     lists both kinds of record.
 //
 // Answers that a later delivery can change come with `Retry-After` and are not stored:
@@ -5347,7 +5347,7 @@ func (c *Client) ReceiveProviderEventWithBody(ctx context.Context, provider stri
 // `delivery-unverified`; nothing is recorded.
 //
 // **Once per event**: the provider's event id (`webhook-id`; a Stripe event's `id`), 1 to
-// 246 printable ASCII characters, is the delivery's Idempotency-Key among its principal's
+// 128 printable ASCII characters without spaces, is the delivery's Idempotency-Key among its principal's
 // keys, as `provider:<event id>`, with the rules of *Idempotency*: a redelivery of an event
 // that reached its order gets the first answer byte for byte, with
 // `Idempotent-Replayed: true`; deliveries of one event at once have one effect, the others
@@ -5384,8 +5384,8 @@ func (c *Client) ReceiveProviderEventWithBody(ctx context.Context, provider stri
 //     progress, a refund the order does not allow), or as `order.duplicate-charge-recorded.v1`
 //     for money captured that the order does not accept (see `duplicateCharges`). Or, when no
 //     order is found or the type is one the service does not act on, in the provider log,
-//     once per event: a redelivery records nothing more, and is looked up again (an order of
-//     the principal that has since started the payment takes it). `GET /v1/provider-events`
+//     once per event: a redelivery gets the first record's answer, with
+//     `Idempotent-Replayed: true`, and records nothing more. `GET /v1/provider-events`
 //     lists both kinds of record.
 //
 // Answers that a later delivery can change come with `Retry-After` and are not stored:
@@ -8776,7 +8776,7 @@ type ClientWithResponsesInterface interface {
 	// `delivery-unverified`; nothing is recorded.
 	//
 	// **Once per event**: the provider's event id (`webhook-id`; a Stripe event's `id`), 1 to
-	// 246 printable ASCII characters, is the delivery's Idempotency-Key among its principal's
+	// 128 printable ASCII characters without spaces, is the delivery's Idempotency-Key among its principal's
 	// keys, as `provider:<event id>`, with the rules of *Idempotency*: a redelivery of an event
 	// that reached its order gets the first answer byte for byte, with
 	// `Idempotent-Replayed: true`; deliveries of one event at once have one effect, the others
@@ -8813,8 +8813,8 @@ type ClientWithResponsesInterface interface {
 	//   progress, a refund the order does not allow), or as `order.duplicate-charge-recorded.v1`
 	//   for money captured that the order does not accept (see `duplicateCharges`). Or, when no
 	//   order is found or the type is one the service does not act on, in the provider log,
-	//   once per event: a redelivery records nothing more, and is looked up again (an order of
-	//   the principal that has since started the payment takes it). `GET /v1/provider-events`
+	//   once per event: a redelivery gets the first record's answer, with
+	//   `Idempotent-Replayed: true`, and records nothing more. `GET /v1/provider-events`
 	//   lists both kinds of record.
 	//
 	// Answers that a later delivery can change come with `Retry-After` and are not stored:
@@ -8852,7 +8852,7 @@ type ClientWithResponsesInterface interface {
 	// `delivery-unverified`; nothing is recorded.
 	//
 	// **Once per event**: the provider's event id (`webhook-id`; a Stripe event's `id`), 1 to
-	// 246 printable ASCII characters, is the delivery's Idempotency-Key among its principal's
+	// 128 printable ASCII characters without spaces, is the delivery's Idempotency-Key among its principal's
 	// keys, as `provider:<event id>`, with the rules of *Idempotency*: a redelivery of an event
 	// that reached its order gets the first answer byte for byte, with
 	// `Idempotent-Replayed: true`; deliveries of one event at once have one effect, the others
@@ -8889,8 +8889,8 @@ type ClientWithResponsesInterface interface {
 	//   progress, a refund the order does not allow), or as `order.duplicate-charge-recorded.v1`
 	//   for money captured that the order does not accept (see `duplicateCharges`). Or, when no
 	//   order is found or the type is one the service does not act on, in the provider log,
-	//   once per event: a redelivery records nothing more, and is looked up again (an order of
-	//   the principal that has since started the payment takes it). `GET /v1/provider-events`
+	//   once per event: a redelivery gets the first record's answer, with
+	//   `Idempotent-Replayed: true`, and records nothing more. `GET /v1/provider-events`
 	//   lists both kinds of record.
 	//
 	// Answers that a later delivery can change come with `Retry-After` and are not stored:
@@ -15548,7 +15548,7 @@ func (c *ClientWithResponses) ListUnappliedProviderEventsWithResponse(ctx contex
 // `delivery-unverified`; nothing is recorded.
 //
 // **Once per event**: the provider's event id (`webhook-id`; a Stripe event's `id`), 1 to
-// 246 printable ASCII characters, is the delivery's Idempotency-Key among its principal's
+// 128 printable ASCII characters without spaces, is the delivery's Idempotency-Key among its principal's
 // keys, as `provider:<event id>`, with the rules of *Idempotency*: a redelivery of an event
 // that reached its order gets the first answer byte for byte, with
 // `Idempotent-Replayed: true`; deliveries of one event at once have one effect, the others
@@ -15585,8 +15585,8 @@ func (c *ClientWithResponses) ListUnappliedProviderEventsWithResponse(ctx contex
 //     progress, a refund the order does not allow), or as `order.duplicate-charge-recorded.v1`
 //     for money captured that the order does not accept (see `duplicateCharges`). Or, when no
 //     order is found or the type is one the service does not act on, in the provider log,
-//     once per event: a redelivery records nothing more, and is looked up again (an order of
-//     the principal that has since started the payment takes it). `GET /v1/provider-events`
+//     once per event: a redelivery gets the first record's answer, with
+//     `Idempotent-Replayed: true`, and records nothing more. `GET /v1/provider-events`
 //     lists both kinds of record.
 //
 // Answers that a later delivery can change come with `Retry-After` and are not stored:
@@ -15630,7 +15630,7 @@ func (c *ClientWithResponses) ReceiveProviderEventWithBodyWithResponse(ctx conte
 // `delivery-unverified`; nothing is recorded.
 //
 // **Once per event**: the provider's event id (`webhook-id`; a Stripe event's `id`), 1 to
-// 246 printable ASCII characters, is the delivery's Idempotency-Key among its principal's
+// 128 printable ASCII characters without spaces, is the delivery's Idempotency-Key among its principal's
 // keys, as `provider:<event id>`, with the rules of *Idempotency*: a redelivery of an event
 // that reached its order gets the first answer byte for byte, with
 // `Idempotent-Replayed: true`; deliveries of one event at once have one effect, the others
@@ -15667,8 +15667,8 @@ func (c *ClientWithResponses) ReceiveProviderEventWithBodyWithResponse(ctx conte
 //     progress, a refund the order does not allow), or as `order.duplicate-charge-recorded.v1`
 //     for money captured that the order does not accept (see `duplicateCharges`). Or, when no
 //     order is found or the type is one the service does not act on, in the provider log,
-//     once per event: a redelivery records nothing more, and is looked up again (an order of
-//     the principal that has since started the payment takes it). `GET /v1/provider-events`
+//     once per event: a redelivery gets the first record's answer, with
+//     `Idempotent-Replayed: true`, and records nothing more. `GET /v1/provider-events`
 //     lists both kinds of record.
 //
 // Answers that a later delivery can change come with `Retry-After` and are not stored:
