@@ -101,3 +101,17 @@ func (c Caller) Need(may bool, what string) error {
 	}
 	return fmt.Errorf("%w: %s may not %s with the roles %s", ErrForbidden, c.Principal, what, c.Roles)
 }
+
+// ValidatePrincipal checks a principal's name, as an API key or a payment provider names it:
+// printable ASCII without spaces, not starting with #, at most 128 characters. It is recorded in every event the principal causes.
+func ValidatePrincipal(name string) error {
+	if name == "" || len(name) > 128 || strings.HasPrefix(name, "#") {
+		return fmt.Errorf("invalid principal %q: 1 to 128 characters, not starting with #", name)
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] <= 0x20 || name[i] > 0x7e {
+			return fmt.Errorf("invalid principal %q: printable ASCII without spaces only", name)
+		}
+	}
+	return nil
+}

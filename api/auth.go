@@ -74,7 +74,7 @@ func parseKeyLine(line string) (APIKey, error) {
 		return APIKey{}, errors.New("want '<principal> <sha256-hex-of-key> [role,...]'")
 	}
 	k := APIKey{Principal: fields[0], Roles: access.RoleClient}
-	if err := ValidatePrincipal(k.Principal); err != nil {
+	if err := access.ValidatePrincipal(k.Principal); err != nil {
 		return APIKey{}, err
 	}
 	sum, err := hex.DecodeString(fields[1])
@@ -88,20 +88,6 @@ func parseKeyLine(line string) (APIKey, error) {
 		}
 	}
 	return k, nil
-}
-
-// ValidatePrincipal checks a principal's name: printable ASCII without spaces, not starting
-// with #, at most 128 characters. It is recorded in every event the principal causes.
-func ValidatePrincipal(name string) error {
-	if name == "" || len(name) > 128 || strings.HasPrefix(name, "#") {
-		return fmt.Errorf("invalid principal %q: 1 to 128 characters, not starting with #", name)
-	}
-	for i := 0; i < len(name); i++ {
-		if name[i] <= 0x20 || name[i] > 0x7e {
-			return fmt.Errorf("invalid principal %q: printable ASCII without spaces only", name)
-		}
-	}
-	return nil
 }
 
 // lookupHash finds the entry of a key by its hash. It compares the hash with every entry's in

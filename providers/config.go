@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/acme/orders/access"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
 
@@ -35,8 +36,7 @@ const MaxProviders = 64
 // Bounds of a provider's fields, checked by Parse.
 const (
 	maxName         = 64
-	maxPrincipal    = 128 // as a principal of an API key (api.ValidatePrincipal)
-	maxSecrets      = 2   // the secret in use and, during a rotation, the next one
+	maxSecrets      = 2 // the secret in use and, during a rotation, the next one
 	maxSecretLength = 256
 	minKeyBytes     = 16 // the least key a secret may give: 128 bits
 	maxFileBytes    = 1 << 20
@@ -238,7 +238,7 @@ func (p Provider) check() error {
 	if err := checkName(p.Name); err != nil {
 		return err
 	}
-	if err := checkPrincipal(p.Principal); err != nil {
+	if err := access.ValidatePrincipal(p.Principal); err != nil {
 		return err
 	}
 	if !slices.Contains(schemes, p.Scheme) {
@@ -271,20 +271,6 @@ func checkName(name string) error {
 	for i := 0; i < len(name); i++ {
 		if c := name[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
 			return fmt.Errorf("name %q: only a-z, 0-9 and -", name)
-		}
-	}
-	return nil
-}
-
-// checkPrincipal checks a principal's name by the rule of an API key's (api.ValidatePrincipal,
-// which this package cannot import): a principal no key can have would own no order.
-func checkPrincipal(name string) error {
-	if name == "" || len(name) > maxPrincipal || strings.HasPrefix(name, "#") {
-		return fmt.Errorf("principal %q: 1 to %d characters, not starting with #", name, maxPrincipal)
-	}
-	for i := 0; i < len(name); i++ {
-		if name[i] <= 0x20 || name[i] > 0x7e {
-			return fmt.Errorf("principal %q: printable ASCII without spaces only", name)
 		}
 	}
 	return nil

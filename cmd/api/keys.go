@@ -105,7 +105,7 @@ type keysAddCmd struct {
 const keyPrefix = "ord_"
 
 func (c *keysAddCmd) Run(e *env) error {
-	if err := api.ValidatePrincipal(c.Name); err != nil {
+	if err := access.ValidatePrincipal(c.Name); err != nil {
 		return err
 	}
 	roles, err := access.ParseRoles(strings.Join(c.Roles, ","))
