@@ -103,7 +103,8 @@ func (c Caller) Need(may bool, what string) error {
 }
 
 // ValidatePrincipal checks a principal's name, as an API key or a payment provider names it:
-// printable ASCII without spaces, not starting with #, at most 128 characters. It is recorded in every event the principal causes.
+// printable ASCII without spaces, not starting with #, at most 128 characters. It is recorded
+// in every event the principal causes.
 func ValidatePrincipal(name string) error {
 	if name == "" || len(name) > 128 || strings.HasPrefix(name, "#") {
 		return fmt.Errorf("invalid principal %q: 1 to 128 characters, not starting with #", name)
