@@ -3,9 +3,6 @@ package webhooks
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
 
 // errAddressRefused: the URL's host resolved to an address deliveries may not go to.
@@ -149,17 +148,12 @@ func newClient(allowPrivate bool, timeout time.Duration, conns, idle int) *http.
 }
 
 // Sign returns the webhook-signature header of a delivery: "v1,<base64 HMAC-SHA256>" for each
-// key, over "id.timestamp.body", separated by spaces (Standard Webhooks).
+// key, over "id.timestamp.body", separated by spaces (Standard Webhooks, through its library).
 func Sign(keys [][]byte, id string, timestamp int64, body []byte) string {
 	sigs := make([]string, len(keys))
 	for i, k := range keys {
-		mac := hmac.New(sha256.New, k)
-		mac.Write([]byte(id))
-		mac.Write([]byte{'.'})
-		mac.Write(strconv.AppendInt(nil, timestamp, 10))
-		mac.Write([]byte{'.'})
-		mac.Write(body)
-		sigs[i] = "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+		wh, _ := standardwebhooks.NewWebhookRaw(k)              // never fails
+		sigs[i], _ = wh.Sign(id, time.Unix(timestamp, 0), body) // never fails
 	}
 	return strings.Join(sigs, " ")
 }
