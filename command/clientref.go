@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/acme/orders/fault"
@@ -100,20 +99,15 @@ func refTaken(c order.CreateOrder) error {
 // claimHolder returns the order that the claim in stream is for, if there is one: a client
 // reference's claim and a payment id's name it alike.
 func (h *Handler) claimHolder(ctx context.Context, stream string) (orderID string, found bool, err error) {
-	for e, err := range h.Store.ReadStream(ctx, stream, eventstore.ReadStreamOptions{Limit: 1}) {
-		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			break
-		}
-		if err != nil {
-			return "", false, fmt.Errorf("read the claim %s: %w", stream, err)
-		}
-		var held struct {
-			OrderID string `json:"orderId"`
-		}
-		if err := json.Unmarshal(e.Data, &held); err != nil {
-			return "", false, fmt.Errorf("the claim %s: %w", stream, err)
-		}
-		return held.OrderID, true, nil
+	e, found, err := eventstore.First(ctx, h.Store, stream)
+	if err != nil || !found {
+		return "", false, err
 	}
-	return "", false, nil
+	var held struct {
+		OrderID string `json:"orderId"`
+	}
+	if err := json.Unmarshal(e.Data, &held); err != nil {
+		return "", false, fmt.Errorf("the claim %s: %w", stream, err)
+	}
+	return held.OrderID, true, nil
 }

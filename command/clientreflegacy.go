@@ -87,19 +87,11 @@ func (h *Handler) ScanLegacyClientRefs(ctx context.Context, feed eventstore.Feed
 
 // noLegacyMarker reports whether the store holds the marker NoLegacyClientRefsStream.
 func (h *Handler) noLegacyMarker(ctx context.Context) (bool, error) {
-	for e, err := range h.Store.ReadStream(ctx, NoLegacyClientRefsStream, eventstore.ReadStreamOptions{Limit: 1}) {
-		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			return false, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("read %s: %w", NoLegacyClientRefsStream, err)
-		}
-		if e.Type != TypeNoLegacyClientRefs {
-			return false, fmt.Errorf("read %s: event of type %q", NoLegacyClientRefsStream, e.Type)
-		}
-		return true, nil
+	e, found, err := eventstore.First(ctx, h.Store, NoLegacyClientRefsStream)
+	if err == nil && found && e.Type != TypeNoLegacyClientRefs {
+		err = fmt.Errorf("read %s: event of type %q", NoLegacyClientRefsStream, e.Type)
 	}
-	return false, nil
+	return found && err == nil, err
 }
 
 // scanLegacyClaims reads the client-reference claims of the log up to the first legacy one.

@@ -2,6 +2,8 @@ package eventstore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"iter"
 	"strings"
 )
@@ -128,4 +130,19 @@ func (f Filter) Match(stream string) bool {
 		}
 	}
 	return false
+}
+
+// First returns the first event of stream in s; found is false if the stream does not exist
+// (or holds no event).
+func First(ctx context.Context, s Store, stream string) (e RecordedEvent, found bool, err error) {
+	for e, err := range s.ReadStream(ctx, stream, ReadStreamOptions{Limit: 1}) {
+		if errors.Is(err, ErrStreamNotFound) {
+			break
+		}
+		if err != nil {
+			return RecordedEvent{}, false, fmt.Errorf("read the first event of %s: %w", stream, err)
+		}
+		return e, true, nil
+	}
+	return RecordedEvent{}, false, nil
 }

@@ -66,18 +66,13 @@ func Record(ctx context.Context, store eventstore.Store, u Unapplied) (Unapplied
 // Recorded returns the record of event id of provider in the provider log, if there is one.
 func Recorded(ctx context.Context, store eventstore.Store, principal, provider, eventID string) (Unapplied, bool, error) {
 	stream := LogStream(principal, provider, eventID)
-	for e, err := range store.ReadStream(ctx, stream, eventstore.ReadStreamOptions{Limit: 1}) {
-		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			break
-		}
-		if err != nil {
-			return Unapplied{}, false, fmt.Errorf("read the provider log %s: %w", stream, err)
-		}
-		var u Unapplied
-		if err := json.Unmarshal(e.Data, &u); err != nil {
-			return Unapplied{}, false, fmt.Errorf("the provider log %s: %w", stream, err)
-		}
-		return u, true, nil
+	e, found, err := eventstore.First(ctx, store, stream)
+	if err != nil || !found {
+		return Unapplied{}, false, err
 	}
-	return Unapplied{}, false, nil
+	var u Unapplied
+	if err := json.Unmarshal(e.Data, &u); err != nil {
+		return Unapplied{}, false, fmt.Errorf("the provider log %s: %w", stream, err)
+	}
+	return u, true, nil
 }

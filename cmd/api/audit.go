@@ -190,17 +190,15 @@ func (c *auditStateCmd) Run(ctx context.Context, e *env) error {
 
 // absentAt says why an order had no state at the time asked: it never existed, or not yet.
 func absentAt(ctx context.Context, s eventstore.Store, id string, at time.Time) error {
-	for ev, err := range s.ReadStream(ctx, command.StreamName(id), eventstore.ReadStreamOptions{Limit: 1}) {
-		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		return fmt.Errorf("order %s did not exist at %s: its first event was recorded at %s",
-			id, at.Format(time.RFC3339Nano), ev.Recorded.Format(time.RFC3339Nano))
+	ev, found, err := eventstore.First(ctx, s, command.StreamName(id))
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return orderNotFound(id)
 	}
-	return orderNotFound(id)
+	return fmt.Errorf("order %s did not exist at %s: its first event was recorded at %s",
+		id, at.Format(time.RFC3339Nano), ev.Recorded.Format(time.RFC3339Nano))
 }
 
 // printState prints an order's state as a table: its fields, then its lines and any

@@ -175,16 +175,11 @@ func (c *copier) plan(ctx context.Context) error {
 // firstRevision returns the revision of the first event of stream in the source; a stream
 // deleted since its events were read has none to copy, and answers the end of revisions.
 func (c *copier) firstRevision(ctx context.Context, stream string) (uint64, error) {
-	for e, err := range c.src.ReadStream(ctx, stream, eventstore.ReadStreamOptions{Limit: 1}) {
-		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			break
-		}
-		if err != nil {
-			return 0, fmt.Errorf("read the first event of %s: %w", stream, err)
-		}
-		return e.Revision, nil
+	e, found, err := eventstore.First(ctx, c.src, stream)
+	if err != nil || !found {
+		return eventstore.End, err
 	}
-	return eventstore.End, nil
+	return e.Revision, nil
 }
 
 // fillToHead fills the positions of the source's removed events after its last one, up to its
