@@ -79,10 +79,10 @@ func keys(requests []*request) (streams []string, ids []uuid.UUID) {
 		}
 	}
 	for _, r := range requests {
-		if r.appends == nil {
-			add(r.stream)
+		if r.Appends == nil {
+			add(r.Stream)
 		}
-		for _, a := range r.appends {
+		for _, a := range r.Appends {
 			add(a.Stream)
 			for _, e := range a.Events {
 				ids = append(ids, e.ID)
@@ -95,12 +95,12 @@ func keys(requests []*request) (streams []string, ids []uuid.UUID) {
 // apply decides r and sets its outcome.
 func (b *batch) apply(r *request) {
 	switch {
-	case r.truncate:
-		r.err = b.truncate(r.stream, r.before)
-	case r.appends == nil:
-		r.err = b.delete(r.stream, r.expected)
+	case r.Truncate:
+		r.Err = b.truncate(r.Stream, r.Before)
+	case r.Appends == nil:
+		r.Err = b.delete(r.Stream, r.Expected)
 	default:
-		r.results, r.err = b.appendAll(r.appends)
+		r.Results, r.Err = b.appendAll(r.Appends)
 	}
 }
 

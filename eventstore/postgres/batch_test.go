@@ -19,7 +19,7 @@ func TestBatchDecidesEachRequestInOrder(t *testing.T) {
 	a, b, c, d := "a", "b", "c", "d"
 	ae, be, ce, de := eventstoretest.NewEvents(3), eventstoretest.NewEvents(2), eventstoretest.NewEvents(1), eventstoretest.NewEvents(1)
 	appendTo := func(stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) *request {
-		return &request{ctx: ctx, appends: []eventstore.StreamAppend{{Stream: stream, Expected: expected, Events: events}}}
+		return &request{Ctx: ctx, Appends: []eventstore.StreamAppend{{Stream: stream, Expected: expected, Events: events}}}
 	}
 	cases := []struct {
 		r    *request
@@ -30,31 +30,31 @@ func TestBatchDecidesEachRequestInOrder(t *testing.T) {
 		{appendTo(a, eventstore.Exact(0), ce...), refused(a, eventstore.Exact(0), eventstore.Exact(1))},
 		{appendTo(b, eventstore.Any, ae[0], be[0]), failed(eventstore.ErrDuplicateEventID)}, // ae[0] is a's
 		{appendTo(b, eventstore.NoStream, be[:1]...), written(0, eventstore.FateWritten)},
-		{&request{ctx: ctx, stream: a, expected: eventstore.Exact(1)}, failed(nil)},
+		{&request{Ctx: ctx, Stream: a, Expected: eventstore.Exact(1)}, failed(nil)},
 		{appendTo(a, eventstore.NoStream, ae[2]), written(2, eventstore.FateWritten)}, // after the revisions a had
 		{appendTo(c, eventstore.Any, ae[0]), written(0, eventstore.FateWritten)},      // ae[0] went with the delete
-		{&request{ctx: ctx, stream: b, truncate: true, before: 0}, failed(nil)},
-		{&request{ctx: ctx, appends: []eventstore.StreamAppend{
+		{&request{Ctx: ctx, Stream: b, Truncate: true, Before: 0}, failed(nil)},
+		{&request{Ctx: ctx, Appends: []eventstore.StreamAppend{
 			{Stream: d, Expected: eventstore.NoStream, Events: de},
 			{Stream: b, Expected: eventstore.Exact(5), Events: be[1:]},
 		}}, refused(b, eventstore.Exact(5), eventstore.Exact(0))},
 	}
 	requests := make([]*request, len(cases))
 	for i, c := range cases {
-		requests[i], c.r.done = c.r, make(chan struct{})
+		requests[i], c.r.Done = c.r, make(chan struct{})
 	}
 	s.commit(requests)
 
 	for i, c := range cases {
 		select {
-		case <-c.r.done:
+		case <-c.r.Done:
 			t.Run(fmt.Sprint(i), func(t *testing.T) { c.want(t, c.r) })
 		default:
 			t.Fatalf("request %d was not answered", i)
 		}
 	}
-	if !requests[1].results[0].Same(requests[0].results[0]) {
-		t.Errorf("the repeat answered %+v, want %+v", requests[1].results[0], requests[0].results[0])
+	if !requests[1].Results[0].Same(requests[0].Results[0]) {
+		t.Errorf("the repeat answered %+v, want %+v", requests[1].Results[0], requests[0].Results[0])
 	}
 	// The streams hold what the requests wrote, all recorded by one transaction.
 	wantOneTransaction(t, s, []streamWant{{a, 2, ae[2:]}, {b, 0, be[:1]}, {c, 0, ae[:1]}})
@@ -66,8 +66,8 @@ func TestBatchDecidesEachRequestInOrder(t *testing.T) {
 // written checks that an append wrote, or found stored, its events up to revision rev.
 func written(rev uint64, fate eventstore.Fate) func(t *testing.T, r *request) {
 	return func(t *testing.T, r *request) {
-		if r.err != nil || len(r.results) != 1 || r.results[0].Revision != rev || r.results[0].Fate != fate {
-			t.Errorf("%+v, %v; want revision %d, fate %d", r.results, r.err, rev, fate)
+		if r.Err != nil || len(r.Results) != 1 || r.Results[0].Revision != rev || r.Results[0].Fate != fate {
+			t.Errorf("%+v, %v; want revision %d, fate %d", r.Results, r.Err, rev, fate)
 		}
 	}
 }
@@ -75,8 +75,8 @@ func written(rev uint64, fate eventstore.Fate) func(t *testing.T, r *request) {
 // failed checks that a request failed with an error matching want, or succeeded if want is nil.
 func failed(want error) func(t *testing.T, r *request) {
 	return func(t *testing.T, r *request) {
-		if !errors.Is(r.err, want) {
-			t.Errorf("error = %v, want %v", r.err, want)
+		if !errors.Is(r.Err, want) {
+			t.Errorf("error = %v, want %v", r.Err, want)
 		}
 	}
 }
@@ -84,7 +84,7 @@ func failed(want error) func(t *testing.T, r *request) {
 // refused checks that a request failed with this wrong-expected-revision error.
 func refused(stream string, expected, actual eventstore.ExpectedRevision) func(t *testing.T, r *request) {
 	return func(t *testing.T, r *request) {
-		wantWrong(t, r.err, stream, expected, actual)
+		wantWrong(t, r.Err, stream, expected, actual)
 	}
 }
 
@@ -120,12 +120,12 @@ func TestBatchLeavesOutCancelledRequests(t *testing.T) {
 	s, _ := openDB(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	r := &request{ctx: ctx, done: make(chan struct{}), appends: []eventstore.StreamAppend{
+	r := &request{Ctx: ctx, Done: make(chan struct{}), Appends: []eventstore.StreamAppend{
 		{Stream: "s", Expected: eventstore.NoStream, Events: eventstoretest.NewEvents(1)},
 	}}
 	s.commit([]*request{r})
-	if !errors.Is(r.err, context.Canceled) {
-		t.Errorf("error = %v, want context.Canceled", r.err)
+	if !errors.Is(r.Err, context.Canceled) {
+		t.Errorf("error = %v, want context.Canceled", r.Err)
 	}
 	if _, err := eventstoretest.Collect(s.ReadStream(t.Context(), "s", eventstore.ReadStreamOptions{})); !errors.Is(err, eventstore.ErrStreamNotFound) {
 		t.Errorf("read the stream: %v, want ErrStreamNotFound", err)

@@ -419,7 +419,7 @@ func TestNamesThatAreNotText(t *testing.T) {
 				stream = "bad\x00" + stream
 			}
 			appends := []eventstore.StreamAppend{{Stream: stream, Expected: eventstore.NoStream, Events: eventstoretest.NewEvents(1)}}
-			errs[i] = s.submit(&request{ctx: ctx, appends: appends})
+			errs[i] = s.submit(&request{Ctx: ctx, Appends: appends})
 		})
 	}
 	wg.Wait()

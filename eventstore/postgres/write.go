@@ -4,24 +4,13 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/acme/orders/eventstore/internal/writeq"
+
 	"github.com/acme/orders/eventstore"
 )
 
-// request is one append, multi-stream append, delete or truncate waiting for the writer.
-type request struct {
-	ctx context.Context
-	// appends are made all or nothing. A delete or a truncate has none: it deletes stream at
-	// expected, or its events before revision before.
-	appends  []eventstore.StreamAppend
-	stream   string
-	expected eventstore.ExpectedRevision
-	truncate bool
-	before   uint64
-
-	results []eventstore.AppendResult // one per append
-	err     error
-	done    chan struct{} // closed once results and err are final
-}
+// request is a write waiting for the writer.
+type request = writeq.Request
 
 // Append implements eventstore.Store.
 func (s *Store) Append(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) (eventstore.AppendResult, error) {
@@ -32,11 +21,11 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	if err := validAppends(appends); err != nil {
 		return eventstore.AppendResult{}, err
 	}
-	r := &request{ctx: ctx, appends: appends}
+	r := &request{Ctx: ctx, Appends: appends}
 	if err := s.submit(r); err != nil {
 		return eventstore.AppendResult{}, fmt.Errorf("append %s@%v: %w", stream, expected, err)
 	}
-	return r.results[0], nil
+	return r.Results[0], nil
 }
 
 // MultiStreamAppend implements eventstore.MultiStreamAppender: the appends are made in one
@@ -48,11 +37,11 @@ func (s *Store) MultiStreamAppend(ctx context.Context, appends ...eventstore.Str
 	if err := validAppends(appends); err != nil {
 		return nil, err
 	}
-	r := &request{ctx: ctx, appends: appends}
+	r := &request{Ctx: ctx, Appends: appends}
 	if err := s.submit(r); err != nil {
 		return nil, fmt.Errorf("append to %d streams (%s@%v first): %w", len(appends), appends[0].Stream, appends[0].Expected, err)
 	}
-	return r.results, nil
+	return r.Results, nil
 }
 
 // DeleteStream implements eventstore.Store. The events are deleted; the stream keeps its row
@@ -61,7 +50,7 @@ func (s *Store) DeleteStream(ctx context.Context, stream string, expected events
 	if err := validStream(stream); err != nil {
 		return err
 	}
-	if err := s.submit(&request{ctx: ctx, stream: stream, expected: expected}); err != nil {
+	if err := s.submit(&request{Ctx: ctx, Stream: stream, Expected: expected}); err != nil {
 		return fmt.Errorf("delete %s@%v: %w", stream, expected, err)
 	}
 	return nil
@@ -73,7 +62,7 @@ func (s *Store) Truncate(ctx context.Context, stream string, before uint64) erro
 	if err := validStream(stream); err != nil {
 		return err
 	}
-	if err := s.submit(&request{ctx: ctx, stream: stream, truncate: true, before: before}); err != nil {
+	if err := s.submit(&request{Ctx: ctx, Stream: stream, Truncate: true, Before: before}); err != nil {
 		return fmt.Errorf("truncate %s before %d: %w", stream, before, err)
 	}
 	return nil
@@ -89,23 +78,10 @@ func validStream(stream string) error {
 // submit hands r to the writer and waits for its outcome. If ctx ends after the writer took r,
 // r may still be committed.
 func (s *Store) submit(r *request) error {
-	if err := s.usable(r.ctx); err != nil {
+	if err := s.usable(r.Ctx); err != nil {
 		return err
 	}
-	r.done = make(chan struct{})
-	select {
-	case s.requests <- r:
-	case <-s.closing:
-		return eventstore.ErrClosed
-	case <-r.ctx.Done():
-		return r.ctx.Err()
-	}
-	select {
-	case <-r.done:
-		return r.err
-	case <-r.ctx.Done():
-		return r.ctx.Err()
-	}
+	return writeq.Submit(r, s.requests, s.closing)
 }
 
 // writer is the only goroutine of the store that writes: it takes every request waiting at
@@ -142,9 +118,9 @@ func (s *Store) writer() {
 func (s *Store) commit(batch []*request) {
 	pending := make([]*request, 0, len(batch))
 	for _, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			r.err = err
-			close(r.done)
+		if err := r.Ctx.Err(); err != nil {
+			r.Err = err
+			r.Answer()
 			continue
 		}
 		pending = append(pending, r)
@@ -175,8 +151,8 @@ func (s *Store) commit(batch []*request) {
 func (s *Store) answer(pending []*request, err error) {
 	for _, r := range pending {
 		if err != nil {
-			r.results, r.err = nil, s.fault(s.ctx, err)
+			r.Results, r.Err = nil, s.fault(s.ctx, err)
 		}
-		close(r.done)
+		r.Answer()
 	}
 }

@@ -8,35 +8,13 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/acme/orders/eventstore/internal/writeq"
+
 	"github.com/acme/orders/eventstore"
 )
 
-// request is one append, multi-stream append or delete waiting for the writer.
-type request struct {
-	ctx context.Context
-	// appends are made all or nothing. A delete or a truncate has none: it deletes stream at
-	// expected, or its events before revision before.
-	appends  []eventstore.StreamAppend
-	stream   string
-	expected eventstore.ExpectedRevision
-	truncate bool
-	before   uint64
-
-	results []eventstore.AppendResult // one per append
-	err     error
-	done    chan struct{}
-	// answered says that done is closed: results and err no longer change. Only the writer
-	// reads or sets it.
-	answered bool
-}
-
-// answer hands r's outcome to its caller, once.
-func (r *request) answer() {
-	if !r.answered {
-		r.answered = true
-		close(r.done)
-	}
-}
+// request is a write waiting for the writer.
+type request = writeq.Request
 
 // Append implements eventstore.Store.
 func (s *Store) Append(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) (eventstore.AppendResult, error) {
@@ -46,11 +24,11 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	if err := s.awaitRival(ctx, stream, expected, events[0].ID); err != nil {
 		return eventstore.AppendResult{}, fmt.Errorf("append %s@%v: %w", stream, expected, err)
 	}
-	r := &request{ctx: ctx, appends: []eventstore.StreamAppend{{Stream: stream, Expected: expected, Events: events}}}
+	r := &request{Ctx: ctx, Appends: []eventstore.StreamAppend{{Stream: stream, Expected: expected, Events: events}}}
 	if err := s.submit(r); err != nil {
 		return eventstore.AppendResult{}, fmt.Errorf("append %s@%v: %w", stream, expected, err)
 	}
-	return r.results[0], nil
+	return r.Results[0], nil
 }
 
 // MultiStreamAppend implements eventstore.MultiStreamAppender: the appends are made in one
@@ -59,11 +37,11 @@ func (s *Store) MultiStreamAppend(ctx context.Context, appends ...eventstore.Str
 	if err := eventstore.ValidateMultiStreamAppend(appends); err != nil {
 		return nil, err
 	}
-	r := &request{ctx: ctx, appends: appends}
+	r := &request{Ctx: ctx, Appends: appends}
 	if err := s.submit(r); err != nil {
 		return nil, fmt.Errorf("append to %d streams (%s@%v first): %w", len(appends), appends[0].Stream, appends[0].Expected, err)
 	}
-	return r.results, nil
+	return r.Results, nil
 }
 
 // DeleteStream implements eventstore.Store. The events are removed from the file; the stream
@@ -72,7 +50,7 @@ func (s *Store) DeleteStream(ctx context.Context, stream string, expected events
 	if err := eventstore.ValidateStream(stream); err != nil {
 		return err
 	}
-	if err := s.submit(&request{ctx: ctx, stream: stream, expected: expected}); err != nil {
+	if err := s.submit(&request{Ctx: ctx, Stream: stream, Expected: expected}); err != nil {
 		return fmt.Errorf("delete %s@%v: %w", stream, expected, err)
 	}
 	return nil
@@ -84,7 +62,7 @@ func (s *Store) Truncate(ctx context.Context, stream string, before uint64) erro
 	if err := eventstore.ValidateStream(stream); err != nil {
 		return err
 	}
-	if err := s.submit(&request{ctx: ctx, stream: stream, truncate: true, before: before}); err != nil {
+	if err := s.submit(&request{Ctx: ctx, Stream: stream, Truncate: true, Before: before}); err != nil {
 		return fmt.Errorf("truncate %s before %d: %w", stream, before, err)
 	}
 	return nil
@@ -93,23 +71,10 @@ func (s *Store) Truncate(ctx context.Context, stream string, before uint64) erro
 // submit hands r to the writer and waits for its outcome. If ctx ends after the writer took r,
 // r may still be committed.
 func (s *Store) submit(r *request) error {
-	if err := s.usable(r.ctx); err != nil {
+	if err := s.usable(r.Ctx); err != nil {
 		return err
 	}
-	r.done = make(chan struct{})
-	select {
-	case s.requests <- r:
-	case <-s.closing:
-		return eventstore.ErrClosed
-	case <-r.ctx.Done():
-		return r.ctx.Err()
-	}
-	select {
-	case <-r.done:
-		return r.err
-	case <-r.ctx.Done():
-		return r.ctx.Err()
-	}
+	return writeq.Submit(r, s.requests, s.closing)
 }
 
 // writer is the only goroutine that writes. It holds the write connection for the store's
@@ -160,7 +125,7 @@ func (s *Store) serve(conn *writeConn) {
 			s.notify(head)
 		}
 		for _, r := range batch {
-			r.answer()
+			r.Answer()
 		}
 		if s.cfg.OnBatch != nil {
 			s.cfg.OnBatch(len(batch))
@@ -232,10 +197,10 @@ func (s *Store) gatherStreams(r *request) (repeated bool) {
 		}
 		s.gathered[stream] = struct{}{}
 	}
-	if len(r.appends) == 0 {
-		add(r.stream)
+	if len(r.Appends) == 0 {
+		add(r.Stream)
 	}
-	for _, a := range r.appends {
+	for _, a := range r.Appends {
 		add(a.Stream)
 	}
 	return repeated
@@ -321,9 +286,9 @@ func (e errAbort) Error() string { return e.err.Error() }
 func (s *Store) commit(conn *writeConn, batch []*request) uint64 {
 	pending := make([]*request, 0, len(batch))
 	for _, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			r.err = err // the caller gave up before anything was written
-			r.answer()
+		if err := r.Ctx.Err(); err != nil {
+			r.Err = err // the caller gave up before anything was written
+			r.Answer()
 			continue
 		}
 		pending = append(pending, r)
@@ -335,8 +300,8 @@ func (s *Store) commit(conn *writeConn, batch []*request) uint64 {
 			// Nothing was written: a refusal that waited for the commit named a revision
 			// that is gone with it.
 			for _, r := range pending {
-				if !r.answered {
-					r.err = err
+				if !r.Answered() {
+					r.Err = err
 				}
 			}
 			return 0
@@ -365,22 +330,22 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 		written: s.kept[:0], bytes: make([]byte, 0, eventBytes(pending))}
 	for i, r := range pending {
 		switch {
-		case r.truncate:
-			r.err = w.truncate(r.stream, r.before)
-		case r.appends == nil:
-			r.err = w.delete(r.stream, r.expected)
+		case r.Truncate:
+			r.Err = w.truncate(r.Stream, r.Before)
+		case r.Appends == nil:
+			r.Err = w.delete(r.Stream, r.Expected)
 		default:
-			r.results, r.err = w.appendAll(r.appends)
+			r.Results, r.Err = w.appendAll(r.Appends)
 		}
 		var abort errAbort
-		if errors.As(r.err, &abort) {
+		if errors.As(r.Err, &abort) {
 			w.rollback()
-			r.err = storageError(abort.err)
+			r.Err = storageError(abort.err)
 			return i, 0, nil
 		}
-		r.err = storageError(r.err)
-		if r.err == nil {
-			for _, res := range r.results {
+		r.Err = storageError(r.Err)
+		if r.Err == nil {
+			for _, res := range r.Results {
 				if res.Fate == eventstore.FateWritten { // a repeat's position is an old one
 					head = max(head, res.Position.Commit)
 				}
@@ -413,7 +378,7 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 func eventBytes(pending []*request) int {
 	n := 0
 	for _, r := range pending {
-		for _, a := range r.appends {
+		for _, a := range r.Appends {
 			for _, e := range a.Events {
 				n += len(e.Data) + len(e.Metadata)
 			}

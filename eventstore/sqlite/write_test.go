@@ -61,7 +61,7 @@ func inParallel(calls ...func() error) []error {
 
 func answered(r *request) bool {
 	select {
-	case <-r.done:
+	case <-r.Done:
 		return true
 	default:
 		return false
@@ -74,7 +74,7 @@ func TestRefusalOfAStreamTheBatchLeavesAloneIsAnsweredBeforeTheSync(t *testing.T
 	early := map[string]bool{} // by first stream: answered before COMMIT
 	s, arm := pairedStore(t, func(pending []*request) error {
 		for _, r := range pending {
-			early[r.appends[0].Stream] = answered(r)
+			early[r.Appends[0].Stream] = answered(r)
 		}
 		return nil
 	})

@@ -18,9 +18,9 @@ import (
 // revision the loser expected, with which it would only lose again.
 func (w *writeTx) answerRefusals(pending []*request) {
 	for _, r := range pending {
-		if wrong, ok := r.err.(*eventstore.WrongExpectedRevisionError); ok {
+		if wrong, ok := r.Err.(*eventstore.WrongExpectedRevisionError); ok {
 			if _, changed := w.undo[wrong.Stream]; !changed {
-				r.answer()
+				r.Answer()
 			}
 		}
 	}
