@@ -76,7 +76,8 @@ func (s *Server) providerEvent(c echo.Context) error {
 	if reason != "" {
 		return s.logUnapplied(c, ctx, p, ev, orderID, reason)
 	}
-	ans, err := s.pipeline().Do(ctx, s.providerKeyRequest(c, p, ev, orderID), s.providerCommand(c, p, ev))
+	cmd := s.providerCommand(c, p, ev)
+	ans, err := s.pipeline().Do(ctx, s.providerKeyRequest(c, cmd.Metadata, orderID), cmd)
 	noteCause(ctx, ans.Err)
 	switch {
 	case errors.Is(err, idempotency.ErrInFlight):
@@ -156,17 +157,18 @@ func unappliedAnswer(u providers.Unapplied) providerAnswer {
 	return providerAnswer{Provider: u.Provider, EventID: u.EventID, Outcome: "unapplied", Reason: u.Reason}
 }
 
-// providerKeyRequest is what the pipeline needs to know of ev's delivery: its key is the
-// event id, among the provider principal's keys, and its fingerprint the event as read, not
-// its bytes, which a provider may vary between deliveries of one event.
-func (s *Server) providerKeyRequest(c echo.Context, p providers.Provider, ev providers.Event, orderID string) idempotency.Request {
+// providerKeyRequest is what the pipeline needs to know of the delivery of the event whose
+// command's metadata is md: its key, principal and fingerprint are the command's.
+func (s *Server) providerKeyRequest(c echo.Context, md command.Metadata, orderID string) idempotency.Request {
 	req := c.Request()
 	return idempotency.Request{
-		Principal: p.Principal, Key: providerKey(ev), Method: req.Method, Path: req.URL.Path,
-		Fingerprint: providerFingerprint(req, ev), OrderID: orderID, Claimant: s.Node + "/" + requestID(c),
+		Principal: md.Principal, Key: md.IdempotencyKey, Method: req.Method, Path: req.URL.Path,
+		Fingerprint: md.Fingerprint, OrderID: orderID, Claimant: s.Node + "/" + requestID(c),
 	}
 }
 
+// providerFingerprint is the fingerprint of ev's delivery: the event as read, not its bytes,
+// which a provider may vary between deliveries of one event.
 func providerFingerprint(req *http.Request, ev providers.Event) string {
 	// The fields named here, not Event's, so that the fingerprints of stored keys stay.
 	b, _ := json.Marshal(map[string]any{"id": ev.ID, "type": ev.Type, "paymentId": ev.PaymentID, "orderId": ev.OrderID,
