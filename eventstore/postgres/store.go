@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/eventstore/internal/writeq"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -71,8 +72,7 @@ type Store struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu      sync.Mutex
-	changed chan struct{} // closed and replaced at every wake-up of the subscriptions
+	commits writeq.Commits // woken at every wake-up of the subscriptions
 }
 
 var (
@@ -111,7 +111,6 @@ func Open(ctx context.Context, url string, cfg Config) (*Store, error) {
 		closing:  make(chan struct{}),
 		written:  make(chan struct{}),
 		listened: make(chan struct{}),
-		changed:  make(chan struct{}),
 	}
 	if s.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return nil, s.fault(ctx, fmt.Errorf("open event store: %w", err))
@@ -173,19 +172,10 @@ func (s *Store) usable(ctx context.Context) error {
 }
 
 // changes returns a channel that is closed at the next wake-up of the subscriptions.
-func (s *Store) changes() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.changed
-}
+func (s *Store) changes() <-chan struct{} { return s.commits.Next() }
 
-// wake wakes every subscription that waits for events.
-func (s *Store) wake() {
-	s.mu.Lock()
-	close(s.changed)
-	s.changed = make(chan struct{})
-	s.mu.Unlock()
-}
+// wake wakes the subscriptions: a commit here or, as the listener heard, in another process.
+func (s *Store) wake() { s.commits.Committed() }
 
 func position(p int64) eventstore.Position {
 	return eventstore.Position{Commit: uint64(p), Prepare: uint64(p)}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/eventstore/internal/writeq"
 )
 
 // FileName is the database file's name inside the data directory.
@@ -97,8 +98,7 @@ type Store struct {
 	flight atomic.Pointer[flight] // the transaction being committed, for its rivals
 	tail   tail                   // the latest events, for subscriptions
 
-	mu      sync.Mutex
-	changed chan struct{} // closed and replaced after every commit
+	commits writeq.Commits
 }
 
 var (
@@ -154,7 +154,6 @@ func Open(dir string, cfg Config) (*Store, error) {
 		checkpointed: make(chan struct{}),
 		closing:      make(chan struct{}),
 		written:      make(chan struct{}),
-		changed:      make(chan struct{}),
 		streams:      map[string]streamRow{},
 		undo:         map[string]cachedRow{},
 	}
@@ -371,18 +370,11 @@ func (s *Store) usable(ctx context.Context) error {
 }
 
 // changes returns a channel that is closed at the next commit.
-func (s *Store) changes() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.changed
-}
+func (s *Store) changes() <-chan struct{} { return s.commits.Next() }
 
 func (s *Store) notify(head uint64) {
 	s.head.Store(head)
-	s.mu.Lock()
-	close(s.changed)
-	s.changed = make(chan struct{})
-	s.mu.Unlock()
+	s.commits.Committed()
 }
 
 func position(p uint64) eventstore.Position {
