@@ -88,7 +88,7 @@ func (r *runner) run(ctx context.Context) {
 			return
 		}
 		// Taken before the step reads the log: an event committed after the read closes it.
-		wake := r.s.wakeFor(ep.Principal).wait()
+		wake := r.s.wakeFor(ep.Principal).Wait()
 		now := r.s.now()
 		if err := r.step(ctx, ep, now); err != nil {
 			r.s.Log.Warn("webhook deliveries", "endpoint", r.id, "error", err)

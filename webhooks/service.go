@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/acme/orders/internal/signal"
+
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/eventstore"
 )
@@ -31,21 +33,21 @@ type Service struct {
 	client   *http.Client
 	attempts chan struct{} // a slot for each attempt in flight on this node (Config.MaxAttempts)
 	mu       sync.Mutex
-	wakes    map[string]*signal // by principal: new events of its orders in the log
-	pend     map[string]int     // pending deliveries per endpoint delivered here
-	tail     tail               // the order events watch reads, handed to the runners caught up
+	wakes    map[string]*signal.Signal // by principal: new events of its orders in the log
+	pend     map[string]int            // pending deliveries per endpoint delivered here
+	tail     tail                      // the order events watch reads, handed to the runners caught up
 }
 
 // wakeFor is the signal of new events of principal's orders.
-func (s *Service) wakeFor(principal string) *signal {
+func (s *Service) wakeFor(principal string) *signal.Signal {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.wakes == nil {
-		s.wakes = map[string]*signal{}
+		s.wakes = map[string]*signal.Signal{}
 	}
 	g, ok := s.wakes[principal]
 	if !ok {
-		g = &signal{}
+		g = &signal.Signal{}
 		s.wakes[principal] = g
 	}
 	return g
@@ -68,7 +70,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("webhooks: %w", err)
 	}
-	changed := &signal{}
+	changed := &signal.Signal{}
 	var wg sync.WaitGroup
 	wg.Go(func() { s.watch(ctx, head, changed) })
 	running := map[string]bool{}
@@ -94,7 +96,7 @@ func (s *Service) Run(ctx context.Context) error {
 			return nil
 		case id := <-done:
 			delete(running, id)
-		case <-changed.wait():
+		case <-changed.Wait():
 		case <-time.After(time.Second):
 		}
 	}
@@ -103,7 +105,7 @@ func (s *Service) Run(ctx context.Context) error {
 // watch is the node's one reader of the log, from after: it hands an order event to the runners
 // that follow it (the tail) and wakes its principal's runners; an endpoint event (from any node)
 // reloads the endpoint and wakes the supervisor.
-func (s *Service) watch(ctx context.Context, after eventstore.Position, changed *signal) {
+func (s *Service) watch(ctx context.Context, after eventstore.Position, changed *signal.Signal) {
 	filter := eventstore.Filter{StreamPrefixes: []string{command.StreamName(""), endpointPrefix}}
 	dropped := func(err error) { s.Log.Warn("webhooks: follow the log", "error", err) }
 	err := eventstore.Follow(ctx, s.Feed, eventstore.SubscribeOptions{After: after, Filter: filter}, dropped, func(e eventstore.RecordedEvent) error {
@@ -111,40 +113,16 @@ func (s *Service) watch(ctx context.Context, after eventstore.Position, changed 
 			if err := s.Endpoints.Reload(ctx, id); err != nil {
 				s.Log.Warn("webhook endpoint", "endpoint", id, "error", err)
 			}
-			changed.notify()
+			changed.Notify()
 			return nil
 		}
 		principal := principalOf(e)
 		s.tail.hand(e, principal)
-		s.wakeFor(principal).notify()
+		s.wakeFor(principal).Notify()
 		return nil
 	})
 	if ctx.Err() == nil {
 		s.Log.Warn("webhooks: the log is no longer followed", "error", err)
-	}
-}
-
-// signal wakes every goroutine waiting on it.
-type signal struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-func (g *signal) wait() <-chan struct{} {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.ch == nil {
-		g.ch = make(chan struct{})
-	}
-	return g.ch
-}
-
-func (g *signal) notify() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.ch != nil {
-		close(g.ch)
-		g.ch = nil
 	}
 }
 

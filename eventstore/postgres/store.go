@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/acme/orders/eventstore"
-	"github.com/acme/orders/eventstore/internal/writeq"
+	"github.com/acme/orders/internal/signal"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -72,7 +72,7 @@ type Store struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	commits writeq.Commits // woken at every wake-up of the subscriptions
+	commits signal.Signal // woken at every wake-up of the subscriptions
 }
 
 var (
@@ -172,10 +172,10 @@ func (s *Store) usable(ctx context.Context) error {
 }
 
 // changes returns a channel that is closed at the next wake-up of the subscriptions.
-func (s *Store) changes() <-chan struct{} { return s.commits.Next() }
+func (s *Store) changes() <-chan struct{} { return s.commits.Wait() }
 
 // wake wakes the subscriptions: a commit here or, as the listener heard, in another process.
-func (s *Store) wake() { s.commits.Committed() }
+func (s *Store) wake() { s.commits.Notify() }
 
 func position(p int64) eventstore.Position {
 	return eventstore.Position{Commit: uint64(p), Prepare: uint64(p)}

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/acme/orders/eventstore"
-	"github.com/acme/orders/eventstore/internal/writeq"
+	"github.com/acme/orders/internal/signal"
 )
 
 // FileName is the database file's name inside the data directory.
@@ -98,7 +98,7 @@ type Store struct {
 	flight atomic.Pointer[flight] // the transaction being committed, for its rivals
 	tail   tail                   // the latest events, for subscriptions
 
-	commits writeq.Commits
+	commits signal.Signal
 }
 
 var (
@@ -370,11 +370,11 @@ func (s *Store) usable(ctx context.Context) error {
 }
 
 // changes returns a channel that is closed at the next commit.
-func (s *Store) changes() <-chan struct{} { return s.commits.Next() }
+func (s *Store) changes() <-chan struct{} { return s.commits.Wait() }
 
 func (s *Store) notify(head uint64) {
 	s.head.Store(head)
-	s.commits.Committed()
+	s.commits.Notify()
 }
 
 func position(p uint64) eventstore.Position {

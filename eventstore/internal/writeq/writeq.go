@@ -1,11 +1,9 @@
 // Package writeq hands a store's writes to the one goroutine that commits them, several in one
-// transaction (group commit), and tells its readers of each commit: the embedded store's
-// writer and each PostgreSQL node's.
+// transaction (group commit): the embedded store's writer and each PostgreSQL node's.
 package writeq
 
 import (
 	"context"
-	"sync"
 
 	"github.com/acme/orders/eventstore"
 )
@@ -55,33 +53,5 @@ func Submit(r *Request, requests chan<- *Request, closing <-chan struct{}) error
 		return r.Err
 	case <-r.Ctx.Done():
 		return r.Ctx.Err()
-	}
-}
-
-// Commits tells a store's readers of its commits: the channel Next returns is closed by the
-// next call of Committed. The zero Commits is ready to use.
-type Commits struct {
-	mu   sync.Mutex
-	next chan struct{}
-}
-
-// Next returns a channel that the next commit closes. Take it before reading, so that a commit
-// after the read is not missed.
-func (c *Commits) Next() <-chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.next == nil {
-		c.next = make(chan struct{})
-	}
-	return c.next
-}
-
-// Committed wakes every reader waiting on Next.
-func (c *Commits) Committed() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.next != nil {
-		close(c.next)
-		c.next = nil
 	}
 }
