@@ -227,18 +227,7 @@ func refusal(cmd order.Command, orderID string, ifMatch precondition, res comman
 // respond turns a command's result into the response that is sent, stored and replayed.
 func (s *Server) respond(rt route, orderID string, res command.Result, err error) idempotency.Outcome {
 	if err != nil {
-		p := problemOf(err)
-		body, _ := json.Marshal(p)
-		out := idempotency.Outcome{
-			Status:  p.Status,
-			Code:    p.Code(),
-			Headers: map[string]string{echo.HeaderContentType: "application/problem+json"},
-			Body:    string(body) + "\n",
-		}
-		if errors.Is(err, command.ErrConflict) {
-			out.Headers["Retry-After"] = "1" // other processes won the order for the whole retry budget
-		}
-		return out
+		return problemOutcome(err)
 	}
 	body, _ := OrderJSON(res.State) // a view of strings, numbers and times: no error
 	out := idempotency.Outcome{
@@ -253,6 +242,22 @@ func (s *Server) respond(rt route, orderID string, res command.Result, err error
 	if rt.create {
 		out.Status = http.StatusCreated
 		out.Headers["Location"] = "/v1/orders/" + orderID
+	}
+	return out
+}
+
+// problemOutcome is the answer of a keyed write that err refused: its problem.
+func problemOutcome(err error) idempotency.Outcome {
+	p := problemOf(err)
+	body, _ := json.Marshal(p)
+	out := idempotency.Outcome{
+		Status:  p.Status,
+		Code:    p.Code(),
+		Headers: map[string]string{echo.HeaderContentType: "application/problem+json"},
+		Body:    string(body) + "\n",
+	}
+	if errors.Is(err, command.ErrConflict) {
+		out.Headers["Retry-After"] = "1" // other processes won the order for the whole retry budget
 	}
 	return out
 }

@@ -1,6 +1,9 @@
 package api
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -105,16 +108,55 @@ func (s *Server) registerEndpoint(c echo.Context) error {
 	if b.Description != "" && !order.IsText(b.Description) {
 		return fmt.Errorf("%w: description: must be printable text on one line, without leading or trailing spaces", errMalformed)
 	}
-	ep, secret, replayed, err := s.Webhooks.Endpoints.Register(req.Context(), principal(c), key, *b.URL, b.Events, b.Description)
+	es := s.Webhooks.Endpoints
+	if err := es.Check(req.Context(), *b.URL, b.Events); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), commandTimeout)
+	defer cancel()
+	ans, err := s.pipeline().Do(ctx, s.registrationRequest(c, key, body), idempotency.Registration{Endpoints: es,
+		Principal: principal(c), URL: *b.URL, Events: b.Events, Description: b.Description, Render: renderRegistration})
+	switch {
+	case errors.Is(err, idempotency.ErrInFlight):
+		writeProblem(c, problemOf(err), http.Header{"Retry-After": {"1"}})
+		return nil
+	case err != nil:
+		return err
+	case ans.Outcome.Status != http.StatusCreated:
+		return s.write(c, ans.Outcome, ans.Replayed)
+	}
+	// The answer stored holds no secret: it is shown from the endpoint, while it may be.
+	ep, secret, err := es.Shown(ctx, webhooks.EndpointID(principal(c), key))
 	if err != nil {
 		return err
 	}
 	h := c.Response().Header()
 	h.Set(echo.HeaderLocation, "/v1/webhook-endpoints/"+ep.ID)
-	if replayed {
+	if ans.Replayed {
 		h.Set("Idempotent-Replayed", "true")
 	}
 	return c.JSON(http.StatusCreated, viewEndpoint(ep, secret))
+}
+
+// registrationRequest is what the pipeline needs to know of a registration with key: its
+// subject is the endpoint's id, which the key gives.
+func (s *Server) registrationRequest(c echo.Context, key string, body []byte) idempotency.Request {
+	req := c.Request()
+	fp, _ := idempotency.Fingerprint(req.Method, req.URL.Path, body) // JSON: decoded already
+	return idempotency.Request{Principal: principal(c), Key: key, Method: req.Method, Path: req.URL.Path,
+		Fingerprint: fp, Digest: idempotency.DigestOf(req.Method, req.URL.Path, body),
+		OrderID: webhooks.EndpointID(principal(c), key), Claimant: s.Node + "/" + requestID(c)}
+}
+
+// renderRegistration is the answer to a registration, as stored and replayed: without the
+// endpoint's secret.
+func renderRegistration(ep webhooks.Endpoint, err error) idempotency.Outcome {
+	if err != nil {
+		return problemOutcome(err)
+	}
+	body, _ := json.Marshal(viewEndpoint(ep, "")) // strings and a time: no error
+	return idempotency.Outcome{Status: http.StatusCreated, Body: string(body) + "\n", Headers: map[string]string{
+		echo.HeaderContentType: echo.MIMEApplicationJSON, echo.HeaderLocation: "/v1/webhook-endpoints/" + ep.ID}}
 }
 
 // readsAll reports whether the caller reads every principal's endpoints; changesAll, whether

@@ -92,7 +92,7 @@ func (h *Handler) Handle(ctx context.Context, id string, c order.Command, md Met
 // carryOut makes p's appends and tells p what the store did, until p is done.
 func (h *Handler) carryOut(ctx context.Context, p *Plan) {
 	for !p.Done() {
-		results, err := h.Write(ctx, p.Appends...)
+		results, err := eventstore.Write(ctx, h.Store, p.Appends...)
 		p.Written(ctx, results, err)
 	}
 }

@@ -411,7 +411,7 @@ func handleWith(ctx context.Context, h *command.Handler, a *along, id string, c 
 			}
 			appends = append([]eventstore.StreamAppend{a.append}, appends...)
 		}
-		results, err := h.Write(ctx, appends...)
+		results, err := eventstore.Write(ctx, h.Store, appends...)
 		var wrong *eventstore.WrongExpectedRevisionError
 		if errors.As(err, &wrong) && wrong.Stream == a.append.Stream {
 			return command.Result{}, err

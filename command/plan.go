@@ -309,21 +309,3 @@ func (p *Plan) check(ctx context.Context, res Result) (again bool, err error) {
 	}
 	return true, nil
 }
-
-// Write makes appends: all or nothing, in one step, where the store appends to several streams
-// at once; else one after the other, in order, up to the first refusal. It returns the result
-// of each, or that refusal, which names its stream.
-func (h *Handler) Write(ctx context.Context, appends ...eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
-	if ms, multi := h.Store.(eventstore.MultiStreamAppender); multi && len(appends) > 1 {
-		return ms.MultiStreamAppend(ctx, appends...)
-	}
-	results := make([]eventstore.AppendResult, len(appends))
-	for i, a := range appends {
-		res, err := h.Store.Append(ctx, a.Stream, a.Expected, a.Events...)
-		if err != nil {
-			return nil, err
-		}
-		results[i] = res
-	}
-	return results, nil
-}

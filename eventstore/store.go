@@ -146,3 +146,21 @@ func First(ctx context.Context, s Store, stream string) (e RecordedEvent, found 
 	}
 	return RecordedEvent{}, false, nil
 }
+
+// Write makes appends: all or nothing, in one step, where s appends to several streams at once
+// (MultiStreamAppender); else one after the other, in order, up to the first refusal. It
+// returns the result of each, or that refusal, which names its stream.
+func Write(ctx context.Context, s Store, appends ...StreamAppend) ([]AppendResult, error) {
+	if ms, multi := s.(MultiStreamAppender); multi && len(appends) > 1 {
+		return ms.MultiStreamAppend(ctx, appends...)
+	}
+	results := make([]AppendResult, len(appends))
+	for i, a := range appends {
+		res, err := s.Append(ctx, a.Stream, a.Expected, a.Events...)
+		if err != nil {
+			return nil, err
+		}
+		results[i] = res
+	}
+	return results, nil
+}

@@ -10,18 +10,16 @@ import (
 	"time"
 
 	"github.com/acme/orders/command"
-	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
-	"github.com/acme/orders/fault"
 )
 
-// Pipeline is the one way a keyed command runs, whatever brought it in (an HTTP request, a
-// queue, an import). Do claims the command's key, or replays, waits or takes over as the key's
-// phase says (see decide); plans the command on its order (command.Handler.Plan); makes the
-// plan's appends itself, with the key's claim in the same atomic append where the store can,
-// and, for a new order, the key's outcome in the claim's own event; and records the outcome
-// before or after the answer. An intake only reads its request, says what the command is
-// (Command) and writes the answer.
+// Pipeline is the one way a keyed write runs, whatever brought it in (an HTTP request, a
+// provider's event, an import). Do claims the key, or replays, waits or takes over as the key's
+// phase says (see decide); plans the write (Work: a Command on an order, a webhook endpoint's
+// Registration); makes the plan's appends itself, with the key's claim in the same atomic
+// append where the store can, and, where the plan's answer is certain before the append, the
+// key's outcome in the claim's own event; and records the outcome before or after the answer.
+// An intake only reads its request, says what the write is and writes the answer.
 type Pipeline struct {
 	Keys   *Keys
 	Orders *command.Handler
@@ -38,22 +36,6 @@ type Hooks struct {
 	AfterClaim  func(key string) // the key is claimed (maybe in this process only), the command has not run
 	AfterAppend func(key string) // the command's events are appended, the outcome is not recorded
 	AfterAnswer func(key string) // the answer is given, the outcome is not recorded
-}
-
-// Command is a keyed command, as the pipeline runs it.
-type Command struct {
-	// Build makes the command for the order the key is claimed with: the request's, a
-	// create's id drawn by the intake (Request.OrderID), or, on a takeover, the first claim's.
-	Build    func(orderID string) order.Command
-	Metadata command.Metadata
-	Options  []command.Option // command.At for If-Match
-	// Create: the command creates its order, under an id drawn for it, so that a new claim's
-	// plan needs no read of the order (command.NewOrder).
-	Create bool
-	// Render turns what the command on order orderID came to into the answer sent, stored and
-	// replayed. It must be pure: it is called before the append, for the record of a key
-	// written with a new order's events, and for an outcome rebuilt from the order's stream.
-	Render func(orderID string, res command.Result, err error) Outcome
 }
 
 // Answer is what the intake sends back.
@@ -78,7 +60,7 @@ type ran struct {
 	written bool
 	// repeated: the key's events were in the order's stream already; the answer is a replay.
 	repeated bool
-	plan     *command.Plan // to remember the order once the key is kept
+	plan     plan // to keep what it wrote once the key is kept
 }
 
 // Timeouts of the pipeline's own work, beyond the request's.
@@ -87,14 +69,14 @@ const (
 	releaseTimeout = 5 * time.Second  // releasing a key whose outcome could not be recorded
 )
 
-// Do runs cmd once per key of r and returns the answer: the first run's, every time. Errors:
+// Do runs w once per key of r and returns the answer: the first run's, every time. Errors:
 // ErrInFlight (ErrTakenOver among them: retry after a while), fault.KeyReused and the store's.
 // ctx should outlive the client: a command runs to its end once claimed.
-func (p *Pipeline) Do(ctx context.Context, r Request, cmd Command) (Answer, error) {
+func (p *Pipeline) Do(ctx context.Context, r Request, w Work) (Answer, error) {
 	// A new key's claim is written with the command's events, in one append, where the store
 	// makes one append of several streams.
-	_, r.Defer = p.Orders.Store.(eventstore.MultiStreamAppender)
-	r.FindInOrderStream = p.find(cmd)
+	_, r.Defer = p.Keys.Store.(eventstore.MultiStreamAppender)
+	r.FindInOrderStream = func(ctx context.Context, subject string) (*Outcome, error) { return w.find(ctx, p, subject) }
 	var running *Claim
 	defer func() {
 		if running != nil {
@@ -113,7 +95,7 @@ func (p *Pipeline) Do(ctx context.Context, r Request, cmd Command) (Answer, erro
 		}
 		running = c
 		hook(p.Hooks.AfterClaim, r.Key)
-		res, refused := p.run(ctx, c, cmd)
+		res, refused := p.run(ctx, c, w)
 		running = nil
 		if refused {
 			// The key was not new after all, and nothing was written: see what it holds.
@@ -133,42 +115,24 @@ func (p *Pipeline) Do(ctx context.Context, r Request, cmd Command) (Answer, erro
 	}
 }
 
-// find rebuilds the outcome of cmd's key from the order's stream, if its events are there.
-func (p *Pipeline) find(cmd Command) func(ctx context.Context, orderID string) (*Outcome, error) {
-	return func(ctx context.Context, orderID string) (*Outcome, error) {
-		rep, err := p.Orders.Find(ctx, orderID, cmd.Build(orderID), cmd.Metadata)
-		if err != nil || rep == nil {
-			return nil, err
-		}
-		out := cmd.Render(orderID, rep.Result, rep.Err)
-		return &out, nil
-	}
-}
-
-// run plans the command under claim c and makes the plan's appends, with the claim's own if
-// it is still to be made, until the plan is done. refused reports that the store refused the
-// claim's append, because the key exists after all: then nothing was written.
-func (p *Pipeline) run(ctx context.Context, c *Claim, cmd Command) (res ran, refused bool) {
-	opts := cmd.Options
-	if cmd.Create && !c.Takeover {
-		opts = append(opts[:len(opts):len(opts)], command.NewOrder())
-	}
-	plan := p.Orders.Plan(ctx, c.OrderID, cmd.Build(c.OrderID), cmd.Metadata, opts...)
-	defer plan.Close()
-	var recorded Outcome // the outcome the claim's append records, if it does
-	for !plan.Done() {
-		appends := plan.Appends
+// run plans w under claim c and makes the plan's appends, with the claim's own if it is still
+// to be made, until the plan is done. refused reports that the store refused the claim's
+// append, because the key exists after all: then nothing was written.
+func (p *Pipeline) run(ctx context.Context, c *Claim, w Work) (res ran, refused bool) {
+	pl := w.plan(ctx, p, c.OrderID, !c.Takeover)
+	defer pl.close()
+	var recorded *Outcome // the outcome the claim's append records, if it does
+	for appends := pl.appends(); appends != nil; appends = pl.appends() {
 		key, unwritten := c.Append()
 		if unwritten {
-			if plan.Sure && fault.Final(plan.Err) {
-				// A new order: what was decided is what the store writes, or nothing.
-				recorded = cmd.Render(c.OrderID, plan.Result, plan.Err)
-				own := appends[len(appends)-1]
-				key, _ = c.AppendWithOutcome(recorded, At{PositionStream: own.Stream, PositionRevision: plan.Result.Revision})
+			if out, at, sure := pl.sure(); sure {
+				// What was decided is what the store writes, or nothing.
+				recorded = &out
+				key, _ = c.AppendWithOutcome(out, at)
 			}
 			appends = append([]eventstore.StreamAppend{key}, appends...)
 		}
-		results, err := p.Orders.Write(ctx, appends...)
+		results, err := eventstore.Write(ctx, p.Keys.Store, appends...)
 		if c.Refused(err) {
 			return ran{}, true
 		}
@@ -176,17 +140,14 @@ func (p *Pipeline) run(ctx context.Context, c *Claim, cmd Command) (res ran, ref
 			c.Appended(ctx, results[0])
 			results = results[1:]
 		}
-		plan.Written(ctx, results, err)
+		pl.written(ctx, results, err)
 	}
-	out := recorded
-	if c.HasOutcome() {
-		out.Position = plan.Result.Position.Commit // the one thing the store told since
-	} else {
-		out = cmd.Render(c.OrderID, plan.Result, plan.Err)
+	if !c.HasOutcome() {
+		recorded = nil
 	}
-	events := len(plan.Result.Events) > 0
-	return ran{out: out, err: plan.Err, keep: fault.Final(plan.Err), repeated: plan.Result.Repeated,
-		appended: events, written: events && plan.Result.Written(), plan: plan}, false
+	res = pl.ran(recorded)
+	res.plan = pl
+	return res, false
 }
 
 // errStartOver: the claim, to be written with the outcome only, was refused, because the key
@@ -253,7 +214,7 @@ func (p *Pipeline) record(ctx context.Context, r Request, c *Claim, res ran) err
 	err := p.Keys.Complete(ctx, c, res.out)
 	switch {
 	case err == nil && c.Sole:
-		res.plan.Keep()
+		res.plan.keep()
 	case c.Refused(err):
 		// Recorded nothing, and wrote nothing else: Do starts again.
 	case errors.Is(err, ErrTakenOver):

@@ -110,7 +110,8 @@ func (u *unavailableOnce) Append(ctx context.Context, stream string, expected ev
 // An answer not kept (a 5xx) lets the key go: the next request with it runs the command.
 func TestPipelineLetsTheKeyGoOfAnAnswerNotKept(t *testing.T) {
 	p, _, s := newPipeline(t)
-	p.Orders.Store = &unavailableOnce{Store: s} // appends one stream at a time, and fails once
+	u := &unavailableOnce{Store: s} // appends one stream at a time, and fails once
+	p.Orders.Store, p.Keys.Store = u, u
 	ctx := context.Background()
 	var renders atomic.Int32
 	if ans, err := p.Do(ctx, request("fp"), keyedCreate("fp", &renders)); err != nil || ans.Outcome.Status != 500 {

@@ -41,7 +41,7 @@ func benchManyEndpoints(b *testing.B, endpoints, tailBuffer int) {
 	svc := &webhooks.Service{Store: store, Feed: feed, Config: &cfg, Node: "bench", Log: slog.New(slog.DiscardHandler),
 		Endpoints: &webhooks.Endpoints{Store: store, Sealer: sealer, Config: &cfg, Now: time.Now}}
 	for i := range endpoints {
-		if _, _, _, err := svc.Endpoints.Register(ctx, "shop", fmt.Sprint("bench-", i), fmt.Sprintf("%s/%d", recv.URL, i), []string{"*"}, ""); err != nil {
+		if _, err := webhooks.Register(ctx, svc.Endpoints, "shop", fmt.Sprint("bench-", i), fmt.Sprintf("%s/%d", recv.URL, i), []string{"*"}, ""); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -96,7 +96,7 @@ func BenchmarkDeliveries(b *testing.B) {
 	sealer, _ := webhooks.NewSealer(make([]byte, 32))
 	svc := &webhooks.Service{Store: store, Feed: store, Config: &cfg, Node: "bench", Log: slog.New(slog.DiscardHandler),
 		Endpoints: &webhooks.Endpoints{Store: store, Sealer: sealer, Config: &cfg, Now: time.Now}}
-	if _, _, _, err := svc.Endpoints.Register(ctx, "shop", "bench", recv.URL, []string{"*"}, ""); err != nil {
+	if _, err := webhooks.Register(ctx, svc.Endpoints, "shop", "bench", recv.URL, []string{"*"}, ""); err != nil {
 		b.Fatal(err)
 	}
 	appendOrders(b, store, 0, b.N)

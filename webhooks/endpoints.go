@@ -171,8 +171,7 @@ func (ep *Endpoint) apply(e eventstore.RecordedEvent) error {
 		if err := json.Unmarshal(e.Data, &r); err != nil {
 			return err
 		}
-		ep.ID, ep.Principal, ep.URL, ep.Description, ep.Events = r.ID, r.Principal, r.URL, r.Description, r.Events
-		ep.Secrets, ep.Status, ep.CreatedAt, ep.first = []Secret{r.Secret}, StatusEnabled, r.At, r.Secret
+		ep.register(r)
 	case TypeSecretRotated:
 		var r SecretRotated
 		if err := json.Unmarshal(e.Data, &r); err != nil {
@@ -200,6 +199,12 @@ func (ep *Endpoint) apply(e eventstore.RecordedEvent) error {
 		ep.Status = StatusDeleted
 	}
 	return nil
+}
+
+// register sets the endpoint as its registration r makes it.
+func (ep *Endpoint) register(r Registered) {
+	ep.ID, ep.Principal, ep.URL, ep.Description, ep.Events = r.ID, r.Principal, r.URL, r.Description, r.Events
+	ep.Secrets, ep.Status, ep.CreatedAt, ep.first = []Secret{r.Secret}, StatusEnabled, r.At, r.Secret
 }
 
 // rotationOverlap is how long a replaced secret keeps signing beside the new one.
@@ -243,75 +248,26 @@ func (es *Endpoints) active() []Endpoint {
 	return out
 }
 
-// Register checks and records a new endpoint of principal; it returns the endpoint and its
-// signing secret. The endpoint's id is derived from the principal and the request's
-// Idempotency-Key, so a retry finds the endpoint its first request made: it gets the same
-// endpoint and secret (replayed), or ErrKeyReused if it asked for another endpoint.
-func (es *Endpoints) Register(ctx context.Context, principal, key, rawURL string, events []string, description string) (ep Endpoint, secret string, replayed bool, err error) {
-	id := EndpointID(principal, key)
-	if err := es.Reload(ctx, id); err != nil {
-		return Endpoint{}, "", false, err
-	}
-	if ep, ok := es.lookup(id); ok {
-		return es.replay(ep, principal, rawURL, events, description)
-	}
-	if err := es.checkEvents(events); err != nil {
-		return Endpoint{}, "", false, err
-	}
-	if err := CheckURL(ctx, rawURL, es.Config.AllowPrivate); err != nil {
-		return Endpoint{}, "", false, err
-	}
-	es.registering.Lock() // one claim at a time on this node: its registrations do not race
-	defer es.registering.Unlock()
-	if err := es.Refresh(ctx); err != nil {
-		return Endpoint{}, "", false, err
-	}
-	text, raw := NewSecret()
-	now := es.Now().UTC()
-	r := Registered{ID: id, Principal: principal, URL: rawURL, Events: events, Description: description,
-		Secret: Secret{Sealed: es.Sealer.Seal(id, raw), CreatedAt: now}, At: now}
-	for range 20 {
-		expected, err := es.registrationRevision(ctx, id)
-		var claim []eventstore.StreamAppend
-		if err == nil {
-			claim, err = es.claim(ctx, principal, id)
-		}
-		if err == nil {
-			err = es.record(ctx, id, expected, TypeRegistered, r, claim...)
-		}
-		if !errors.Is(err, eventstore.ErrWrongExpectedRevision) && !errors.Is(err, errRegistered) {
-			if err != nil {
-				return Endpoint{}, "", false, err
-			}
-			ep, _ = es.lookup(id)
-			return ep, text, false, nil
-		}
-		// A retry of the same key ran meanwhile (on this node or another), or another
-		// registration voided the slot this one claimed: read the endpoint again.
-		if err := es.Reload(ctx, id); err != nil {
-			return Endpoint{}, "", false, err
-		}
-		if ep, ok := es.lookup(id); ok {
-			return es.replay(ep, principal, rawURL, events, description)
-		}
-	}
-	return Endpoint{}, "", false, fmt.Errorf("register webhook endpoint %s: %w", id, ErrContended)
-}
-
 // EndpointID is the id of the endpoint that principal's request with Idempotency-Key key
-// registers.
+// registers: a retry whose key's record is gone still finds the endpoint its first request
+// made (Registration.Repeated).
 func EndpointID(principal, key string) string {
 	sum := sha256.Sum256([]byte(principal + "\x00" + key))
 	return "we_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:16]))
 }
 
-// replay answers a registration whose endpoint exists: the first answer, with the secret it
-// showed (opened again), if the request is the same.
-func (es *Endpoints) replay(ep Endpoint, principal, rawURL string, events []string, description string) (Endpoint, string, bool, error) {
-	if ep.Principal != principal || ep.URL != rawURL || !slices.Equal(ep.Events, events) || ep.Description != description {
-		return Endpoint{}, "", false, fmt.Errorf("%w: the key registered endpoint %s with other values", fault.KeyReused, ep.ID)
+// Shown returns endpoint id and the signing secret its registration drew, for the answer to
+// that registration and its retries, while the secret may be shown (showAgain).
+func (es *Endpoints) Shown(ctx context.Context, id string) (Endpoint, string, error) {
+	ep, found, err := es.Registered(ctx, id)
+	if err != nil {
+		return Endpoint{}, "", err
 	}
-	return es.showAgain(ep, ep.first)
+	if !found {
+		return Endpoint{}, "", fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	ep, secret, _, err := es.showAgain(ep, ep.first)
+	return ep, secret, err
 }
 
 // showAgain answers a retry with the secret its first request drew, if that may still be
@@ -344,6 +300,14 @@ func (es *Endpoints) lookup(id string) (Endpoint, bool) {
 		return Endpoint{}, false
 	}
 	return *ep, true
+}
+
+// Check checks what a registration asks for: the URL (CheckURL) and the event types.
+func (es *Endpoints) Check(ctx context.Context, rawURL string, events []string) error {
+	if err := es.checkEvents(events); err != nil {
+		return err
+	}
+	return CheckURL(ctx, rawURL, es.Config.AllowPrivate)
 }
 
 func (es *Endpoints) checkEvents(events []string) error {
@@ -435,16 +399,7 @@ func (es *Endpoints) record(ctx context.Context, id string, expected eventstore.
 	appends := append(before,
 		eventstore.StreamAppend{Stream: endpointPrefix + id, Expected: expected, Events: []eventstore.EventData{ev}},
 		eventstore.StreamAppend{Stream: indexStream, Expected: eventstore.Any, Events: []eventstore.EventData{ix}})
-	if m, ok := es.Store.(eventstore.MultiStreamAppender); ok {
-		_, err = m.MultiStreamAppend(ctx, appends...)
-	} else {
-		for _, a := range appends {
-			if _, err = es.Store.Append(ctx, a.Stream, a.Expected, a.Events...); err != nil {
-				break
-			}
-		}
-	}
-	if err != nil {
+	if _, err := eventstore.Write(ctx, es.Store, appends...); err != nil {
 		return fmt.Errorf("record %s of webhook endpoint %s: %w", typ, id, err)
 	}
 	return es.Reload(ctx, id)

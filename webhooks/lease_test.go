@@ -46,7 +46,7 @@ func TestLeaseTakeoverNeedsNoClockAgreement(t *testing.T) {
 			cfg.Lease, cfg.Timeout, cfg.AllowPrivate = 2*time.Second, 500*time.Millisecond, true
 			es := node(t, store, 10)
 			es.Config = &cfg
-			ep, _, _, err := es.Register(ctx, "alice", "k", "http://127.0.0.1:9/hook", []string{AllEvents}, "")
+			ep, err := register(ctx, es, "alice", "k", "http://127.0.0.1:9/hook", []string{AllEvents}, "")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -24,8 +24,8 @@ func node(t *testing.T, store eventstore.Store, max int) *Endpoints {
 	return &Endpoints{Store: store, Sealer: sealer, Config: &cfg, Now: time.Now}
 }
 
-func register(es *Endpoints, principal, key string) error {
-	_, _, _, err := es.Register(context.Background(), principal, key, "http://127.0.0.1:9/hook", []string{AllEvents}, "")
+func registerKey(es *Endpoints, principal, key string) error {
+	_, err := register(context.Background(), es, principal, key, "http://127.0.0.1:9/hook", []string{AllEvents}, "")
 	return err
 }
 
@@ -46,7 +46,7 @@ func testEndpointLimitHoldsAcrossNodes(t *testing.T, store eventstore.Store) {
 	ok, refused := 0, 0
 	for i := range 16 {
 		wg.Go(func() {
-			err := register(nodes[i%2], "alice", fmt.Sprintf("k%d", i))
+			err := registerKey(nodes[i%2], "alice", fmt.Sprintf("k%d", i))
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -71,16 +71,16 @@ func testEndpointLimitHoldsAcrossNodes(t *testing.T, store eventstore.Store) {
 			t.Errorf("node %d lists %d endpoints", i, got)
 		}
 	}
-	if err := register(nodes[1], "bob", "k0"); err != nil {
+	if err := registerKey(nodes[1], "bob", "k0"); err != nil {
 		t.Errorf("another client's first endpoint: %v", err)
 	}
 	if _, err := nodes[0].SetStatus(ctx, nodes[0].List("alice", false)[0].ID, "alice", false, StatusDeleted, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := register(nodes[1], "alice", "after-delete"); err != nil {
+	if err := registerKey(nodes[1], "alice", "after-delete"); err != nil {
 		t.Errorf("after a delete on the other node: %v", err)
 	}
-	if err := register(nodes[1], "alice", "one-more"); !errors.Is(err, ErrLimit) {
+	if err := registerKey(nodes[1], "alice", "one-more"); !errors.Is(err, ErrLimit) {
 		t.Errorf("one more: %v", err)
 	}
 }
@@ -109,22 +109,22 @@ func TestOrphanSlotsAreFreed(t *testing.T) {
 		t.Fatal(expected, err)
 	}
 	claimOnly(EndpointID("alice", "dead"))
-	if err := register(es, "alice", "a"); err != nil {
+	if err := registerKey(es, "alice", "a"); err != nil {
 		t.Fatalf("with both slots held by no endpoint: %v", err)
 	}
-	if err := register(es, "alice", "b"); err != nil {
+	if err := registerKey(es, "alice", "b"); err != nil {
 		t.Fatalf("with one slot held by no endpoint: %v", err)
 	}
 	if err := es.record(ctx, late, expected, TypeRegistered, Registered{ID: late, Principal: "alice"}); !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
 		t.Errorf("the voided registration was appended: %v", err)
 	}
-	if err := register(es, "alice", "late"); !errors.Is(err, ErrLimit) {
+	if err := registerKey(es, "alice", "late"); !errors.Is(err, ErrLimit) {
 		t.Errorf("the voided registration again, at the limit: %v", err)
 	}
 	if _, err := es.SetStatus(ctx, es.List("alice", false)[0].ID, "alice", false, StatusDeleted, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := register(es, "alice", "late"); err != nil {
+	if err := registerKey(es, "alice", "late"); err != nil {
 		t.Errorf("the voided registration again, with a slot free: %v", err)
 	}
 	if n := len(es.List("alice", false)); n != 2 {
@@ -139,7 +139,7 @@ func TestSlotsFoldChanges(t *testing.T) {
 	store := openStore(t)
 	es := node(t, store, 100)
 	for i := range 2*slotsFullEvery + 5 {
-		if err := register(es, "alice", fmt.Sprint("k", i)); err != nil {
+		if err := registerKey(es, "alice", fmt.Sprint("k", i)); err != nil {
 			t.Fatal(err)
 		}
 	}

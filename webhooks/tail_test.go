@@ -146,7 +146,7 @@ func startTailService(t *testing.T, cfg Config, paths []string) (*Service, *sqli
 		Endpoints: &Endpoints{Store: store, Sealer: sealer, Config: &cfg, Now: time.Now}}
 	ctx, cancel := context.WithCancel(context.Background())
 	for _, p := range paths {
-		if _, _, _, err := s.Endpoints.Register(ctx, "shop", "key-"+p, srv.URL+p, []string{AllEvents}, ""); err != nil {
+		if _, err := register(ctx, s.Endpoints, "shop", "key-"+p, srv.URL+p, []string{AllEvents}, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

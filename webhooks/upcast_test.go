@@ -48,7 +48,7 @@ func TestOldEventVersionsAreDeliveredUpcast(t *testing.T) {
 	sealer, _ := webhooks.NewSealer(make([]byte, 32))
 	svc := &webhooks.Service{Store: store, Feed: store, Config: &cfg, Node: "n", Log: slog.New(slog.DiscardHandler),
 		Endpoints: &webhooks.Endpoints{Store: store, Sealer: sealer, Config: &cfg, Now: time.Now}}
-	if _, _, _, err := svc.Endpoints.Register(ctx, "shop", "k", recv.URL, []string{"*"}, ""); err != nil {
+	if _, err := webhooks.Register(ctx, svc.Endpoints, "shop", "k", recv.URL, []string{"*"}, ""); err != nil {
 		t.Fatal(err)
 	}
 	md, _ := json.Marshal(command.Metadata{Principal: "shop", Command: "old", At: time.Now()})

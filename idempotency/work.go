@@ -1,0 +1,178 @@
+package idempotency
+
+import (
+	"context"
+
+	"github.com/acme/orders/command"
+	"github.com/acme/orders/domain/order"
+	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/fault"
+	"github.com/acme/orders/webhooks"
+)
+
+// Work is a keyed write, as the pipeline runs it: a Command on an order, or the Registration
+// of a webhook endpoint. The pipeline plans it on its subject (the order or the endpoint that
+// the key is claimed with), makes the plan's appends with the key's record, and renders what
+// it came to with the work's Render.
+type Work interface {
+	// plan decides the work on subject; fresh: the subject was drawn for this very claim.
+	plan(ctx context.Context, p *Pipeline, subject string, fresh bool) plan
+	// find rebuilds the key's outcome from the subject's streams, if its effect is there.
+	find(ctx context.Context, p *Pipeline, subject string) (*Outcome, error)
+}
+
+// plan is a Work decided, its appends not made yet.
+type plan interface {
+	// appends are the appends to make, all or nothing; nil once the plan is done.
+	appends() []eventstore.StreamAppend
+	// written tells the plan what the store did: it is then done, or decided again.
+	written(ctx context.Context, results []eventstore.AppendResult, err error)
+	// sure returns, before the appends are made, the outcome they make, where it is certain:
+	// the appends are this work's if the store makes them at all. at names the event whose
+	// log position is the outcome's.
+	sure() (out Outcome, at At, ok bool)
+	// ran is what the plan came to, once done; its answer is recorded, if the appends
+	// recorded it (sure), but for its position, else rendered.
+	ran(recorded *Outcome) ran
+	// keep keeps what the plan wrote as known, once its key is kept by a claim no other
+	// request ran (command.Plan.Keep).
+	keep()
+	close()
+}
+
+// Command is a command on an order, as the pipeline runs it.
+type Command struct {
+	// Build makes the command for the order the key is claimed with: the request's, a
+	// create's id drawn by the intake (Request.OrderID), or, on a takeover, the first claim's.
+	Build    func(orderID string) order.Command
+	Metadata command.Metadata
+	Options  []command.Option // command.At for If-Match
+	// Create: the command creates its order, under an id drawn for it, so that a new claim's
+	// plan needs no read of the order (command.NewOrder).
+	Create bool
+	// Render turns what the command on order orderID came to into the answer sent, stored and
+	// replayed. It must be pure: it is called before the append, for the record of a key
+	// written with a new order's events, and for an outcome rebuilt from the order's stream.
+	Render func(orderID string, res command.Result, err error) Outcome
+}
+
+func (cmd Command) plan(ctx context.Context, p *Pipeline, orderID string, fresh bool) plan {
+	opts := cmd.Options
+	if cmd.Create && fresh {
+		opts = append(opts[:len(opts):len(opts)], command.NewOrder())
+	}
+	return orderPlan{Plan: p.Orders.Plan(ctx, orderID, cmd.Build(orderID), cmd.Metadata, opts...), cmd: cmd, id: orderID}
+}
+
+func (cmd Command) find(ctx context.Context, p *Pipeline, orderID string) (*Outcome, error) {
+	rep, err := p.Orders.Find(ctx, orderID, cmd.Build(orderID), cmd.Metadata)
+	if err != nil || rep == nil {
+		return nil, err
+	}
+	out := cmd.Render(orderID, rep.Result, rep.Err)
+	return &out, nil
+}
+
+// orderPlan is a command.Plan as the pipeline carries it out.
+type orderPlan struct {
+	*command.Plan
+	cmd Command
+	id  string
+}
+
+func (o orderPlan) appends() []eventstore.StreamAppend {
+	if o.Done() {
+		return nil
+	}
+	return o.Appends
+}
+
+func (o orderPlan) written(ctx context.Context, results []eventstore.AppendResult, err error) {
+	o.Written(ctx, results, err)
+}
+
+// sure: a new order's events, and a final answer (one that is kept).
+func (o orderPlan) sure() (Outcome, At, bool) {
+	if !o.Sure || !fault.Final(o.Err) {
+		return Outcome{}, At{}, false
+	}
+	own := o.Appends[len(o.Appends)-1]
+	return o.cmd.Render(o.id, o.Result, o.Err), At{PositionStream: own.Stream, PositionRevision: o.Result.Revision}, true
+}
+
+func (o orderPlan) ran(recorded *Outcome) ran {
+	var out Outcome
+	if recorded != nil {
+		out = *recorded
+		out.Position = o.Result.Position.Commit // the one thing the store told since
+	} else {
+		out = o.cmd.Render(o.id, o.Result, o.Err)
+	}
+	events := len(o.Result.Events) > 0
+	return ran{out: out, err: o.Err, keep: fault.Final(o.Err), repeated: o.Result.Repeated,
+		appended: events, written: events && o.Result.Written()}
+}
+
+func (o orderPlan) keep()  { o.Keep() }
+func (o orderPlan) close() { o.Close() }
+
+// Registration is the registration of a webhook endpoint, as the pipeline runs it: its subject
+// is the endpoint's id (webhooks.EndpointID of the key).
+type Registration struct {
+	Endpoints                   *webhooks.Endpoints
+	Principal, URL, Description string
+	Events                      []string
+	// Render turns what the registration came to into the answer stored and replayed, which
+	// must not hold the endpoint's secret (see webhooks.Endpoints.Shown). It must be pure.
+	Render func(ep webhooks.Endpoint, err error) Outcome
+}
+
+func (reg Registration) plan(ctx context.Context, _ *Pipeline, id string, _ bool) plan {
+	return registrationPlan{reg.Endpoints.PlanRegistration(ctx, id, reg.Principal, reg.URL, reg.Events, reg.Description), reg}
+}
+
+// find: the endpoint registered is the key's effect.
+func (reg Registration) find(ctx context.Context, _ *Pipeline, id string) (*Outcome, error) {
+	ep, found, err := reg.Endpoints.Registered(ctx, id)
+	if err != nil || !found {
+		return nil, err
+	}
+	out := reg.Render(ep, ep.Repeats(reg.Principal, reg.URL, reg.Events, reg.Description))
+	return &out, nil
+}
+
+// registrationPlan is a webhooks.Registration as the pipeline carries it out.
+type registrationPlan struct {
+	*webhooks.Registration
+	reg Registration
+}
+
+func (g registrationPlan) appends() []eventstore.StreamAppend {
+	if g.Done() {
+		return nil
+	}
+	return g.Appends
+}
+
+func (g registrationPlan) written(ctx context.Context, results []eventstore.AppendResult, err error) {
+	g.Written(ctx, results, err)
+}
+
+// sure: the endpoint's id is the key's, so its registration is this request's if it is
+// written at all.
+func (g registrationPlan) sure() (Outcome, At, bool) {
+	return g.reg.Render(g.Endpoint, nil), At{}, true
+}
+
+func (g registrationPlan) ran(recorded *Outcome) ran {
+	out := recorded
+	if out == nil {
+		r := g.reg.Render(g.Endpoint, g.Err)
+		out = &r
+	}
+	registered := !g.Repeated && g.Err == nil
+	return ran{out: *out, err: g.Err, keep: fault.Final(g.Err), repeated: g.Repeated, appended: registered, written: registered}
+}
+
+func (g registrationPlan) keep()  {}
+func (g registrationPlan) close() { g.Close() }
