@@ -112,51 +112,68 @@ func (s *Server) registerEndpoint(c echo.Context) error {
 	if err := es.Check(req.Context(), *b.URL, b.Events); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), commandTimeout)
+	id := webhooks.EndpointID(principal(c), key)
+	reg := idempotency.Registration{Endpoints: es, Principal: principal(c), URL: *b.URL, Events: b.Events,
+		Description: b.Description, Render: renderRegistration}
+	return s.endpointChange(c, key, id, body, reg, func(ctx context.Context) (webhooks.Endpoint, string, error) {
+		return es.Shown(ctx, id)
+	})
+}
+
+// endpointChange runs a keyed change of endpoint id through the pipeline and writes its
+// answer: a success with the secret that shown gives, while it may be shown, as the answer
+// stored holds none.
+func (s *Server) endpointChange(c echo.Context, key, id string, body []byte, w idempotency.Work, shown func(context.Context) (webhooks.Endpoint, string, error)) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), commandTimeout)
 	defer cancel()
-	ans, err := s.pipeline().Do(ctx, s.registrationRequest(c, key, body), idempotency.Registration{Endpoints: es,
-		Principal: principal(c), URL: *b.URL, Events: b.Events, Description: b.Description, Render: renderRegistration})
+	ans, err := s.pipeline().Do(ctx, s.endpointRequest(c, key, id, body), w)
 	switch {
 	case errors.Is(err, idempotency.ErrInFlight):
 		writeProblem(c, problemOf(err), http.Header{"Retry-After": {"1"}})
 		return nil
 	case err != nil:
 		return err
-	case ans.Outcome.Status != http.StatusCreated:
+	case ans.Outcome.Status >= 300:
 		return s.write(c, ans.Outcome, ans.Replayed)
 	}
-	// The answer stored holds no secret: it is shown from the endpoint, while it may be.
-	ep, secret, err := es.Shown(ctx, webhooks.EndpointID(principal(c), key))
+	ep, secret, err := shown(ctx)
 	if err != nil {
 		return err
 	}
 	h := c.Response().Header()
-	h.Set(echo.HeaderLocation, "/v1/webhook-endpoints/"+ep.ID)
+	if ans.Outcome.Status == http.StatusCreated {
+		h.Set(echo.HeaderLocation, "/v1/webhook-endpoints/"+ep.ID)
+	}
 	if ans.Replayed {
 		h.Set("Idempotent-Replayed", "true")
 	}
-	return c.JSON(http.StatusCreated, viewEndpoint(ep, secret))
+	return c.JSON(ans.Outcome.Status, viewEndpoint(ep, secret))
 }
 
-// registrationRequest is what the pipeline needs to know of a registration with key: its
-// subject is the endpoint's id, which the key gives.
-func (s *Server) registrationRequest(c echo.Context, key string, body []byte) idempotency.Request {
+// endpointRequest is what the pipeline needs to know of a keyed change of endpoint id.
+func (s *Server) endpointRequest(c echo.Context, key, id string, body []byte) idempotency.Request {
 	req := c.Request()
-	fp, _ := idempotency.Fingerprint(req.Method, req.URL.Path, body) // JSON: decoded already
+	fp, _ := idempotency.Fingerprint(req.Method, req.URL.Path, body) // JSON, or none: checked before
 	return idempotency.Request{Principal: principal(c), Key: key, Method: req.Method, Path: req.URL.Path,
 		Fingerprint: fp, Digest: idempotency.DigestOf(req.Method, req.URL.Path, body),
-		OrderID: webhooks.EndpointID(principal(c), key), Claimant: s.Node + "/" + requestID(c)}
+		OrderID: id, Claimant: s.Node + "/" + requestID(c)}
 }
 
 // renderRegistration is the answer to a registration, as stored and replayed: without the
 // endpoint's secret.
 func renderRegistration(ep webhooks.Endpoint, err error) idempotency.Outcome {
+	return renderEndpoint(http.StatusCreated, ep, err)
+}
+
+// renderEndpoint is the answer to a keyed change of ep: status with the endpoint, without its
+// secret, or the problem of err.
+func renderEndpoint(status int, ep webhooks.Endpoint, err error) idempotency.Outcome {
 	if err != nil {
 		return problemOutcome(err)
 	}
 	body, _ := json.Marshal(viewEndpoint(ep, "")) // strings and a time: no error
-	return idempotency.Outcome{Status: http.StatusCreated, Body: string(body) + "\n", Headers: map[string]string{
-		echo.HeaderContentType: echo.MIMEApplicationJSON, echo.HeaderLocation: "/v1/webhook-endpoints/" + ep.ID}}
+	return idempotency.Outcome{Status: status, Body: string(body) + "\n",
+		Headers: map[string]string{echo.HeaderContentType: echo.MIMEApplicationJSON}}
 }
 
 // readsAll reports whether the caller reads every principal's endpoints; changesAll, whether
@@ -246,14 +263,16 @@ func (s *Server) rotateSecret(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ep, secret, replayed, err := s.Webhooks.Endpoints.Rotate(c.Request().Context(), id, principal(c), changesAll(c), key)
-	if err != nil {
-		return err
-	}
-	if replayed {
-		c.Response().Header().Set("Idempotent-Replayed", "true")
-	}
-	return c.JSON(http.StatusOK, viewEndpoint(ep, secret))
+	es := s.Webhooks.Endpoints
+	rot := idempotency.Rotation{Endpoints: es, Principal: principal(c), All: changesAll(c), Key: key, Render: renderRotation}
+	return s.endpointChange(c, key, id, nil, rot, func(ctx context.Context) (webhooks.Endpoint, string, error) {
+		return es.ShownRotation(ctx, id, key)
+	})
+}
+
+// renderRotation is the answer to a rotation, as stored and replayed: without the secret.
+func renderRotation(ep webhooks.Endpoint, err error) idempotency.Outcome {
+	return renderEndpoint(http.StatusOK, ep, err)
 }
 
 // deliveryView is a delivery as answered.

@@ -122,13 +122,26 @@ type Registration struct {
 	Endpoints                   *webhooks.Endpoints
 	Principal, URL, Description string
 	Events                      []string
-	// Render turns what the registration came to into the answer stored and replayed, which
-	// must not hold the endpoint's secret (see webhooks.Endpoints.Shown). It must be pure.
-	Render func(ep webhooks.Endpoint, err error) Outcome
+	Render                      RenderEndpoint
 }
 
+// Rotation is the rotation of a webhook endpoint's signing secret, as the pipeline runs it: its
+// subject is the endpoint's id. With All, Principal sees every endpoint (but rotates only its
+// own).
+type Rotation struct {
+	Endpoints *webhooks.Endpoints
+	Principal string
+	All       bool
+	Key       string
+	Render    RenderEndpoint
+}
+
+// RenderEndpoint turns what a change of an endpoint came to into the answer stored and
+// replayed, which must not hold a secret (see webhooks.Endpoints.Shown). It must be pure.
+type RenderEndpoint func(ep webhooks.Endpoint, err error) Outcome
+
 func (reg Registration) plan(ctx context.Context, _ *Pipeline, id string, _ bool) plan {
-	return registrationPlan{reg.Endpoints.PlanRegistration(ctx, id, reg.Principal, reg.URL, reg.Events, reg.Description), reg}
+	return endpointPlan{reg.Endpoints.PlanRegistration(ctx, id, reg.Principal, reg.URL, reg.Events, reg.Description), reg.Render}
 }
 
 // find: the endpoint registered is the key's effect.
@@ -141,38 +154,51 @@ func (reg Registration) find(ctx context.Context, _ *Pipeline, id string) (*Outc
 	return &out, nil
 }
 
-// registrationPlan is a webhooks.Registration as the pipeline carries it out.
-type registrationPlan struct {
-	*webhooks.Registration
-	reg Registration
+func (rot Rotation) plan(ctx context.Context, _ *Pipeline, id string, _ bool) plan {
+	return endpointPlan{rot.Endpoints.PlanRotation(ctx, id, rot.Principal, rot.All, rot.Key), rot.Render}
 }
 
-func (g registrationPlan) appends() []eventstore.StreamAppend {
+// find: the rotation is the key's effect if the endpoint records it.
+func (rot Rotation) find(ctx context.Context, p *Pipeline, id string) (*Outcome, error) {
+	g := rot.plan(ctx, p, id, false)
+	if res := g.ran(nil); res.repeated {
+		return &res.out, nil
+	}
+	return nil, nil
+}
+
+// endpointPlan is a webhooks.Plan as the pipeline carries it out.
+type endpointPlan struct {
+	*webhooks.Plan
+	render RenderEndpoint
+}
+
+func (g endpointPlan) appends() []eventstore.StreamAppend {
 	if g.Done() {
 		return nil
 	}
 	return g.Appends
 }
 
-func (g registrationPlan) written(ctx context.Context, results []eventstore.AppendResult, err error) {
+func (g endpointPlan) written(ctx context.Context, results []eventstore.AppendResult, err error) {
 	g.Written(ctx, results, err)
 }
 
-// sure: the endpoint's id is the key's, so its registration is this request's if it is
-// written at all.
-func (g registrationPlan) sure() (Outcome, At, bool) {
-	return g.reg.Render(g.Endpoint, nil), At{}, true
+// sure: the change is the key's (the endpoint's id derives from it, or the rotation records
+// it), so it is this request's if it is written at all.
+func (g endpointPlan) sure() (Outcome, At, bool) {
+	return g.render(g.Endpoint, nil), At{}, true
 }
 
-func (g registrationPlan) ran(recorded *Outcome) ran {
+func (g endpointPlan) ran(recorded *Outcome) ran {
 	out := recorded
 	if out == nil {
-		r := g.reg.Render(g.Endpoint, g.Err)
+		r := g.render(g.Endpoint, g.Err)
 		out = &r
 	}
-	registered := !g.Repeated && g.Err == nil
-	return ran{out: *out, err: g.Err, keep: fault.Final(g.Err), repeated: g.Repeated, appended: registered, written: registered}
+	changed := !g.Repeated && g.Err == nil
+	return ran{out: *out, err: g.Err, keep: fault.Final(g.Err), repeated: g.Repeated, appended: changed, written: changed}
 }
 
-func (g registrationPlan) keep()  {}
-func (g registrationPlan) close() { g.Close() }
+func (g endpointPlan) keep()  {}
+func (g endpointPlan) close() { g.Close() }

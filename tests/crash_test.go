@@ -405,17 +405,28 @@ func TestKeyedCreateIsOneKeyEvent(t *testing.T) {
 // server has stopped.
 func keyEventTypes(t *testing.T, dir, principal, key string) []string {
 	t.Helper()
+	var types []string
+	for _, e := range keyEvents(t, dir, principal, key) {
+		types = append(types, e.Type)
+	}
+	return types
+}
+
+// keyEvents reads the events of principal's key from the embedded store in dir, whose server
+// is stopped.
+func keyEvents(t *testing.T, dir, principal, key string) []eventstore.RecordedEvent {
+	t.Helper()
 	s, err := sqlite.Open(dir, sqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	var types []string
+	var events []eventstore.RecordedEvent
 	for e, err := range s.ReadStream(context.Background(), idempotency.StreamName(principal, key), eventstore.ReadStreamOptions{}) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		types = append(types, e.Type)
+		events = append(events, e)
 	}
-	return types
+	return events
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/acme/orders/idempotency"
 )
 
 // An endpoint that keeps failing is disabled and says why; enabling it resumes where it
@@ -106,4 +108,35 @@ func TestWebhookSecretsAreShownOnce(t *testing.T) {
 	time.Sleep(ttl + 500*time.Millisecond)
 	withdrawn("the registration's retry past the key TTL", register("aged"))
 	withdrawn("a rotation's retry past the key TTL", rotate(alice, id, "rotate-aged"))
+}
+
+// A registration and a rotation are keyed writes of the one pipeline: each leaves one event in
+// its key's stream, its claim and answer together, which holds no secret; their retries, to a
+// process that remembers nothing, show the secrets their first answers drew.
+func TestEndpointChangesRecordTheirKeysInOneEvent(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "", webhookArgs(t, "--keys-file", accessKeysFile(t))...)
+	registered, secret := s.register(t, alice, "registration", "https://203.0.113.9/hooks")
+	rotatedID, _ := s.register(t, alice, "rotated", "https://203.0.113.9/other")
+	rotation := "/v1/webhook-endpoints/" + rotatedID + "/rotate-secret"
+	rotated := s.ok(t, alice, 200, "POST", rotation, "rotation", nil).str("secret")
+	s.current().stop(t)
+	for key, shown := range map[string]string{"registration": secret, "rotation": rotated} {
+		events := keyEvents(t, s.dir, "alice", key)
+		if len(events) != 1 || events[0].Type != idempotency.TypeRecorded {
+			t.Fatalf("%s: the key's stream holds %d events; want one %s", key, len(events), idempotency.TypeRecorded)
+		}
+		if data := string(events[0].Data); strings.Contains(data, strings.TrimPrefix(shown, "whsec_")) || strings.Contains(data, "whsec_") {
+			t.Errorf("%s: the key's event holds a secret: %s", key, data)
+		}
+	}
+	s.start(t)
+	body := map[string]any{"url": "https://203.0.113.9/hooks", "events": []string{"*"}}
+	if again := s.ok(t, alice, 201, "POST", "/v1/webhook-endpoints", "registration", body); again.str("secret") != secret ||
+		again.str("id") != registered || again.replayed() != "true" {
+		t.Errorf("the registration's retry: %s", again.body)
+	}
+	if again := s.ok(t, alice, 200, "POST", rotation, "rotation", nil); again.str("secret") != rotated || again.replayed() != "true" {
+		t.Errorf("the rotation's retry: %s", again.body)
+	}
 }

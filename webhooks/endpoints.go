@@ -266,29 +266,29 @@ func (es *Endpoints) Shown(ctx context.Context, id string) (Endpoint, string, er
 	if !found {
 		return Endpoint{}, "", fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
-	ep, secret, _, err := es.showAgain(ep, ep.first)
+	secret, err := es.showAgain(ep, ep.first)
 	return ep, secret, err
 }
 
-// showAgain answers a retry with the secret its first request drew, if that may still be
-// shown: the endpoint is not deleted, the secret is its current one, and the key is younger
-// than Config.KeyTTL. A secret rotated away still signs for a while, and a deleted endpoint's
-// receiver may still trust it: shown again, it would let whoever holds the key forge
-// deliveries.
-func (es *Endpoints) showAgain(ep Endpoint, s Secret) (Endpoint, string, bool, error) {
+// showAgain returns secret s of endpoint ep, in clear, for the answer to the request that drew
+// it and to that request's retries, if it may still be shown: the endpoint is not deleted, the
+// secret is its current one, and the key is younger than Config.KeyTTL. A secret rotated away
+// still signs for a while, and a deleted endpoint's receiver may still trust it: shown again,
+// it would let whoever holds the key forge deliveries.
+func (es *Endpoints) showAgain(ep Endpoint, s Secret) (string, error) {
 	switch {
 	case ep.Status == StatusDeleted:
-		return Endpoint{}, "", false, fmt.Errorf("%w: endpoint %s is deleted", ErrSecretWithdrawn, ep.ID)
+		return "", fmt.Errorf("%w: endpoint %s is deleted", ErrSecretWithdrawn, ep.ID)
 	case ep.Secrets[len(ep.Secrets)-1].Sealed != s.Sealed:
-		return Endpoint{}, "", false, fmt.Errorf("%w: the secret of endpoint %s was rotated since; rotate it again for a new one", ErrSecretWithdrawn, ep.ID)
+		return "", fmt.Errorf("%w: the secret of endpoint %s was rotated since; rotate it again for a new one", ErrSecretWithdrawn, ep.ID)
 	case es.Config.KeyTTL > 0 && es.Now().Sub(s.CreatedAt) > es.Config.KeyTTL:
-		return Endpoint{}, "", false, fmt.Errorf("%w: the key is older than %v; rotate the secret of endpoint %s for a new one", ErrSecretWithdrawn, es.Config.KeyTTL, ep.ID)
+		return "", fmt.Errorf("%w: the key is older than %v; rotate the secret of endpoint %s for a new one", ErrSecretWithdrawn, es.Config.KeyTTL, ep.ID)
 	}
 	key, err := es.Sealer.Open(ep.ID, s.Sealed)
 	if err != nil {
-		return Endpoint{}, "", false, err
+		return "", err
 	}
-	return ep, SecretPrefix + base64.StdEncoding.EncodeToString(key), true, nil
+	return SecretPrefix + base64.StdEncoding.EncodeToString(key), nil
 }
 
 // lookup returns endpoint id, deleted or not.
@@ -325,29 +325,23 @@ func (es *Endpoints) checkEvents(events []string) error {
 	return nil
 }
 
-// Rotate draws a new signing secret for principal's endpoint id; the old one signs beside it
-// for 24 h. A retry with the same Idempotency-Key gets the secret the first request drew
-// (replayed) while it may be shown (showAgain). With all, principal sees every endpoint but
-// rotates only its own: the secret is its owner's alone.
-func (es *Endpoints) Rotate(ctx context.Context, id, principal string, all bool, key string) (Endpoint, string, bool, error) {
-	ep, err := es.Get(id, principal, all)
+// ShownRotation returns endpoint id and the signing secret that its rotation with
+// Idempotency-Key key drew, for the answer to that rotation and its retries, while the secret
+// may be shown (showAgain).
+func (es *Endpoints) ShownRotation(ctx context.Context, id, key string) (Endpoint, string, error) {
+	ep, found, err := es.Registered(ctx, id)
 	if err != nil {
-		return Endpoint{}, "", false, err
+		return Endpoint{}, "", err
 	}
-	if ep.Principal != principal {
-		return Endpoint{}, "", false, fmt.Errorf("%w: endpoint %s is %s's", ErrNotOwner, id, ep.Principal)
+	s, ok := ep.rotations[key]
+	switch {
+	case !found || ep.Status == StatusDeleted:
+		return Endpoint{}, "", fmt.Errorf("%w: %s", ErrNotFound, id) // as for a rotation of it
+	case !ok:
+		return Endpoint{}, "", fmt.Errorf("%w: endpoint %s has no recent rotation of this key", ErrSecretWithdrawn, id)
 	}
-	if s, ok := ep.rotations[key]; ok {
-		return es.showAgain(ep, s)
-	}
-	text, raw := NewSecret()
-	now := es.Now().UTC()
-	r := SecretRotated{Secret: Secret{Sealed: es.Sealer.Seal(id, raw), CreatedAt: now}, Key: key, By: principal, At: now}
-	if err := es.record(ctx, id, eventstore.Exact(ep.Revision), TypeSecretRotated, r); err != nil {
-		return Endpoint{}, "", false, err
-	}
-	ep, _ = es.lookup(id)
-	return ep, text, false, nil
+	secret, err := es.showAgain(ep, s)
+	return ep, secret, err
 }
 
 // SetStatus disables (with reason), enables or deletes endpoint id.
@@ -385,21 +379,13 @@ func (es *Endpoints) SetStatus(ctx context.Context, id, principal string, all bo
 }
 
 // record appends a change of endpoint id and names it in the index, after the appends of
-// before (a registration's claim of its slot), in one atomic append where the store can; then
-// reads the endpoint back.
+// before, in one atomic append where the store can; then reads the endpoint back.
 func (es *Endpoints) record(ctx context.Context, id string, expected eventstore.ExpectedRevision, typ string, v any, before ...eventstore.StreamAppend) error {
-	ev, err := newEvent(typ, v)
-	if err != nil {
-		return err
+	appends, err := changeAppends(id, expected, typ, v, before...)
+	if err == nil {
+		_, err = eventstore.Write(ctx, es.Store, appends...)
 	}
-	ix, err := newEvent(TypeIndexed, Indexed{ID: id})
 	if err != nil {
-		return err
-	}
-	appends := append(before,
-		eventstore.StreamAppend{Stream: endpointPrefix + id, Expected: expected, Events: []eventstore.EventData{ev}},
-		eventstore.StreamAppend{Stream: indexStream, Expected: eventstore.Any, Events: []eventstore.EventData{ix}})
-	if _, err := eventstore.Write(ctx, es.Store, appends...); err != nil {
 		return fmt.Errorf("record %s of webhook endpoint %s: %w", typ, id, err)
 	}
 	return es.Reload(ctx, id)
