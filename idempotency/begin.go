@@ -58,17 +58,15 @@ type attempt struct {
 	// than run its command only for its claim to be refused.
 	believedNew bool
 	watching    bool // for this process's holder of the key (see watch)
-	waited      bool
-	looked      bool // in the order's stream, for a holder that died after its append
+	waits       int  // the waits so far for another request that holds the key
 	deferring   bool // a new key's claim is left to the caller (Request.Defer)
-	expiring    bool // the store was told the key's expiry (Keys.Expire), as before every claim
 }
 
 func (k *Keys) attempt(r Request) *attempt {
 	stream := StreamName(r.Principal, r.Key)
 	_, multi := k.Store.(eventstore.MultiStreamAppender)
 	return &attempt{k: k, r: r, stream: stream, deadline: time.Now().Add(k.wait()), poll: pollFirst,
-		believedNew: !k.sweeper.claimed(stream), deferring: r.Defer && multi, expiring: k.Expire == nil}
+		believedNew: !k.sweeper.claimed(stream), deferring: r.Defer && multi}
 }
 
 func (a *attempt) stop() {
@@ -167,20 +165,18 @@ func (a *attempt) forget(ctx context.Context, st keyState) *begun {
 	if err == nil {
 		a.k.observe(ctx, EventExpired, a.stream)
 	}
-	// The store is told the expiry again before the next claim: whether a delete keeps a
-	// stream's metadata is the store's business.
-	a.expiring = a.k.Expire == nil
 	return lookAgain
 }
 
 // claim claims a new key, or leaves its claim to the caller's append (deferring).
 func (a *attempt) claim(ctx context.Context, now time.Time) *begun {
 	k := a.k
-	if !a.expiring {
+	if k.Expire != nil {
+		// Before every claim: whether a delete keeps a stream's metadata is the store's
+		// business, and a claim refused (another came first) is rare.
 		if err := k.Expire(ctx, a.stream, k.ttl()); err != nil {
 			return &begun{err: fmt.Errorf("set key expiry: %w", err)}
 		}
-		a.expiring = true
 	}
 	orderID := a.r.OrderID
 	if a.deferring {
@@ -206,8 +202,8 @@ func (a *attempt) claim(ctx context.Context, now time.Time) *begun {
 // is looked at only after that.
 func (a *attempt) wait(ctx context.Context, v view, now time.Time) *begun {
 	k := a.k
-	if !a.looked && a.waited && !v.here && a.r.FindInOrderStream != nil && v.st.first.OrderID != "" {
-		a.looked = true
+	if a.waits == 1 && !v.here && a.r.FindInOrderStream != nil && v.st.first.OrderID != "" {
+		// After the first wait, once: the holder may have died after its append.
 		if done := a.recover(ctx, v.st); done != nil {
 			return done
 		}
@@ -217,8 +213,7 @@ func (a *attempt) wait(ctx context.Context, v view, now time.Time) *begun {
 		k.observe(ctx, EventInFlight, a.stream)
 		return &begun{err: ErrInFlight}
 	}
-	if !a.waited {
-		a.waited = true
+	if a.waits++; a.waits == 1 {
 		k.observe(ctx, EventWaited, a.stream)
 	}
 	next := min(left, a.poll)

@@ -95,30 +95,27 @@ func (p *Pipeline) Do(ctx context.Context, r Request, w Work) (Answer, error) {
 		}
 		running = c
 		hook(p.Hooks.AfterClaim, r.Key)
-		res, refused := p.run(ctx, c, w)
+		res, err := p.run(ctx, c, w)
 		running = nil
-		if refused {
-			// The key was not new after all, and nothing was written: see what it holds.
-			p.Keys.Release(ctx, c, "")
-			r.Defer = false
-			continue
+		var ans Answer
+		if err == nil {
+			if res.appended {
+				hook(p.Hooks.AfterAppend, r.Key)
+			}
+			ans, err = p.finish(ctx, r, c, res)
 		}
-		if res.appended {
-			hook(p.Hooks.AfterAppend, r.Key)
+		if !errors.Is(err, errStartOver) {
+			return ans, err
 		}
-		ans, err := p.finish(ctx, r, c, res)
-		if errors.Is(err, errStartOver) {
-			r.Defer = false
-			continue
-		}
-		return ans, err
+		// The key was not new after all, and nothing was written: see what it holds. Its
+		// claim is noted (Keys.noteClaimed), so Begin reads the key rather than claim it again.
 	}
 }
 
 // run plans w under claim c and makes the plan's appends, with the claim's own if it is still
-// to be made, until the plan is done. refused reports that the store refused the claim's
-// append, because the key exists after all: then nothing was written.
-func (p *Pipeline) run(ctx context.Context, c *Claim, w Work) (res ran, refused bool) {
+// to be made, until the plan is done. It returns errStartOver, the claim let go, if the store
+// refused the claim's append because the key exists after all: then nothing was written.
+func (p *Pipeline) run(ctx context.Context, c *Claim, w Work) (ran, error) {
 	pl := w.plan(ctx, p, c.OrderID, !c.Takeover)
 	defer pl.close()
 	var recorded *Outcome // the outcome the claim's append records, if it does
@@ -134,7 +131,8 @@ func (p *Pipeline) run(ctx context.Context, c *Claim, w Work) (res ran, refused 
 		}
 		results, err := eventstore.Write(ctx, p.Keys.Store, appends...)
 		if c.Refused(err) {
-			return ran{}, true
+			p.Keys.Release(ctx, c, "")
+			return ran{}, errStartOver
 		}
 		if err == nil && unwritten {
 			c.Appended(ctx, results[0])
@@ -145,13 +143,13 @@ func (p *Pipeline) run(ctx context.Context, c *Claim, w Work) (res ran, refused 
 	if !c.HasOutcome() {
 		recorded = nil
 	}
-	res = pl.ran(recorded)
+	res := pl.ran(recorded)
 	res.plan = pl
-	return res, false
+	return res, nil
 }
 
-// errStartOver: the claim, to be written with the outcome only, was refused, because the key
-// exists after all; nothing was written, and Do starts over with the key.
+// errStartOver: the claim's append, left to the pipeline, was refused, because the key exists
+// after all; nothing was written, and Do starts over with the key.
 var errStartOver = errors.New("the key's claim was refused: start over")
 
 // finish records the outcome of a run, before or after its answer, or lets the key go.
@@ -176,10 +174,9 @@ func (p *Pipeline) finish(ctx context.Context, r Request, c *Claim, res ran) (An
 	}
 	// Nothing in the order's stream would tell this answer word for word, or the events there
 	// may be another run's: record it before giving it. An answer not recorded is not given.
-	_, unwritten := c.Append()
 	err := p.record(ctx, r, c, res)
 	switch {
-	case unwritten && err != nil:
+	case c.Refused(err):
 		return Answer{}, errStartOver
 	case errors.Is(err, ErrTakenOver):
 		return Answer{}, err // another request runs the key now: its outcome stands
