@@ -27,9 +27,8 @@ type route struct {
 	create bool   // POST /v1/orders: the order id is drawn when the key is claimed
 	// lookup finds the order of a route that does not name it; nil means the path's :id.
 	lookup func(s *Server, c echo.Context) (string, error)
-	// parse reads the command from the path values and the JSON body; it returns a builder
-	// that completes it with the order id.
-	parse func(c echo.Context, body []byte) (func(orderID string) order.Command, error)
+	// parse reads the command from the path values and the JSON body.
+	parse func(c echo.Context, body []byte) (order.Command, error)
 }
 
 // commandTimeout bounds a command that the client stopped waiting for: it runs to its end
@@ -59,10 +58,10 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), commandTimeout)
 		defer cancel()
 		if rt.create && in.ifMatch.exists {
-			return noOrderToMatch(in.build(id), id)
+			return noOrderToMatch(in.cmd, id)
 		}
 		if !in.keyed {
-			res, err := s.run(ctx, id, in.build(id), in.md, in.ifMatch)
+			res, err := s.run(ctx, id, in.cmd, in.md, in.ifMatch)
 			return s.write(c, s.respond(rt, id, res, err), res.Repeated)
 		}
 		ans, err := s.pipeline().Do(ctx, s.keyRequest(c, rt, in, id), s.keyed(rt, in))
@@ -97,15 +96,15 @@ func (s *Server) keyRequest(c echo.Context, rt route, in commandRequest, id stri
 // keyed is the command of a keyed request, as the pipeline runs it: its answers are respond's,
 // with the errors of an order its caller may not see or that If-Match cannot match told as run
 // tells them.
-func (s *Server) keyed(rt route, in commandRequest) idempotency.Command {
+func (s *Server) keyed(rt route, in commandRequest) idempotency.OrderCommand {
 	var opts []command.Option
 	if in.ifMatch.tags {
 		opts = append(opts, command.At(in.ifMatch.revisions...))
 	}
-	return idempotency.Command{
-		Build: in.build, Metadata: in.md, Options: opts, Create: rt.create,
+	return idempotency.OrderCommand{
+		Command: in.cmd, Metadata: in.md, Options: opts, Create: rt.create,
 		Render: func(orderID string, res command.Result, err error) idempotency.Outcome {
-			res, err = refusal(in.build(orderID), orderID, in.ifMatch, res, err)
+			res, err = refusal(in.cmd, orderID, in.ifMatch, res, err)
 			return s.respond(rt, orderID, res, err)
 		},
 	}
@@ -126,7 +125,7 @@ type commandRequest struct {
 	ifMatch precondition
 	orderID string             // the path's; "" for a create or a route that looks its order up
 	digest  idempotency.Digest // of the request's bytes
-	build   func(orderID string) order.Command
+	cmd     order.Command
 }
 
 // intake checks a command request, from the cheapest check to the dearest, and fingerprints
@@ -171,7 +170,7 @@ func (s *Server) intake(c echo.Context, rt route) (in commandRequest, replay *id
 			return in, nil, err
 		}
 	}
-	if in.build, err = rt.parse(c, body); err != nil || !keyed {
+	if in.cmd, err = rt.parse(c, body); err != nil || !keyed {
 		return in, nil, err
 	}
 	if in.md.Fingerprint, err = idempotency.Fingerprint(req.Method, req.URL.Path, body); err != nil {

@@ -178,14 +178,12 @@ func providerFingerprint(req *http.Request, ev providers.Event) string {
 }
 
 // providerCommand is ev as the pipeline runs it: the command it reports on its order.
-func (s *Server) providerCommand(c echo.Context, p providers.Provider, ev providers.Event) idempotency.Command {
+func (s *Server) providerCommand(c echo.Context, p providers.Provider, ev providers.Event) idempotency.OrderCommand {
 	md := command.Metadata{Principal: p.Principal, CorrelationID: requestID(c), IdempotencyKey: providerKey(ev),
 		Fingerprint: providerFingerprint(c.Request(), ev)}
 	report := reportOf(ev)
-	return idempotency.Command{
-		Build: func(string) order.Command {
-			return order.ProviderEvent{Provider: p.Name, EventID: ev.ID, EventType: ev.Type, Report: report}
-		},
+	return idempotency.OrderCommand{
+		Command:  order.ProviderEvent{Provider: p.Name, EventID: ev.ID, EventType: ev.Type, Report: report},
 		Metadata: md,
 		Render: func(orderID string, res command.Result, err error) idempotency.Outcome {
 			return s.renderProviderEvent(p, ev, orderID, res, err)

@@ -59,7 +59,7 @@ func money(amount int64, currency string) order.Money {
 // sameCurrency marks amounts whose currency the order supplies (see order.Money).
 const sameCurrency = ""
 
-var createOrder = route{name: order.CreateOrder{}.CommandName(), create: true, parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+var createOrder = route{name: order.CreateOrder{}.CommandName(), create: true, parse: func(c echo.Context, body []byte) (order.Command, error) {
 	var b createBody
 	if err := decode(body, &b); err != nil {
 		return nil, err
@@ -79,13 +79,12 @@ var createOrder = route{name: order.CreateOrder{}.CommandName(), create: true, p
 		}
 		lines[i] = order.AddLine{SKU: *l.SKU, Name: l.Name, Quantity: *l.Quantity, UnitPrice: money(*l.UnitPrice, *b.Currency)}
 	}
-	return func(id string) order.Command {
-		return order.CreateOrder{OrderID: id, CustomerID: *b.CustomerID, Currency: order.Currency(*b.Currency), Lines: lines, ClientRef: b.ClientReference,
-			Channel: b.Channel}
-	}, nil
+	// The order's id is the one its key is claimed with (command.Handler.Plan sets it).
+	return order.CreateOrder{CustomerID: *b.CustomerID, Currency: order.Currency(*b.Currency), Lines: lines, ClientRef: b.ClientReference,
+		Channel: b.Channel}, nil
 }}
 
-var addLine = route{name: order.AddLine{}.CommandName(), parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+var addLine = route{name: order.AddLine{}.CommandName(), parse: func(c echo.Context, body []byte) (order.Command, error) {
 	var b lineBody
 	if err := decode(body, &b); err != nil {
 		return nil, err
@@ -93,10 +92,10 @@ var addLine = route{name: order.AddLine{}.CommandName(), parse: func(c echo.Cont
 	if err := b.check(); err != nil {
 		return nil, err
 	}
-	return fixed(order.AddLine{SKU: *b.SKU, Name: b.Name, Quantity: *b.Quantity, UnitPrice: money(*b.UnitPrice, sameCurrency)}), nil
+	return order.AddLine{SKU: *b.SKU, Name: b.Name, Quantity: *b.Quantity, UnitPrice: money(*b.UnitPrice, sameCurrency)}, nil
 }}
 
-var changeLine = route{name: order.ChangeLineQuantity{}.CommandName(), parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+var changeLine = route{name: order.ChangeLineQuantity{}.CommandName(), parse: func(c echo.Context, body []byte) (order.Command, error) {
 	var b quantityBody
 	if err := decode(body, &b); err != nil {
 		return nil, err
@@ -108,10 +107,10 @@ var changeLine = route{name: order.ChangeLineQuantity{}.CommandName(), parse: fu
 	if err != nil {
 		return nil, err
 	}
-	return fixed(order.ChangeLineQuantity{SKU: sku, Quantity: *b.Quantity}), nil
+	return order.ChangeLineQuantity{SKU: sku, Quantity: *b.Quantity}, nil
 }}
 
-var removeLine = route{name: order.RemoveLine{}.CommandName(), parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+var removeLine = route{name: order.RemoveLine{}.CommandName(), parse: func(c echo.Context, body []byte) (order.Command, error) {
 	if err := noBody(body); err != nil {
 		return nil, err
 	}
@@ -119,10 +118,10 @@ var removeLine = route{name: order.RemoveLine{}.CommandName(), parse: func(c ech
 	if err != nil {
 		return nil, err
 	}
-	return fixed(order.RemoveLine{SKU: sku}), nil
+	return order.RemoveLine{SKU: sku}, nil
 }}
 
-var startPayment = route{name: order.StartPayment{}.CommandName(), parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+var startPayment = route{name: order.StartPayment{}.CommandName(), parse: func(c echo.Context, body []byte) (order.Command, error) {
 	var b paymentBody
 	if err := decode(body, &b); err != nil {
 		return nil, err
@@ -130,10 +129,10 @@ var startPayment = route{name: order.StartPayment{}.CommandName(), parse: func(c
 	if err := required(map[string]bool{"paymentId": b.PaymentID != nil, "amount": b.Amount != nil}); err != nil {
 		return nil, err
 	}
-	return fixed(order.StartPayment{PaymentID: *b.PaymentID, Amount: money(*b.Amount, sameCurrency)}), nil
+	return order.StartPayment{PaymentID: *b.PaymentID, Amount: money(*b.Amount, sameCurrency)}, nil
 }}
 
-var confirmPayment = route{name: order.ConfirmPayment{}.CommandName(), parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+var confirmPayment = route{name: order.ConfirmPayment{}.CommandName(), parse: func(c echo.Context, body []byte) (order.Command, error) {
 	var b amountBody
 	if err := decode(body, &b); err != nil {
 		return nil, err
@@ -145,13 +144,13 @@ var confirmPayment = route{name: order.ConfirmPayment{}.CommandName(), parse: fu
 	if err != nil {
 		return nil, err
 	}
-	return fixed(order.ConfirmPayment{PaymentID: paymentID, Amount: money(*b.Amount, sameCurrency)}), nil
+	return order.ConfirmPayment{PaymentID: paymentID, Amount: money(*b.Amount, sameCurrency)}, nil
 }}
 
 // confirmPaymentByID is the callback of a provider that knows only its payment id.
 var confirmPaymentByID = route{name: confirmPayment.name, lookup: paymentOrder, parse: confirmPayment.parse}
 
-var failPayment = route{name: order.FailPayment{}.CommandName(), parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+var failPayment = route{name: order.FailPayment{}.CommandName(), parse: func(c echo.Context, body []byte) (order.Command, error) {
 	var b reasonBody
 	if err := decode(body, &b); err != nil {
 		return nil, err
@@ -163,10 +162,10 @@ var failPayment = route{name: order.FailPayment{}.CommandName(), parse: func(c e
 	if err != nil {
 		return nil, err
 	}
-	return fixed(order.FailPayment{PaymentID: paymentID, Reason: *b.Reason}), nil
+	return order.FailPayment{PaymentID: paymentID, Reason: *b.Reason}, nil
 }}
 
-var cancelOrder = route{name: order.Cancel{}.CommandName(), parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+var cancelOrder = route{name: order.Cancel{}.CommandName(), parse: func(c echo.Context, body []byte) (order.Command, error) {
 	var b reasonBody
 	if err := decode(body, &b); err != nil {
 		return nil, err
@@ -174,10 +173,10 @@ var cancelOrder = route{name: order.Cancel{}.CommandName(), parse: func(c echo.C
 	if err := required(map[string]bool{"reason": b.Reason != nil}); err != nil {
 		return nil, err
 	}
-	return fixed(order.Cancel{Reason: *b.Reason}), nil
+	return order.Cancel{Reason: *b.Reason}, nil
 }}
 
-var ship = route{name: order.Ship{}.CommandName(), parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+var ship = route{name: order.Ship{}.CommandName(), parse: func(c echo.Context, body []byte) (order.Command, error) {
 	var b shipmentBody
 	if err := decode(body, &b); err != nil {
 		return nil, err
@@ -185,10 +184,10 @@ var ship = route{name: order.Ship{}.CommandName(), parse: func(c echo.Context, b
 	if err := required(map[string]bool{"carrier": b.Carrier != nil, "trackingNumber": b.TrackingNumber != nil}); err != nil {
 		return nil, err
 	}
-	return fixed(order.Ship{Carrier: *b.Carrier, TrackingNumber: *b.TrackingNumber}), nil
+	return order.Ship{Carrier: *b.Carrier, TrackingNumber: *b.TrackingNumber}, nil
 }}
 
-var requestRefund = route{name: order.RequestRefund{}.CommandName(), parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+var requestRefund = route{name: order.RequestRefund{}.CommandName(), parse: func(c echo.Context, body []byte) (order.Command, error) {
 	var b refundBody
 	if err := decode(body, &b); err != nil {
 		return nil, err
@@ -196,10 +195,10 @@ var requestRefund = route{name: order.RequestRefund{}.CommandName(), parse: func
 	if err := required(map[string]bool{"refundId": b.RefundID != nil, "amount": b.Amount != nil}); err != nil {
 		return nil, err
 	}
-	return fixed(order.RequestRefund{RefundID: *b.RefundID, Amount: money(*b.Amount, sameCurrency)}), nil
+	return order.RequestRefund{RefundID: *b.RefundID, Amount: money(*b.Amount, sameCurrency)}, nil
 }}
 
-var completeRefund = route{name: order.CompleteRefund{}.CommandName(), parse: func(c echo.Context, body []byte) (func(string) order.Command, error) {
+var completeRefund = route{name: order.CompleteRefund{}.CommandName(), parse: func(c echo.Context, body []byte) (order.Command, error) {
 	if err := noBody(body); err != nil {
 		return nil, err
 	}
@@ -207,7 +206,7 @@ var completeRefund = route{name: order.CompleteRefund{}.CommandName(), parse: fu
 	if err != nil {
 		return nil, err
 	}
-	return fixed(order.CompleteRefund{RefundID: refundID}), nil
+	return order.CompleteRefund{RefundID: refundID}, nil
 }}
 
 // noBody accepts an empty body or an empty JSON object, for commands whose path says it all.
@@ -217,9 +216,4 @@ func noBody(body []byte) error {
 	}
 	var b struct{}
 	return decode(body, &b)
-}
-
-// fixed is the builder of a command that does not name its order.
-func fixed(c order.Command) func(string) order.Command {
-	return func(string) order.Command { return c }
 }

@@ -53,13 +53,17 @@ type Plan struct {
 }
 
 // Plan decides c on the order id, with opts, and returns the plan; see Handle for what a
-// command comes to. Close the plan when done with it.
+// command comes to. A create makes order id, whatever order its OrderID names. Close the plan when done with it.
 func (h *Handler) Plan(ctx context.Context, id string, c order.Command, md Metadata, opts ...Option) *Plan {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
 	md.Command = c.CommandName()
+	if create, ok := c.(order.CreateOrder); ok {
+		create.OrderID = id // a create makes the order it is planned on
+		c = create
+	}
 	p := &Plan{h: h, id: id, stream: StreamName(id), c: c, md: md, opts: o,
 		retryUntil: time.Now().Add(cmp.Or(h.RetryFor, 2*time.Second))}
 	leave, err := h.queues.enter(ctx, id)

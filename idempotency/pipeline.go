@@ -15,7 +15,7 @@ import (
 
 // Pipeline is the one way a keyed write runs, whatever brought it in (an HTTP request, a
 // provider's event, an import). Do claims the key, or replays, waits or takes over as the key's
-// phase says (see decide); plans the write (Work: a Command on an order, a webhook endpoint's
+// phase says (see decide); plans the write (Work: an OrderCommand, a webhook endpoint's
 // Registration); makes the plan's appends itself, with the key's claim in the same atomic
 // append where the store can, and, where the plan's answer is certain before the append, the
 // key's outcome in the claim's own event; and records the outcome before or after the answer.

@@ -17,12 +17,10 @@ import (
 
 // keyedCreate is a keyed create as an intake gives it to the pipeline; renders counts the
 // answers it rendered.
-func keyedCreate(fingerprint string, renders *atomic.Int32) idempotency.Command {
-	return idempotency.Command{
-		Build: func(orderID string) order.Command {
-			return order.CreateOrder{OrderID: orderID, CustomerID: "c-" + fingerprint, Currency: "EUR",
-				Lines: []order.AddLine{{SKU: "sku-1", Quantity: 1, UnitPrice: order.Money{Amount: 100, Currency: "EUR"}}}}
-		},
+func keyedCreate(fingerprint string, renders *atomic.Int32) idempotency.OrderCommand {
+	return idempotency.OrderCommand{
+		Command: order.CreateOrder{CustomerID: "c-" + fingerprint, Currency: "EUR",
+			Lines: []order.AddLine{{SKU: "sku-1", Quantity: 1, UnitPrice: order.Money{Amount: 100, Currency: "EUR"}}}},
 		Metadata: command.Metadata{Principal: "shop-1", IdempotencyKey: "k1", Fingerprint: fingerprint},
 		Create:   true,
 		Render: func(orderID string, res command.Result, err error) idempotency.Outcome {
@@ -137,9 +135,7 @@ func TestPipelineRecordsAfterAnAnswerItWrote(t *testing.T) {
 	p.Hooks.AfterAnswer = func(string) { <-answered }
 	add := keyedCreate("fp", &renders)
 	add.Create = false
-	add.Build = func(string) order.Command {
-		return order.AddLine{SKU: "sku-2", Quantity: 1, UnitPrice: order.Money{Amount: 50, Currency: "EUR"}}
-	}
+	add.Command = order.AddLine{SKU: "sku-2", Quantity: 1, UnitPrice: order.Money{Amount: 50, Currency: "EUR"}}
 	ans, err := p.Do(ctx, request("fp"), add)
 	if err != nil || ans.Replayed || ans.Outcome.Status != 201 {
 		t.Fatalf("Do: %+v, %v", ans, err)

@@ -10,7 +10,7 @@ import (
 	"github.com/acme/orders/webhooks"
 )
 
-// Work is a keyed write, as the pipeline runs it: a Command on an order, or the Registration
+// Work is a keyed write, as the pipeline runs it: an OrderCommand, or the Registration
 // of a webhook endpoint. The pipeline plans it on its subject (the order or the endpoint that
 // the key is claimed with), makes the plan's appends with the key's record, and renders what
 // it came to with the work's Render.
@@ -40,11 +40,11 @@ type plan interface {
 	close()
 }
 
-// Command is a command on an order, as the pipeline runs it.
-type Command struct {
-	// Build makes the command for the order the key is claimed with: the request's, a
-	// create's id drawn by the intake (Request.OrderID), or, on a takeover, the first claim's.
-	Build    func(orderID string) order.Command
+// OrderCommand is a command on an order, as the pipeline runs it on the order its key is
+// claimed with: the request's, a create's id drawn by the intake (Request.OrderID), or, on a
+// takeover, the first claim's.
+type OrderCommand struct {
+	Command  order.Command
 	Metadata command.Metadata
 	Options  []command.Option // command.At for If-Match
 	// Create: the command creates its order, under an id drawn for it, so that a new claim's
@@ -56,16 +56,16 @@ type Command struct {
 	Render func(orderID string, res command.Result, err error) Outcome
 }
 
-func (cmd Command) plan(ctx context.Context, p *Pipeline, orderID string, fresh bool) plan {
+func (cmd OrderCommand) plan(ctx context.Context, p *Pipeline, orderID string, fresh bool) plan {
 	opts := cmd.Options
 	if cmd.Create && fresh {
 		opts = append(opts[:len(opts):len(opts)], command.NewOrder())
 	}
-	return orderPlan{Plan: p.Orders.Plan(ctx, orderID, cmd.Build(orderID), cmd.Metadata, opts...), cmd: cmd, id: orderID}
+	return orderPlan{Plan: p.Orders.Plan(ctx, orderID, cmd.Command, cmd.Metadata, opts...), cmd: cmd, id: orderID}
 }
 
-func (cmd Command) find(ctx context.Context, p *Pipeline, orderID string) (*Outcome, error) {
-	rep, err := p.Orders.Find(ctx, orderID, cmd.Build(orderID), cmd.Metadata)
+func (cmd OrderCommand) find(ctx context.Context, p *Pipeline, orderID string) (*Outcome, error) {
+	rep, err := p.Orders.Find(ctx, orderID, cmd.Command, cmd.Metadata)
 	if err != nil || rep == nil {
 		return nil, err
 	}
@@ -76,7 +76,7 @@ func (cmd Command) find(ctx context.Context, p *Pipeline, orderID string) (*Outc
 // orderPlan is a command.Plan as the pipeline carries it out.
 type orderPlan struct {
 	*command.Plan
-	cmd Command
+	cmd OrderCommand
 	id  string
 }
 
