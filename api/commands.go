@@ -87,7 +87,7 @@ func (s *Server) keyRequest(c echo.Context, rt route, in commandRequest, id stri
 	}
 	return idempotency.Request{
 		Principal: in.md.Principal, Key: in.md.IdempotencyKey,
-		Method: req.Method, Path: req.URL.Path, Fingerprint: in.md.Fingerprint, Digest: in.digest,
+		Method: req.Method, Path: req.URL.Path, Fingerprint: in.md.Fingerprint,
 		OrderID:  id,
 		Claimant: s.Node + "/" + requestID(c),
 	}
@@ -124,7 +124,6 @@ type commandRequest struct {
 	keyed   bool
 	ifMatch precondition
 	orderID string             // the path's; "" for a create or a route that looks its order up
-	digest  idempotency.Digest // of the request's bytes
 	cmd     order.Command
 }
 
@@ -159,11 +158,6 @@ func (s *Server) intake(c echo.Context, rt route) (in commandRequest, replay *id
 	// ULID, and a route's one other value sits between segments that name the route.
 	if keyed {
 		in.md.IdempotencyKey = key[0]
-		in.digest = idempotency.DigestOf(req.Method, req.URL.Path, body)
-		if replay, ok := s.Keys.RecallBytes(req.Context(), in.md.Principal, key[0], in.digest); ok {
-			stateOf(c).command = rt.name
-			return in, replay, nil // the very bytes of a request that ran with the key
-		}
 	}
 	if !rt.create && rt.lookup == nil {
 		if in.orderID, err = orderID(c); err != nil {

@@ -155,7 +155,7 @@ func (s *Server) endpointRequest(c echo.Context, key, id string, body []byte) id
 	req := c.Request()
 	fp, _ := idempotency.Fingerprint(req.Method, req.URL.Path, body) // JSON, or none: checked before
 	return idempotency.Request{Principal: principal(c), Key: key, Method: req.Method, Path: req.URL.Path,
-		Fingerprint: fp, Digest: idempotency.DigestOf(req.Method, req.URL.Path, body),
+		Fingerprint: fp,
 		OrderID: id, Claimant: s.Node + "/" + requestID(c)}
 }
 

@@ -84,10 +84,6 @@ type Request struct {
 	OrderID           string // the order the request acts on, or the id drawn for a create's
 	Claimant          string // who claims, for the record (node and request id)
 	FindInOrderStream func(ctx context.Context, orderID string) (*Outcome, error)
-	// Digest identifies the request's bytes (DigestOf), if known: once the key is
-	// completed here, a retry with these very bytes is replayed from memory without its
-	// fingerprint (Keys.RecallBytes).
-	Digest Digest
 	// Defer lets Begin leave the claim of a key that looks new unwritten, on a store that
 	// appends to several streams at once: the caller then makes the claim's append along
 	// with the command's events (Claim.Append, Claim.Appended), so that a new key costs the
@@ -112,7 +108,6 @@ type Claim struct {
 	Prior *Outcome
 
 	first     Claimed                  // this claim, standing for the key's first: fingerprint and expiry
-	digest    Digest                   // of the request's bytes, whose fingerprint is the first's (Request.Digest)
 	unwritten *eventstore.StreamAppend // the claim's append, while it is not made (Request.Defer)
 	// along: the claim's unwritten append records the key's outcome too (AppendWithOutcome); withOutcome:
 	// that append is made.
@@ -224,19 +219,6 @@ func (k *Keys) Recall(ctx context.Context, principal, key, fingerprint string) (
 	return k.replay(ctx, StreamName(principal, key), fingerprint)
 }
 
-// RecallBytes answers a request whose key this process completed, from memory, if the request's
-// bytes are those of a request that ran with the key (Request.Digest): then its fingerprint is
-// the key's, and needs no computing. ok is false otherwise; Recall or Begin then give the answer.
-func (k *Keys) RecallBytes(ctx context.Context, principal, key string, d Digest) (out *Outcome, ok bool) {
-	stream := StreamName(principal, key)
-	done, ok := k.recall(stream, k.now())
-	if !ok || done.onDisk || d == (Digest{}) || done.digest != d {
-		return nil, false
-	}
-	k.observe(ctx, EventReplayed, stream)
-	return done.outcome(), true
-}
-
 func (k *Keys) replay(ctx context.Context, stream, fingerprint string) (*Outcome, bool, error) {
 	done, ok := k.recall(stream, k.now())
 	switch {
@@ -269,7 +251,7 @@ func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.Exp
 	// A takeover's claim has the original's fingerprint and expiry: it stands for it. It is held
 	// here before its append, so that no request here sees it in the store unheld, as that of
 	// a request of this process that is gone.
-	c := &Claim{Stream: stream, OrderID: orderID, first: claimed, digest: r.Digest, keys: k}
+	c := &Claim{Stream: stream, OrderID: orderID, first: claimed, keys: k}
 	k.holds.hold(stream, held{claimed: claimed, claim: c, unwritten: true})
 	res, err := k.Store.Append(ctx, stream, expected, e)
 	if !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
@@ -296,7 +278,7 @@ func (k *Keys) deferClaim(stream string, r Request, orderID string, now time.Tim
 	}
 	e := newEvent(TypeClaimed, data)
 	k.noteClaimed(stream, claimed.ExpiresAt)
-	c := &Claim{Stream: stream, OrderID: orderID, first: claimed, digest: r.Digest, keys: k,
+	c := &Claim{Stream: stream, OrderID: orderID, first: claimed, keys: k,
 		unwritten: &eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream, Events: []eventstore.EventData{e}}}
 	k.holds.hold(stream, held{claimed: claimed, claim: c, unwritten: true})
 	return c, nil
@@ -332,7 +314,7 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 		if !c.Takeover {
 			c.Sole = true
 		}
-		k.remember(c.Stream, c.first, &Completed{Outcome: out}, c.digest, false)
+		k.remember(c.Stream, c.first, &Completed{Outcome: out}, false)
 		k.observe(ctx, EventCompleted, c.Stream)
 		return nil
 	}
@@ -347,7 +329,7 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 		if err := k.position(ctx, st.done); err != nil {
 			return err
 		}
-		k.remember(c.Stream, st.first, st.done, Digest{}, false)
+		k.remember(c.Stream, st.first, st.done, false)
 		c.Prior = &st.done.Outcome
 		return nil
 	case !st.exists:
@@ -377,7 +359,7 @@ func (k *Keys) completeUnwritten(ctx context.Context, c *Claim, out Outcome) err
 // can have run the key: it is kept.
 func (k *Keys) endWithOutcome(ctx context.Context, c *Claim, done *Completed) {
 	c.Sole = true
-	k.remember(c.Stream, c.first, done, c.digest, false)
+	k.remember(c.Stream, c.first, done, false)
 	k.observe(ctx, EventCompleted, c.Stream)
 	k.holds.drop(c)
 }
