@@ -123,7 +123,7 @@ type commandRequest struct {
 	md      command.Metadata
 	keyed   bool
 	ifMatch precondition
-	orderID string             // the path's; "" for a create or a route that looks its order up
+	orderID string // the path's; "" for a create or a route that looks its order up
 	cmd     order.Command
 }
 
