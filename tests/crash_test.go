@@ -430,3 +430,41 @@ func keyEvents(t *testing.T, dir, principal, key string) []eventstore.RecordedEv
 	}
 	return events
 }
+
+// A webhook endpoint's registration is a keyed write of the same pipeline as a create: killed
+// after its key's claim (before its append) or right after its append, the retry after a
+// restart answers with one endpoint and the secret it was registered with, every retry after it
+// the same, and the key's stream holds one event.
+func TestRegistrationThroughKills(t *testing.T) {
+	t.Parallel()
+	for _, hook := range []string{crashAfterClaim, crashAfterAppend} {
+		t.Run(hook, func(t *testing.T) {
+			t.Parallel()
+			s := &server{dir: t.TempDir(), args: webhookArgs(t), env: []string{hook + "=" + crashKey}}
+			s.start(t)
+			req := request{method: "POST", path: "/v1/webhook-endpoints", key: crashKey,
+				body: map[string]any{"url": "https://203.0.113.9/hooks", "events": []string{"*"}}}
+			if r, err := s.send(t, req); err == nil {
+				t.Fatalf("%v; want no answer: the server should have killed itself", r)
+			}
+			if st := s.wait(t, stopTimeout); !killedBy(st, syscall.SIGKILL) {
+				t.Fatalf("the server ended with %v; want killed by SIGKILL", st)
+			}
+			s.env = nil
+			s.restart(t)
+			first := s.do(t, req.method, req.path, req.key, req.body)
+			wantStatus(t, first, 201)
+			again := s.do(t, req.method, req.path, req.key, req.body)
+			if again.str("id") != first.str("id") || again.str("secret") != first.str("secret") || again.replayed() != "true" {
+				t.Errorf("the retries: %s, then %s", first.body, again.body)
+			}
+			if n := len(s.do(t, "GET", "/v1/webhook-endpoints", "", nil).json["endpoints"].([]any)); n != 1 {
+				t.Errorf("%d endpoints registered; want 1", n)
+			}
+			s.current().stop(t)
+			if got := keyEventTypes(t, s.dir, "local", crashKey); !slices.Equal(got, []string{idempotency.TypeRecorded}) {
+				t.Errorf("the key's stream holds %v; want one %s", got, idempotency.TypeRecorded)
+			}
+		})
+	}
+}
