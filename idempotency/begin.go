@@ -143,7 +143,7 @@ func (a *attempt) take(ctx context.Context, step Step, v view, now time.Time) *b
 		k.remember(a.stream, v.st.first, v.st.done, true)
 		return &begun{replay: &v.st.done.Outcome}
 	case StepTakeOver:
-		c, err := k.claim(ctx, a.stream, eventstore.Exact(v.st.revision), a.r, v.st.first.OrderID, now, v.st.first.ExpiresAt)
+		c, err := k.claim(ctx, a.stream, eventstore.Exact(v.st.revision), a.r, v.st.first.OrderID, now, v.st.first.ExpiresAt, false)
 		if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
 			return lookAgain // another taker won
 		}
@@ -178,14 +178,12 @@ func (a *attempt) claim(ctx context.Context, now time.Time) *begun {
 			return &begun{err: fmt.Errorf("set key expiry: %w", err)}
 		}
 	}
-	orderID := a.r.OrderID
+	// A deferred claim is claimed once its append is made (Claim.Appended, completeUnwritten):
+	// the store may yet refuse it.
+	c, err := k.claim(ctx, a.stream, eventstore.NoStream, a.r, a.r.OrderID, now, now.Add(k.ttl()), a.deferring)
 	if a.deferring {
-		// Claimed once its append is made (Claim.Appended, completeUnwritten): the store may yet
-		// refuse it.
-		c, err := k.deferClaim(a.stream, a.r, orderID, now)
 		return &begun{claim: c, err: err}
 	}
-	c, err := k.claim(ctx, a.stream, eventstore.NoStream, a.r, orderID, now, now.Add(k.ttl()))
 	if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
 		return lookAgain // another request claimed it first
 	}

@@ -241,19 +241,27 @@ func (k *Keys) replay(ctx context.Context, stream, fingerprint string) (*Outcome
 	return out, true, nil
 }
 
-func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.ExpectedRevision, r Request, orderID string, now, expires time.Time) (*Claim, error) {
-	claimed := k.claimed(r, orderID, now, expires)
+// claim claims the key stream at expected, with the append of its Claimed event, unless defer
+// leaves that append to the caller (Request.Defer): the claim then holds the key in this process
+// only, and the sweeper hears of its expiry at once, as it may be written any time.
+func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.ExpectedRevision, r Request, orderID string, now, expires time.Time, deferred bool) (*Claim, error) {
+	claimed := Claimed{Principal: r.Principal, Key: r.Key, Method: r.Method, Path: r.Path, Fingerprint: r.Fingerprint,
+		OrderID: orderID, Claimant: r.Claimant, ClaimedAt: now, LeaseUntil: now.Add(k.lease().Length), ExpiresAt: expires}
 	data, err := claimed.encode()
 	if err != nil {
 		return nil, err
 	}
-	e := newEvent(TypeClaimed, data)
 	// A takeover's claim has the original's fingerprint and expiry: it stands for it. It is held
 	// here before its append, so that no request here sees it in the store unheld, as that of
 	// a request of this process that is gone.
-	c := &Claim{Stream: stream, OrderID: orderID, first: claimed, keys: k}
+	a := eventstore.StreamAppend{Stream: stream, Expected: expected, Events: []eventstore.EventData{newEvent(TypeClaimed, data)}}
+	c := &Claim{Stream: stream, OrderID: orderID, first: claimed, keys: k, unwritten: &a}
 	k.holds.hold(stream, held{claimed: claimed, claim: c, unwritten: true})
-	res, err := k.Store.Append(ctx, stream, expected, e)
+	if deferred {
+		k.noteClaimed(stream, expires)
+		return c, nil
+	}
+	res, err := k.Store.Append(ctx, stream, expected, a.Events...)
 	if !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
 		// An append that failed otherwise (its context cancelled, say) may have been written.
 		k.noteClaimed(stream, expires)
@@ -262,33 +270,9 @@ func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.Exp
 		k.holds.drop(c)
 		return nil, err
 	}
-	c.Revision = res.Revision
+	c.unwritten, c.Revision = nil, res.Revision
 	k.holds.hold(stream, held{claimed: claimed, revision: res.Revision, claim: c})
 	return c, nil
-}
-
-// deferClaim is claim for a key stream believed new, left for the caller to append (Request.Defer).
-// The claim holds the key in this process at once; the sweeper hears of its expiry now, as it
-// may be written any time.
-func (k *Keys) deferClaim(stream string, r Request, orderID string, now time.Time) (*Claim, error) {
-	claimed := k.claimed(r, orderID, now, now.Add(k.ttl()))
-	data, err := claimed.encode()
-	if err != nil {
-		return nil, err
-	}
-	e := newEvent(TypeClaimed, data)
-	k.noteClaimed(stream, claimed.ExpiresAt)
-	c := &Claim{Stream: stream, OrderID: orderID, first: claimed, keys: k,
-		unwritten: &eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream, Events: []eventstore.EventData{e}}}
-	k.holds.hold(stream, held{claimed: claimed, claim: c, unwritten: true})
-	return c, nil
-}
-
-func (k *Keys) claimed(r Request, orderID string, now, expires time.Time) Claimed {
-	return Claimed{
-		Principal: r.Principal, Key: r.Key, Method: r.Method, Path: r.Path, Fingerprint: r.Fingerprint,
-		OrderID: orderID, Claimant: r.Claimant, ClaimedAt: now, LeaseUntil: now.Add(k.lease().Length), ExpiresAt: expires,
-	}
 }
 
 // Complete records the outcome of the claim's request. If another request recorded an outcome
