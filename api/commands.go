@@ -39,12 +39,9 @@ const commandTimeout = 30 * time.Second
 // pipeline (idempotency.Pipeline), which owns the key's protocol.
 func (s *Server) command(rt route) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		in, replay, err := s.intake(c, rt)
-		switch {
-		case err != nil:
+		in, err := s.intake(c, rt)
+		if err != nil {
 			return err
-		case replay != nil:
-			return s.write(c, *replay, true)
 		}
 		id := in.orderID
 		if rt.lookup != nil {
@@ -130,28 +127,28 @@ type commandRequest struct {
 // intake checks a command request, from the cheapest check to the dearest, and fingerprints
 // a keyed one only once its body was read as the route's command: a body that is not one is
 // refused without being decoded twice, and the bodies being read and checked at once are
-// bounded (readBody). A retry of a key completed here is answered from memory (replay) as
-// soon as its bytes are known to be those of its first request, before they are read again.
-func (s *Server) intake(c echo.Context, rt route) (in commandRequest, replay *idempotency.Outcome, err error) {
+// bounded (readBody). A retry is answered by the pipeline, from memory for a key completed
+// here.
+func (s *Server) intake(c echo.Context, rt route) (in commandRequest, err error) {
 	req := c.Request()
 	body, release, err := s.readBody(c)
 	if err != nil {
-		return in, nil, err
+		return in, err
 	}
 	defer release()
 	if len(bytes.TrimSpace(body)) > 0 && !isJSON(req.Header.Get(echo.HeaderContentType)) {
-		return in, nil, echo.ErrUnsupportedMediaType
+		return in, echo.ErrUnsupportedMediaType
 	}
 	key, keyed := req.Header["Idempotency-Key"]
 	switch {
 	case !keyed && req.Method == http.MethodPost:
-		return in, nil, idempotency.ErrKeyMissing
+		return in, idempotency.ErrKeyMissing
 	case keyed && (len(key) != 1 || idempotency.ValidateKey(key[0]) != nil):
-		return in, nil, idempotency.ErrKeyInvalid
+		return in, idempotency.ErrKeyInvalid
 	}
 	in = commandRequest{md: command.Metadata{Principal: principal(c), CorrelationID: requestID(c)}, keyed: keyed}
 	if in.ifMatch, err = parseIfMatch(req.Header.Values("If-Match")); err != nil {
-		return in, nil, err
+		return in, err
 	}
 	// The path fingerprinted is the decoded one, as it always was, so a retry that escapes a
 	// value otherwise (%2B or +) is the same request. It is unambiguous: the order id is a
@@ -161,27 +158,14 @@ func (s *Server) intake(c echo.Context, rt route) (in commandRequest, replay *id
 	}
 	if !rt.create && rt.lookup == nil {
 		if in.orderID, err = orderID(c); err != nil {
-			return in, nil, err
+			return in, err
 		}
 	}
 	if in.cmd, err = rt.parse(c, body); err != nil || !keyed {
-		return in, nil, err
+		return in, err
 	}
-	if in.md.Fingerprint, err = idempotency.Fingerprint(req.Method, req.URL.Path, body); err != nil {
-		return in, nil, err
-	}
-	replay, _, err = s.recall(c, rt, in.md)
-	return in, replay, err
-}
-
-// recall answers a retry of a key this process remembers completed: the outcome to replay,
-// or ErrKeyReused; ok is false if the key is not remembered.
-func (s *Server) recall(c echo.Context, rt route, md command.Metadata) (*idempotency.Outcome, bool, error) {
-	replay, ok, err := s.Keys.Recall(c.Request().Context(), md.Principal, md.IdempotencyKey, md.Fingerprint)
-	if ok {
-		stateOf(c).command = rt.name
-	}
-	return replay, ok, err
+	in.md.Fingerprint, err = idempotency.Fingerprint(req.Method, req.URL.Path, body)
+	return in, err
 }
 
 // Drain waits until the outcomes of commands answered before their outcome was recorded are

@@ -212,13 +212,8 @@ const (
 	pollMax   = 400 * time.Millisecond
 )
 
-// Recall answers a request whose key this process remembers completed, without touching the
-// store: the outcome to replay, or fault.KeyReused. ok is false if the key is not remembered; Begin
-// then gives the answer. It spares a replay the setup a Begin needs.
-func (k *Keys) Recall(ctx context.Context, principal, key, fingerprint string) (out *Outcome, ok bool, err error) {
-	return k.replay(ctx, StreamName(principal, key), fingerprint)
-}
-
+// replay answers a request whose key this process remembers completed, without touching the
+// store: the outcome to replay, or fault.KeyReused. ok is false if the key is not remembered.
 func (k *Keys) replay(ctx context.Context, stream, fingerprint string) (*Outcome, bool, error) {
 	done, ok := k.recall(stream, k.now())
 	switch {
