@@ -63,11 +63,7 @@ func (s *Server) command(rt route) echo.HandlerFunc {
 		}
 		ans, err := s.pipeline().Do(ctx, s.keyRequest(c, rt, in, id), s.keyed(rt, in))
 		noteCause(ctx, ans.Err) // for the log line of a 5xx answer (see answerFailures)
-		switch {
-		case errors.Is(err, idempotency.ErrInFlight):
-			writeProblem(c, problemOf(err), http.Header{"Retry-After": {"1"}})
-			return nil
-		case err != nil:
+		if err != nil {
 			return err
 		}
 		return s.write(c, ans.Outcome, ans.Replayed)

@@ -58,20 +58,24 @@ func (s *Server) providerEvent(c echo.Context) error {
 	// The command runs to its end even if the provider hangs up (see command).
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), commandTimeout)
 	defer cancel()
+	outcome, err := s.takeProviderEvent(c, ctx, p, ev)
+	s.countProviderEvent(p.Name, outcome)
+	return err
+}
+
+// takeProviderEvent answers ev, verified, and says what became of it, for the metrics.
+func (s *Server) takeProviderEvent(c echo.Context, ctx context.Context, p providers.Provider, ev providers.Event) (outcome string, err error) {
 	// An event in the provider log is answered from there: the first record stands.
 	if u, found, err := providers.Recorded(ctx, s.Orders.Store, p.Principal, p.Name, ev.ID); err != nil || found {
 		if err != nil {
-			s.countProviderEvent(p.Name, "failed")
-			return err
+			return "failed", err
 		}
-		s.countProviderEvent(p.Name, "replayed")
 		c.Response().Header().Set("Idempotent-Replayed", "true")
-		return c.JSON(http.StatusOK, unappliedAnswer(u))
+		return "replayed", c.JSON(http.StatusOK, unappliedAnswer(u))
 	}
 	orderID, reason, err := s.providerOrder(ctx, p, ev)
 	if err != nil {
-		s.countProviderEvent(p.Name, "failed")
-		return err
+		return "failed", err
 	}
 	if reason != "" {
 		return s.logUnapplied(c, ctx, p, ev, orderID, reason)
@@ -81,15 +85,11 @@ func (s *Server) providerEvent(c echo.Context) error {
 	noteCause(ctx, ans.Err)
 	switch {
 	case errors.Is(err, idempotency.ErrInFlight):
-		s.countProviderEvent(p.Name, "retry")
-		writeProblem(c, problemOf(err), http.Header{"Retry-After": {"1"}})
-		return nil
+		return "retry", err
 	case err != nil:
-		s.countProviderEvent(p.Name, "failed")
-		return err
+		return "failed", err
 	}
-	s.countProviderEvent(p.Name, providerOutcome(ans))
-	return s.write(c, ans.Outcome, ans.Replayed)
+	return providerOutcome(ans), s.write(c, ans.Outcome, ans.Replayed)
 }
 
 // verifiedEvent reads the body of a delivery of p, verifies it and reads its event.
@@ -141,15 +141,13 @@ func (s *Server) providerOrder(ctx context.Context, p providers.Provider, ev pro
 }
 
 // logUnapplied records ev in the provider log and answers with the record that stands.
-func (s *Server) logUnapplied(c echo.Context, ctx context.Context, p providers.Provider, ev providers.Event, orderID, reason string) error {
+func (s *Server) logUnapplied(c echo.Context, ctx context.Context, p providers.Provider, ev providers.Event, orderID, reason string) (outcome string, err error) {
 	u, err := providers.Record(ctx, s.Orders.Store, providers.Unapplied{Provider: p.Name, Principal: p.Principal,
 		EventID: ev.ID, EventType: ev.Type, PaymentID: ev.PaymentID, OrderID: orderID, Reason: reason, ReceivedAt: time.Now().UTC()})
 	if err != nil {
-		s.countProviderEvent(p.Name, "failed")
-		return err
+		return "failed", err
 	}
-	s.countProviderEvent(p.Name, "unapplied")
-	return c.JSON(http.StatusOK, unappliedAnswer(u))
+	return "unapplied", c.JSON(http.StatusOK, unappliedAnswer(u))
 }
 
 // unappliedAnswer is the answer to an event recorded in the provider log.

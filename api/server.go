@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -159,9 +160,12 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if p.Status >= 500 {
 		noteCause(c.Request().Context(), err)
 	}
-	if p.Status == http.StatusUnauthorized {
+	switch {
+	case p.Status == http.StatusUnauthorized:
 		// RFC 6750 §3: the scheme that would have been accepted.
 		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="orders"`)
+	case errors.Is(err, fault.InFlight):
+		c.Response().Header().Set("Retry-After", "1") // the key's holder is still running
 	}
 	writeProblem(c, p, nil)
 }

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -128,9 +127,6 @@ func (s *Server) endpointChange(c echo.Context, key, id string, body []byte, w i
 	defer cancel()
 	ans, err := s.pipeline().Do(ctx, s.endpointRequest(c, key, id, body), w)
 	switch {
-	case errors.Is(err, idempotency.ErrInFlight):
-		writeProblem(c, problemOf(err), http.Header{"Retry-After": {"1"}})
-		return nil
 	case err != nil:
 		return err
 	case ans.Outcome.Status >= 300:
