@@ -79,6 +79,9 @@ func (h *Handler) Plan(ctx context.Context, id string, c order.Command, md Metad
 // Done reports whether the plan has nothing left to write: Result and Err are the command's.
 func (p *Plan) Done() bool { return p.done }
 
+// Next returns the appends to make, all or nothing; nil once the plan is done.
+func (p *Plan) Next() []eventstore.StreamAppend { return p.Appends }
+
 // Close gives the order's turn to the next command of this process.
 func (p *Plan) Close() {
 	if p.leave != nil {

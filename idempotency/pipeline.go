@@ -125,9 +125,9 @@ func (p *Pipeline) Do(ctx context.Context, r Request, w Work) (Answer, error) {
 // refused the claim's append because the key exists after all: then nothing was written.
 func (p *Pipeline) run(ctx context.Context, c *Claim, w Work) (ran, error) {
 	pl := w.plan(ctx, p, c.OrderID, !c.Takeover)
-	defer pl.close()
+	defer pl.Close()
 	var recorded *Outcome // the outcome the claim's append records, if it does
-	for appends := pl.appends(); appends != nil; appends = pl.appends() {
+	for appends := pl.Next(); appends != nil; appends = pl.Next() {
 		key, unwritten := c.Append()
 		if unwritten {
 			if out, at, sure := pl.sure(); sure {
@@ -146,7 +146,7 @@ func (p *Pipeline) run(ctx context.Context, c *Claim, w Work) (ran, error) {
 			c.Appended(ctx, results[0])
 			results = results[1:]
 		}
-		pl.written(ctx, results, err)
+		pl.Written(ctx, results, err)
 	}
 	if !c.HasOutcome() {
 		recorded = nil

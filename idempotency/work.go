@@ -23,10 +23,11 @@ type Work interface {
 
 // plan is a Work decided, its appends not made yet.
 type plan interface {
-	// appends are the appends to make, all or nothing; nil once the plan is done.
-	appends() []eventstore.StreamAppend
-	// written tells the plan what the store did: it is then done, or decided again.
-	written(ctx context.Context, results []eventstore.AppendResult, err error)
+	// Next returns the appends to make, all or nothing; nil once the plan is done.
+	Next() []eventstore.StreamAppend
+	// Written tells the plan what the store did: it is then done, or decided again.
+	Written(ctx context.Context, results []eventstore.AppendResult, err error)
+	Close()
 	// sure returns, before the appends are made, the outcome they make, where it is certain:
 	// the appends are this work's if the store makes them at all. at names the event whose
 	// log position is the outcome's.
@@ -37,7 +38,6 @@ type plan interface {
 	// keep keeps what the plan wrote as known, once its key is kept by a claim no other
 	// request ran (command.Plan.Keep).
 	keep()
-	close()
 }
 
 // OrderCommand is a command on an order, as the pipeline runs it on the order its key is
@@ -80,17 +80,6 @@ type orderPlan struct {
 	id  string
 }
 
-func (o orderPlan) appends() []eventstore.StreamAppend {
-	if o.Done() {
-		return nil
-	}
-	return o.Appends
-}
-
-func (o orderPlan) written(ctx context.Context, results []eventstore.AppendResult, err error) {
-	o.Written(ctx, results, err)
-}
-
 // sure: a new order's events, and a final answer (one that is kept).
 func (o orderPlan) sure() (Outcome, At, bool) {
 	if !o.Sure || !fault.Final(o.Err) {
@@ -113,8 +102,7 @@ func (o orderPlan) ran(recorded *Outcome) ran {
 		appended: events, written: events && o.Result.Written()}
 }
 
-func (o orderPlan) keep()  { o.Keep() }
-func (o orderPlan) close() { o.Close() }
+func (o orderPlan) keep() { o.Keep() }
 
 // Registration is the registration of a webhook endpoint, as the pipeline runs it: its subject
 // is the endpoint's id (webhooks.EndpointID of the key).
@@ -161,6 +149,7 @@ func (rot Rotation) plan(ctx context.Context, _ *Pipeline, id string, _ bool) pl
 // find: the rotation is the key's effect if the endpoint records it.
 func (rot Rotation) find(ctx context.Context, p *Pipeline, id string) (*Outcome, error) {
 	g := rot.plan(ctx, p, id, false)
+	defer g.Close()
 	if res := g.ran(nil); res.repeated {
 		return &res.out, nil
 	}
@@ -171,17 +160,6 @@ func (rot Rotation) find(ctx context.Context, p *Pipeline, id string) (*Outcome,
 type endpointPlan struct {
 	*webhooks.Plan
 	render RenderEndpoint
-}
-
-func (g endpointPlan) appends() []eventstore.StreamAppend {
-	if g.Done() {
-		return nil
-	}
-	return g.Appends
-}
-
-func (g endpointPlan) written(ctx context.Context, results []eventstore.AppendResult, err error) {
-	g.Written(ctx, results, err)
 }
 
 // sure: the change is the key's (the endpoint's id derives from it, or the rotation records
@@ -200,5 +178,4 @@ func (g endpointPlan) ran(recorded *Outcome) ran {
 	return ran{out: *out, err: g.Err, keep: fault.Final(g.Err), repeated: g.Repeated, appended: changed, written: changed}
 }
 
-func (g endpointPlan) keep()  {}
-func (g endpointPlan) close() { g.Close() }
+func (g endpointPlan) keep() {}

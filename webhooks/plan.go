@@ -68,6 +68,9 @@ func (es *Endpoints) PlanRotation(ctx context.Context, id, principal string, all
 // Done reports whether the plan has nothing left to write.
 func (p *Plan) Done() bool { return p.done }
 
+// Next returns the appends to make, all or nothing; nil once the plan is done.
+func (p *Plan) Next() []eventstore.StreamAppend { return p.Appends }
+
 // Close gives up what the plan holds: a registration's turn.
 func (p *Plan) Close() {
 	if p.unlock != nil {
