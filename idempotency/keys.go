@@ -30,7 +30,8 @@ type Keys struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Log, if set, hears each step of a key's life (see Event) with the key's hash (KeyHash),
-	// logged with the request's context; Steps, if set, counts them.
+	// logged with the request's context, and each failed round of Sweep; Steps, if set,
+	// counts both.
 	Log   *slog.Logger
 	Steps *Steps
 	// RememberBytes bounds the memory that completed keys take, so that their replays need no
@@ -38,8 +39,6 @@ type Keys struct {
 	// it keeps keys read from the store for a replay (see memory). An outcome larger than 64
 	// KiB (or than a 64th of the budget) stays in the store: its replay reads it.
 	RememberBytes int64
-	// OnSweepError, if set, hears each failed round of Sweep, which retries it (see Sweep).
-	OnSweepError func(error)
 	// Expire, if set, has the store itself drop the events of a key stream once they are older
 	// than ttl (KurrentDB's $maxAge), in place of a sweeper; a stream whose events are all gone
 	// must read as not found and take a claim with NoStream. Begin calls it with the TTL before

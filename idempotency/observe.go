@@ -35,9 +35,13 @@ var Events = []Event{EventClaimed, EventReplayed, EventMismatched, EventWaited, 
 	EventTakenOver, EventRecovered, EventCompleted, EventReleased, EventExpired}
 
 // Steps counts the steps of keys' lives by Event: orders_idempotency_keys_total.
-type Steps struct{ counter *prometheus.CounterVec }
+type Steps struct {
+	counter       *prometheus.CounterVec
+	sweepFailures prometheus.Counter // orders_idempotency_sweep_failures_total
+}
 
-// NewSteps makes the counter, every step at 0 from the start, and registers it with reg.
+// NewSteps makes the counters, every step at 0 from the start, and registers them with reg:
+// the steps, and the failed rounds of the sweeper, orders_idempotency_sweep_failures_total.
 func NewSteps(reg prometheus.Registerer) *Steps {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "orders_idempotency_keys_total",
@@ -46,8 +50,12 @@ func NewSteps(reg prometheus.Registerer) *Steps {
 	for _, e := range Events {
 		c.WithLabelValues(string(e))
 	}
-	reg.MustRegister(c)
-	return &Steps{c}
+	failures := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "orders_idempotency_sweep_failures_total",
+		Help: "Rounds of the key sweeper that failed (a read or delete refused by the store); each is retried, sooner at first.",
+	})
+	reg.MustRegister(c, failures)
+	return &Steps{c, failures}
 }
 
 // observe logs step e of the key stream's life with ctx (the request's, whose log handler

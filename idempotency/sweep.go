@@ -33,7 +33,7 @@ import (
 //
 // A round that fails (a read or delete refused by the store) is tried again after a second, or
 // the interval if shorter, then twice as long each time up to a minute; each failure goes to
-// OnSweepError, and SweepErr reports the sweeper failing until a round succeeds. One Sweep runs
+// Keys.Log and Keys.Steps, and SweepErr reports the sweeper failing until a round succeeds. One Sweep runs
 // at a time; it returns nil when ctx ends.
 func (k *Keys) Sweep(ctx context.Context, feed eventstore.Feed, interval time.Duration) error {
 	st, err := k.attachSweeper(feed)
@@ -283,7 +283,7 @@ func (w *sweeper) slot(stream string) (int, uint64) {
 	return int(h % uint64(len(w.known))), h | 1
 }
 
-// sweepDone records how a round ended, for SweepErr and OnSweepError.
+// sweepDone records how a round ended, for SweepErr, and logs and counts a failed one.
 func (k *Keys) sweepDone(err error) {
 	k.sweeper.mu.Lock()
 	if st := k.sweeper.st; st != nil {
@@ -294,8 +294,14 @@ func (k *Keys) sweepDone(err error) {
 		}
 	}
 	k.sweeper.mu.Unlock()
-	if err != nil && k.OnSweepError != nil {
-		k.OnSweepError(err)
+	if err == nil {
+		return
+	}
+	if k.Steps != nil {
+		k.Steps.sweepFailures.Inc()
+	}
+	if k.Log != nil {
+		k.Log.Warn("key sweep failed; retrying", "error", err)
 	}
 }
 

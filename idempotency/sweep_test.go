@@ -12,6 +12,7 @@ import (
 
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/idempotency"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // onePass is the log as the sweeper may use it: read, never followed.
@@ -353,20 +354,15 @@ func TestSweeperRetriesAfterStoreErrors(t *testing.T) {
 	store := &failingDeletes{Store: s}
 	store.failing.Store(true)
 	keys.Store = store
-	var failures atomic.Int64
-	keys.OnSweepError = func(err error) {
-		if !errors.Is(err, errDiskFull) {
-			t.Errorf("OnSweepError heard %v; want the store's error", err)
-		}
-		failures.Add(1)
-	}
+	reg := prometheus.NewRegistry()
+	keys.Steps = idempotency.NewSteps(reg)
 	startSweep(t, keys, s)
 	waitFor(t, "the sweeper to report failing", func() bool { return keys.SweepErr() != nil })
 	if err := keys.SweepErr(); !errors.Is(err, errDiskFull) {
 		t.Errorf("SweepErr: %v; want the store's error", err)
 	}
-	if n := failures.Load(); n < 3 {
-		t.Errorf("OnSweepError heard %d failures before the sweeper reported failing; want 3", n)
+	if n := sweepFailures(t, reg); n < 3 {
+		t.Errorf("%v failures counted before the sweeper reported failing; want 3", n)
 	}
 	if gone(s, c.Stream) {
 		t.Fatal("the key was swept while deletes failed")
@@ -375,4 +371,20 @@ func TestSweeperRetriesAfterStoreErrors(t *testing.T) {
 	store.failing.Store(false)
 	waitFor(t, "sweep of the expired key after the store recovered", func() bool { return gone(s, c.Stream) })
 	waitFor(t, "the sweeper to report working", func() bool { return keys.SweepErr() == nil })
+}
+
+// sweepFailures is orders_idempotency_sweep_failures_total in reg.
+func sweepFailures(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "orders_idempotency_sweep_failures_total" {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatal("no orders_idempotency_sweep_failures_total")
+	return 0
 }

@@ -193,7 +193,7 @@ func (cmd *serveCmd) server(ctx context.Context, e *env, store backend, metrics 
 		// scavenge removes them: no sweeper (see eventstore/kurrent's package doc).
 		idem.Expire = ks.SetMaxAge
 	} else {
-		started.add(startSweeper(ctx, idem, store, min(cmd.KeyTTL/10, time.Minute), metrics, log))
+		started.add(startSweeper(ctx, idem, store, min(cmd.KeyTTL/10, time.Minute), log))
 	}
 	return srv, nil
 }
@@ -236,17 +236,8 @@ func watchMemories(reg prometheus.Registerer, idem *idempotency.Keys, orders *co
 }
 
 // startSweeper runs the key sweeper until stop, which waits for it to end. A failed round is
-// logged and counted in orders_idempotency_sweep_failures_total, and retried (see Keys.Sweep).
-func startSweeper(ctx context.Context, idem *idempotency.Keys, feed eventstore.Feed, interval time.Duration, metrics *api.Metrics, log *slog.Logger) (stop func()) {
-	failures := prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "orders_idempotency_sweep_failures_total",
-		Help: "Rounds of the key sweeper that failed (a read or delete refused by the store); each is retried, sooner at first.",
-	})
-	metrics.Registry.MustRegister(failures)
-	idem.OnSweepError = func(err error) {
-		failures.Inc()
-		log.Warn("key sweep failed; retrying", "error", err)
-	}
+// logged and counted by the keys (Keys.Log, Keys.Steps), and retried (see Keys.Sweep).
+func startSweeper(ctx context.Context, idem *idempotency.Keys, feed eventstore.Feed, interval time.Duration, log *slog.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	swept := make(chan struct{})
 	go func() {
