@@ -39,9 +39,12 @@ const commandTimeout = 30 * time.Second
 // pipeline (idempotency.Pipeline), which owns the key's protocol.
 func (s *Server) command(rt route) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		in, err := s.intake(c, rt)
-		if err != nil {
+		in, replay, err := s.intake(c, rt)
+		switch {
+		case err != nil:
 			return err
+		case replay != nil:
+			return s.write(c, *replay, true)
 		}
 		id := in.orderID
 		if rt.lookup != nil {
@@ -80,7 +83,7 @@ func (s *Server) keyRequest(c echo.Context, rt route, in commandRequest, id stri
 	}
 	return idempotency.Request{
 		Principal: in.md.Principal, Key: in.md.IdempotencyKey,
-		Method: req.Method, Path: req.URL.Path, Fingerprint: in.md.Fingerprint,
+		Method: req.Method, Path: req.URL.Path, Fingerprint: in.md.Fingerprint, Digest: in.digest,
 		OrderID:  id,
 		Claimant: s.Node + "/" + requestID(c),
 	}
@@ -116,52 +119,59 @@ type commandRequest struct {
 	md      command.Metadata
 	keyed   bool
 	ifMatch precondition
-	orderID string // the path's; "" for a create or a route that looks its order up
+	orderID string             // the path's; "" for a create or a route that looks its order up
+	digest  idempotency.Digest // of the request's bytes
 	cmd     order.Command
 }
 
 // intake checks a command request, from the cheapest check to the dearest, and fingerprints
 // a keyed one only once its body was read as the route's command: a body that is not one is
 // refused without being decoded twice, and the bodies being read and checked at once are
-// bounded (readBody). A retry is answered by the pipeline, from memory for a key completed
-// here.
-func (s *Server) intake(c echo.Context, rt route) (in commandRequest, err error) {
+// bounded (readBody). A retry of a key completed here is answered from memory (replay) as
+// soon as its bytes are known to be those of its first request, before they are read again;
+// any other retry by the pipeline.
+func (s *Server) intake(c echo.Context, rt route) (in commandRequest, replay *idempotency.Outcome, err error) {
 	req := c.Request()
 	body, release, err := s.readBody(c)
 	if err != nil {
-		return in, err
+		return in, nil, err
 	}
 	defer release()
 	if len(bytes.TrimSpace(body)) > 0 && !isJSON(req.Header.Get(echo.HeaderContentType)) {
-		return in, echo.ErrUnsupportedMediaType
+		return in, nil, echo.ErrUnsupportedMediaType
 	}
 	key, keyed := req.Header["Idempotency-Key"]
 	switch {
 	case !keyed && req.Method == http.MethodPost:
-		return in, idempotency.ErrKeyMissing
+		return in, nil, idempotency.ErrKeyMissing
 	case keyed && (len(key) != 1 || idempotency.ValidateKey(key[0]) != nil):
-		return in, idempotency.ErrKeyInvalid
+		return in, nil, idempotency.ErrKeyInvalid
 	}
 	in = commandRequest{md: command.Metadata{Principal: principal(c), CorrelationID: requestID(c)}, keyed: keyed}
 	if in.ifMatch, err = parseIfMatch(req.Header.Values("If-Match")); err != nil {
-		return in, err
+		return in, nil, err
 	}
 	// The path fingerprinted is the decoded one, as it always was, so a retry that escapes a
 	// value otherwise (%2B or +) is the same request. It is unambiguous: the order id is a
 	// ULID, and a route's one other value sits between segments that name the route.
 	if keyed {
 		in.md.IdempotencyKey = key[0]
+		in.digest = idempotency.DigestOf(req.Method, req.URL.Path, body)
+		if replay, ok := s.Keys.RecallBytes(req.Context(), in.md.Principal, key[0], in.digest); ok {
+			stateOf(c).command = rt.name
+			return in, replay, nil // the very bytes of a request that ran with the key
+		}
 	}
 	if !rt.create && rt.lookup == nil {
 		if in.orderID, err = orderID(c); err != nil {
-			return in, err
+			return in, nil, err
 		}
 	}
 	if in.cmd, err = rt.parse(c, body); err != nil || !keyed {
-		return in, err
+		return in, nil, err
 	}
 	in.md.Fingerprint, err = idempotency.Fingerprint(req.Method, req.URL.Path, body)
-	return in, err
+	return in, nil, err
 }
 
 // Drain waits until the outcomes of commands answered before their outcome was recorded are

@@ -72,9 +72,9 @@ func TestAnswerNotRecordedIsNotGiven(t *testing.T) {
 	}
 }
 
-// A retry of a key completed here is replayed from memory by its fingerprint, whether its bytes
-// are the first request's or differ (spacing); another body is refused.
-func TestReplaysFromMemoryByFingerprint(t *testing.T) {
+// A retry of a key completed here is replayed from memory: by its very bytes, or by its
+// fingerprint when its bytes differ (spacing); another body is refused.
+func TestReplaysFromMemoryByBytesOrFingerprint(t *testing.T) {
 	srv, _ := newServer(t, nil)
 	h := srv.Handler()
 	create := func(key, body string) *httptest.ResponseRecorder {

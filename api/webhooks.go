@@ -151,7 +151,8 @@ func (s *Server) endpointRequest(c echo.Context, key, id string, body []byte) id
 	req := c.Request()
 	fp, _ := idempotency.Fingerprint(req.Method, req.URL.Path, body) // JSON, or none: checked before
 	return idempotency.Request{Principal: principal(c), Key: key, Method: req.Method, Path: req.URL.Path,
-		Fingerprint: fp, OrderID: id, Claimant: s.Node + "/" + requestID(c)}
+		Fingerprint: fp, Digest: idempotency.DigestOf(req.Method, req.URL.Path, body),
+		OrderID: id, Claimant: s.Node + "/" + requestID(c)}
 }
 
 // renderRegistration is the answer to a registration, as stored and replayed: without the

@@ -140,7 +140,7 @@ func (a *attempt) take(ctx context.Context, step Step, v view, now time.Time) *b
 		if err := k.position(ctx, v.st.done); err != nil {
 			return &begun{err: err}
 		}
-		k.remember(a.stream, v.st.first, v.st.done, true)
+		k.remember(a.stream, v.st.first, v.st.done, Digest{}, true)
 		return &begun{replay: &v.st.done.Outcome}
 	case StepTakeOver:
 		c, err := k.claim(ctx, a.stream, eventstore.Exact(v.st.revision), a.r, v.st.first.OrderID, now, v.st.first.ExpiresAt, false)
@@ -246,7 +246,7 @@ func (a *attempt) recover(ctx context.Context, st keyState) *begun {
 		return lookAgain
 	}
 	if err == nil {
-		k.remember(a.stream, st.first, &Completed{Outcome: *out}, false)
+		k.remember(a.stream, st.first, &Completed{Outcome: *out}, Digest{}, false)
 		k.observe(ctx, EventRecovered, a.stream)
 	}
 	return &begun{replay: out, err: err}

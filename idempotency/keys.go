@@ -83,6 +83,10 @@ type Request struct {
 	OrderID           string // the order the request acts on, or the id drawn for a create's
 	Claimant          string // who claims, for the record (node and request id)
 	FindInOrderStream func(ctx context.Context, orderID string) (*Outcome, error)
+	// Digest identifies the request's bytes (DigestOf), if known: once the key is
+	// completed here, a retry with these very bytes is replayed from memory without its
+	// fingerprint (Keys.RecallBytes).
+	Digest Digest
 	// Defer lets Begin leave the claim of a key that looks new unwritten, on a store that
 	// appends to several streams at once: the caller then makes the claim's append along
 	// with the command's events (Claim.Append, Claim.Appended), so that a new key costs the
@@ -107,6 +111,7 @@ type Claim struct {
 	Prior *Outcome
 
 	first     Claimed                  // this claim, standing for the key's first: fingerprint and expiry
+	digest    Digest                   // of the request's bytes, whose fingerprint is the first's (Request.Digest)
 	unwritten *eventstore.StreamAppend // the claim's append, while it is not made (Request.Defer)
 	// along: the claim's unwritten append records the key's outcome too (AppendWithOutcome); withOutcome:
 	// that append is made.
@@ -211,6 +216,19 @@ const (
 	pollMax   = 400 * time.Millisecond
 )
 
+// RecallBytes answers a request whose key this process completed, from memory, if the request's
+// bytes are those of a request that ran with the key (Request.Digest): then its fingerprint is
+// the key's, and needs no computing. ok is false otherwise; Recall or Begin then give the answer.
+func (k *Keys) RecallBytes(ctx context.Context, principal, key string, d Digest) (out *Outcome, ok bool) {
+	stream := StreamName(principal, key)
+	done, ok := k.recall(stream, k.now())
+	if !ok || done.onDisk || d == (Digest{}) || done.digest != d {
+		return nil, false
+	}
+	k.observe(ctx, EventReplayed, stream)
+	return done.outcome(), true
+}
+
 // replay answers a request whose key this process remembers completed, without touching the
 // store: the outcome to replay, or fault.KeyReused. ok is false if the key is not remembered.
 func (k *Keys) replay(ctx context.Context, stream, fingerprint string) (*Outcome, bool, error) {
@@ -249,7 +267,7 @@ func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.Exp
 	// here before its append, so that no request here sees it in the store unheld, as that of
 	// a request of this process that is gone.
 	a := eventstore.StreamAppend{Stream: stream, Expected: expected, Events: []eventstore.EventData{newEvent(TypeClaimed, data)}}
-	c := &Claim{Stream: stream, OrderID: orderID, first: claimed, keys: k, unwritten: &a}
+	c := &Claim{Stream: stream, OrderID: orderID, first: claimed, digest: r.Digest, keys: k, unwritten: &a}
 	k.holds.hold(stream, held{claimed: claimed, claim: c, unwritten: true})
 	if deferred {
 		k.noteClaimed(stream, expires)
@@ -292,7 +310,7 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 		if !c.Takeover {
 			c.Sole = true
 		}
-		k.remember(c.Stream, c.first, &Completed{Outcome: out}, false)
+		k.remember(c.Stream, c.first, &Completed{Outcome: out}, c.digest, false)
 		k.observe(ctx, EventCompleted, c.Stream)
 		return nil
 	}
@@ -307,7 +325,7 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 		if err := k.position(ctx, st.done); err != nil {
 			return err
 		}
-		k.remember(c.Stream, st.first, st.done, false)
+		k.remember(c.Stream, st.first, st.done, Digest{}, false)
 		c.Prior = &st.done.Outcome
 		return nil
 	case !st.exists:
@@ -337,7 +355,7 @@ func (k *Keys) completeUnwritten(ctx context.Context, c *Claim, out Outcome) err
 // can have run the key: it is kept.
 func (k *Keys) endWithOutcome(ctx context.Context, c *Claim, done *Completed) {
 	c.Sole = true
-	k.remember(c.Stream, c.first, done, false)
+	k.remember(c.Stream, c.first, done, c.digest, false)
 	k.observe(ctx, EventCompleted, c.Stream)
 	k.holds.drop(c)
 }

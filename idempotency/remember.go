@@ -20,6 +20,7 @@ import (
 // otherwise.
 type remembered struct {
 	fingerprint [sha256.Size]byte // of the key's first request (digestOf)
+	digest      Digest            // of the bytes of a request that ran with the key, if known (Request.Digest)
 	expiresAt   int64             // Unix nanoseconds
 	status      int
 	position    uint64
@@ -183,9 +184,10 @@ func (k *Keys) RememberedBytes() int64 {
 }
 
 // remember keeps the outcome stored in a key's stream for later replays, with the keys
-// completed here, or with those read from the store if read is set. A completed key never
+// completed here, or with those read from the store if read is set, and bytes, the digest of a
+// request that ran with the key (zero if unknown), for RecallBytes. A completed key never
 // changes until it expires, so what is kept stays true on every node.
-func (k *Keys) remember(stream string, first Claimed, done *Completed, read bool) {
+func (k *Keys) remember(stream string, first Claimed, done *Completed, bytes Digest, read bool) {
 	here, fromStore := k.memory()
 	if here == nil || done == nil {
 		return
@@ -195,6 +197,7 @@ func (k *Keys) remember(stream string, first Claimed, done *Completed, read bool
 		m = fromStore
 	}
 	if r, ok := pack(first.Fingerprint, first.ExpiresAt, done.Outcome); ok {
+		r.digest = bytes
 		m.add(keyOf(stream), r)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -173,4 +174,52 @@ func BenchmarkRememberLargeOutcomes(b *testing.B) {
 	runtime.KeepAlive(keys)
 	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/(1<<20), "heap-MiB")
 	b.ReportMetric(float64(keys.RememberedBytes())/(1<<20), "remembered-MiB")
+}
+
+// TestReplayOfTheVeryBytes replays from memory a request whose bytes are those of the request
+// that ran with the key, without its fingerprint; any other bytes, a key not completed here or
+// one read back from the store are left to Recall and Begin.
+func TestReplayOfTheVeryBytes(t *testing.T) {
+	keys, clk, s := newKeys(t)
+	ctx := context.Background()
+	body := []byte(`{"customerId":"c-1"}`)
+	r := request("fp")
+	r.Digest = idempotency.DigestOf("POST", "/v1/orders", body)
+	if _, ok := keys.RecallBytes(ctx, r.Principal, r.Key, r.Digest); ok {
+		t.Fatal("a key not completed yet was replayed")
+	}
+	c, _, err := keys.Begin(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := keys.Complete(ctx, c, created); err != nil {
+		t.Fatal(err)
+	}
+	out, ok := keys.RecallBytes(ctx, r.Principal, r.Key, r.Digest)
+	if !ok || !reflect.DeepEqual(*out, created) {
+		t.Fatalf("replay of the very bytes: %+v, %v", out, ok)
+	}
+	for name, d := range map[string]idempotency.Digest{
+		"other bytes": idempotency.DigestOf("POST", "/v1/orders", []byte(`{ "customerId": "c-1" }`)),
+		"no digest":   {},
+	} {
+		if _, ok := keys.RecallBytes(ctx, r.Principal, r.Key, d); ok {
+			t.Errorf("%s: replayed without a fingerprint", name)
+		}
+	}
+	if _, ok := keys.RecallBytes(ctx, "shop-2", r.Key, r.Digest); ok {
+		t.Error("another principal's key replayed")
+	}
+
+	node2 := &idempotency.Keys{Store: s, TTL: time.Hour, Now: clk.Now}
+	if _, replay, err := node2.Begin(ctx, request("fp")); err != nil || replay == nil {
+		t.Fatalf("replay read from the store: %+v, %v", replay, err)
+	}
+	if _, ok := node2.RecallBytes(ctx, r.Principal, r.Key, r.Digest); ok {
+		t.Error("a key read back from the store replayed by bytes it never saw")
+	}
+	clk.Add(time.Hour)
+	if _, ok := keys.RecallBytes(ctx, r.Principal, r.Key, r.Digest); ok {
+		t.Error("an expired key replayed")
+	}
 }
