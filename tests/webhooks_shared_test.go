@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -63,4 +64,41 @@ func testWebhooksTwoNodesOneLease(t *testing.T, store func(...string) []string) 
 			t.Errorf("order %s: revisions %v acknowledged, want %d", id, got, n)
 		}
 	}
+}
+
+// Identical registrations with one key, sent at once to several API nodes on one shared store,
+// go through the key as one: one endpoint, and every answer shows its one secret.
+func TestRegistrationsAtOnceOnSeveralNodes(t *testing.T) {
+	t.Parallel()
+	onSharedStores(t, func(t *testing.T, store func(...string) []string) {
+		key := filepath.Join(t.TempDir(), "webhooks.key") // the nodes seal with one key
+		nodes := startNodes(t, append(store("--keys-file", accessKeysFile(t)),
+			"--webhooks-secret-key-file", key, "--webhooks-generate-key", "--webhooks-allow-private"))
+		req := request{method: "POST", path: "/v1/webhook-endpoints", key: "at-once", header: alice,
+			body: map[string]any{"url": "https://203.0.113.9/hooks", "events": []string{"*"}}}
+		answers := make([]*response, 12)
+		var wg sync.WaitGroup
+		for i := range answers {
+			wg.Go(func() {
+				r, _, err := nodes[i%len(nodes)].sendSettled(t, req, time.Now().Add(30*time.Second))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				answers[i] = r
+			})
+		}
+		wg.Wait()
+		for i, r := range answers {
+			if r == nil {
+				continue
+			}
+			if r.status != 201 || r.str("id") != answers[0].str("id") || r.str("secret") != answers[0].str("secret") || r.str("secret") == "" {
+				t.Errorf("answer %d: %v; want the first's endpoint and secret", i, r)
+			}
+		}
+		if n := len(nodes[0].ok(t, alice, 200, "GET", "/v1/webhook-endpoints", "", nil).json["endpoints"].([]any)); n != 1 {
+			t.Errorf("%d endpoints registered; want 1", n)
+		}
+	})
 }
