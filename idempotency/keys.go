@@ -168,7 +168,9 @@ func (c *Claim) Appended(ctx context.Context, res eventstore.AppendResult) {
 
 // Refused reports whether err is the refusal of the claim's append, left unmade by Begin,
 // because its key stream exists after all (a key of an earlier run that neither this
-// process's memory nor the sweeper's table of claimed keys held): nothing was written. Release the claim and call Begin again, without Defer, for what the key holds.
+// process's memory nor the sweeper's table of claimed keys held): nothing was written.
+// Release the claim and call Begin again for what the key holds: the claim noted the key as
+// claimed, so Begin reads it first.
 func (c *Claim) Refused(err error) bool {
 	var wrong *eventstore.WrongExpectedRevisionError
 	return c.unwritten != nil && errors.As(err, &wrong) && wrong.Stream == c.Stream
