@@ -109,7 +109,7 @@ func (s *Server) keyed(rt route, in commandRequest) idempotency.OrderCommand {
 // pipeline is the keyed-command pipeline of the server's keys.
 func (s *Server) pipeline() *idempotency.Pipeline {
 	s.pipelineOnce.Do(func() {
-		s.keyedPipeline = &idempotency.Pipeline{Keys: s.Keys, Orders: s.Orders, Hooks: s.Hooks, Log: s.Log}
+		s.keyedPipeline = &idempotency.Pipeline{Keys: s.Keys, Orders: s.Orders, Hooks: s.Hooks}
 	})
 	return s.keyedPipeline
 }

@@ -24,9 +24,8 @@ type Pipeline struct {
 	Keys   *Keys
 	Orders *command.Handler
 	// Hooks are for tests that crash the process at a precise point; zero in production.
+	// Outcomes that could not be recorded are logged to Keys.Log.
 	Hooks Hooks
-	// Log hears outcomes that could not be recorded; nil discards them.
-	Log *slog.Logger
 
 	recording sync.WaitGroup // outcomes recorded after their answers (see Drain)
 }
@@ -171,7 +170,7 @@ func (p *Pipeline) finish(ctx context.Context, r Request, c *Claim, res ran) (An
 	switch {
 	case !res.keep:
 		if err := p.Keys.Release(ctx, c, http.StatusText(res.out.Status)); err != nil {
-			p.log().Warn("release key", "claimant", r.Claimant, "key", KeyHash(r.Principal, r.Key), "error", err)
+			p.log().WarnContext(ctx, "release key", "claimant", r.Claimant, "key", KeyHash(r.Principal, r.Key), "error", err)
 		}
 		return answer, nil
 	case res.err == nil && res.written:
@@ -223,11 +222,11 @@ func (p *Pipeline) record(ctx context.Context, r Request, c *Claim, res ran) err
 	case c.Refused(err):
 		// Recorded nothing, and wrote nothing else: Do starts again.
 	case errors.Is(err, ErrTakenOver):
-		p.log().Info("record outcome", "claimant", r.Claimant, "key", KeyHash(r.Principal, r.Key), "error", err)
+		p.log().InfoContext(ctx, "record outcome", "claimant", r.Claimant, "key", KeyHash(r.Principal, r.Key), "error", err)
 	case err != nil:
 		// The effect, if any, is in the order's stream with its key: the next retry completes
 		// the record from there.
-		p.log().Warn("record outcome", "claimant", r.Claimant, "key", KeyHash(r.Principal, r.Key), "error", err)
+		p.log().WarnContext(ctx, "record outcome", "claimant", r.Claimant, "key", KeyHash(r.Principal, r.Key), "error", err)
 	}
 	return err
 }
@@ -249,10 +248,10 @@ func (p *Pipeline) Drain(ctx context.Context) error {
 }
 
 func (p *Pipeline) log() *slog.Logger {
-	if p.Log == nil {
+	if p.Keys.Log == nil {
 		return slog.New(slog.DiscardHandler)
 	}
-	return p.Log
+	return p.Keys.Log
 }
 
 func hook(f func(string), key string) {
