@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -11,56 +12,74 @@ import (
 type holds struct {
 	mu      sync.Mutex
 	waiting map[string]*waiters // by key stream: requests here waiting for its holder
-	holding map[string]held     // by key stream: claims of this process not yet let go
+	// holding has, by key stream, the claims of this process not yet let go: usually one, but
+	// requests that found the key new at once each hold theirs until the store has refused all
+	// but one, so that the key never looks unheld here while one of them stands.
+	holding map[string][]held
 }
 
 // answered hands the claim's answer to its duplicates here, before its outcome is recorded.
 func (h *holds) answered(c *Claim, out Outcome) {
 	h.mu.Lock()
-	if held, ok := h.holding[c.Stream]; ok && held.claim == c && !held.unwritten {
-		held.answer = &out
-		h.holding[c.Stream] = held
+	for i, held := range h.holding[c.Stream] {
+		if held.claim == c && !held.unwritten {
+			h.holding[c.Stream][i].answer = &out
+		}
 	}
 	h.mu.Unlock()
 	h.wake(c.Stream)
 }
 
-// hold notes a claim of this process, so that its duplicates here wait for it without reading
-// the key stream; drop ends that when the claim completes or is released. A claim not yet
-// written does not displace one written: its append will be refused.
+// hold notes a claim of this process, or its new state, so that its duplicates here wait for
+// it without reading the key stream; drop ends that when the claim completes or is released.
 func (h *holds) hold(stream string, claim held) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.holding == nil {
-		h.holding = make(map[string]held)
+		h.holding = make(map[string][]held)
 	}
-	if was, ok := h.holding[stream]; ok && claim.unwritten && !was.unwritten {
-		return
+	claims := h.holding[stream]
+	for i, held := range claims {
+		if held.claim == claim.claim {
+			claims[i] = claim
+			return
+		}
 	}
-	h.holding[stream] = claim
+	h.holding[stream] = append(claims, claim)
 }
 
 // heldHere returns the claim of this process on the key stream, if one holds it still: within
 // its lease and before the key expires, by this process's clock (the claim's times keep their
-// monotonic reading). A claim whose holder never let go (it panicked) is forgotten once its
-// lease ends, and the key stream is read again.
+// monotonic reading); a written claim before one whose append is on its way. A claim whose
+// holder never let go (it panicked) is forgotten once its lease ends, and the key stream is
+// read again.
 func (h *holds) heldHere(stream string, now time.Time) (held, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	claim, ok := h.holding[stream]
-	if ok && (!claim.claimed.LeaseUntil.After(now) || !claim.claimed.ExpiresAt.After(now)) {
+	claims := slices.DeleteFunc(h.holding[stream], func(c held) bool {
+		return !c.claimed.LeaseUntil.After(now) || !c.claimed.ExpiresAt.After(now)
+	})
+	if len(claims) == 0 {
 		delete(h.holding, stream)
 		return held{}, false
 	}
-	return claim, ok
+	h.holding[stream] = claims
+	for _, c := range claims {
+		if !c.unwritten {
+			return c, true
+		}
+	}
+	return claims[len(claims)-1], true
 }
 
-// drop ends the hold of claim c, if it is still this process's latest claim of its key, and
-// wakes the requests here waiting for the key.
+// drop ends the hold of claim c and wakes the requests here waiting for the key.
 func (h *holds) drop(c *Claim) {
 	h.mu.Lock()
-	if claim, ok := h.holding[c.Stream]; ok && claim.claim == c {
+	claims := slices.DeleteFunc(h.holding[c.Stream], func(held held) bool { return held.claim == c })
+	if len(claims) == 0 {
 		delete(h.holding, c.Stream)
+	} else {
+		h.holding[c.Stream] = claims
 	}
 	h.mu.Unlock()
 	h.wake(c.Stream)
