@@ -11,6 +11,7 @@ import (
 
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/fault"
 )
 
 // Pipeline is the one way a keyed write runs, whatever brought it in (an HTTP request, a
@@ -44,22 +45,44 @@ type Answer struct {
 	Err      error // the command's error, if this request ran it: for the intake's log
 }
 
-// ran is what a command run under a claim came to.
+// ran is what a work run under a claim came to.
 type ran struct {
-	out Outcome
-	err error
-	// keep stores the outcome for replay: an answer whose error is final (fault.Final), not
-	// one that depends on a passing condition of the server. Any other answer lets the key go.
-	keep bool
-	// appended: the command appended events, this run or an earlier one (for Hooks.AfterAppend).
+	out  Outcome
+	err  error
+	then record // what becomes of the key's record (unless the claim's append made it)
+	// appended: the work appended events, this run or an earlier one (for Hooks.AfterAppend).
 	appended bool
-	// written: the answer is in the order's stream with the key's events, which this run
-	// wrote. It may then be given before it is recorded: a retry rebuilds this very answer
-	// from there (Request.FindInOrderStream) should the record never land.
-	written bool
-	// repeated: the key's events were in the order's stream already; the answer is a replay.
+	// repeated: the work's effect was in its streams already; the answer is a replay.
 	repeated bool
 	plan     plan // to keep what it wrote once the key is kept
+}
+
+// record is what becomes of a run's answer in its key's stream.
+type record int
+
+const (
+	// recordFirst: the answer is recorded before it is given, as nothing else could tell it
+	// word for word (or the events its work met may be another run's).
+	recordFirst record = iota
+	// recordAfter: the answer is in the work's streams, with the key's events, which this run
+	// wrote. It may then be given before it is recorded: a retry rebuilds this very answer
+	// from there (Request.FindInOrderStream) should the record never land.
+	recordAfter
+	// letGo: an answer that depends on a passing condition of the server, not final
+	// (fault.Final), is not kept: the key is let go.
+	letGo
+)
+
+// recordOf is how the answer of a run that came to err is recorded; written: the run wrote
+// the effect that tells its answer.
+func recordOf(err error, written bool) record {
+	switch {
+	case !fault.Final(err):
+		return letGo
+	case err == nil && written:
+		return recordAfter
+	}
+	return recordFirst
 }
 
 // Timeouts of the pipeline's own work, beyond the request's.
@@ -167,13 +190,13 @@ func (p *Pipeline) finish(ctx context.Context, r Request, c *Claim, res ran) (An
 		p.record(ctx, r, c, res)
 		return answer, nil
 	}
-	switch {
-	case !res.keep:
+	switch res.then {
+	case letGo:
 		if err := p.Keys.Release(ctx, c, http.StatusText(res.out.Status)); err != nil {
 			p.log().WarnContext(ctx, "release key", "claimant", r.Claimant, "key", KeyHash(r.Principal, r.Key), "error", err)
 		}
 		return answer, nil
-	case res.err == nil && res.written:
+	case recordAfter:
 		// Answer now, record after: duplicates here get this answer at once (Answered).
 		p.Keys.Answered(c, res.out)
 		p.recordLater(ctx, r, c, res)

@@ -98,8 +98,8 @@ func (o orderPlan) ran(recorded *Outcome) ran {
 		out = o.cmd.Render(o.id, o.Result, o.Err)
 	}
 	events := len(o.Result.Events) > 0
-	return ran{out: out, err: o.Err, keep: fault.Final(o.Err), repeated: o.Result.Repeated,
-		appended: events, written: events && o.Result.Written()}
+	return ran{out: out, err: o.Err, then: recordOf(o.Err, events && o.Result.Written()), repeated: o.Result.Repeated,
+		appended: events}
 }
 
 func (o orderPlan) keep() { o.Keep() }
@@ -175,7 +175,7 @@ func (g endpointPlan) ran(recorded *Outcome) ran {
 		out = &r
 	}
 	changed := !g.Repeated && g.Err == nil
-	return ran{out: *out, err: g.Err, keep: fault.Final(g.Err), repeated: g.Repeated, appended: changed, written: changed}
+	return ran{out: *out, err: g.Err, then: recordOf(g.Err, changed), repeated: g.Repeated, appended: changed}
 }
 
 func (g endpointPlan) keep() {}
