@@ -106,33 +106,31 @@ func (p *Plan) finish(res Result, err error) {
 // decide loads the order, decides and encodes the events, until there is something to append
 // or the plan is done.
 func (p *Plan) decide(ctx context.Context) {
-	for {
+	p.Appends = nil
+	for !p.done && p.Appends == nil {
 		p.attempt++
-		again, err := p.turn(ctx)
-		if err != nil {
+		if err := p.turn(ctx); err != nil {
 			p.finish(Result{}, err)
-		}
-		if !again {
-			return
 		}
 	}
 }
 
-// turn is one decision; again asks for another, on the order read anew.
-func (p *Plan) turn(ctx context.Context) (again bool, err error) {
+// turn is one decision: it makes the appends, or ends the plan, or neither, when the cached
+// order it decided on has moved (the next turn reads it).
+func (p *Plan) turn(ctx context.Context) (err error) {
 	h := p.h
 	o, cached := Order{}, true // a new order, as if cached: checked by the store
 	if !p.opts.isNew || p.attempt > 1 {
 		if o, cached, err = h.current(ctx, p.id, p.md); err != nil {
-			return false, err
+			return err
 		}
 	}
 	if o.State.Version > 0 && o.Owner != p.md.Principal {
-		return false, fmt.Errorf("%s on order %s: %w", p.md.Command, p.id, ErrNotOwner)
+		return fmt.Errorf("%s on order %s: %w", p.md.Command, p.id, ErrNotOwner)
 	}
 	if o.Key != nil {
 		p.finish(repeated(p.id, o.Key, p.md))
-		return false, nil
+		return nil
 	}
 	at := p.opts.at
 	unmet := p.opts.cond && (o.State.Version == 0 || !slices.Contains(at, o.Revision()))
@@ -149,16 +147,16 @@ func (p *Plan) turn(ctx context.Context) (again bool, err error) {
 			same, err := h.unchanged(ctx, p.stream, o)
 			if err != nil || !same {
 				h.uncache(p.stream, o.State.Version)
-				return err == nil, err
+				return err
 			}
 		}
 		if unmet {
-			return false, fmt.Errorf("%s on order %s: %w: want one of %v", p.md.Command, p.id, ErrPreconditionFailed, at)
+			return fmt.Errorf("%s on order %s: %w: want one of %v", p.md.Command, p.id, ErrPreconditionFailed, at)
 		}
 		p.finish(Result{State: o.State, Revision: o.Revision(), Position: o.Position}, decideErr)
-		return false, nil
+		return nil
 	}
-	return false, p.encode(ctx, o, cached, events, decideErr)
+	return p.encode(ctx, o, cached, events, decideErr)
 }
 
 // encode makes the appends of events decided on o: what the command claims, then the events
@@ -215,12 +213,8 @@ func (p *Plan) Written(ctx context.Context, results []eventstore.AppendResult, e
 	written := results[len(results)-1]
 	res := Result{State: p.Result.State, Revision: written.Revision, Position: written.Position, Events: p.events, hash: p.hash, fate: written.Fate}
 	p.noteWritten(res)
-	again, err := p.check(ctx, res)
-	switch {
-	case err != nil:
+	if err := p.check(ctx, res); err != nil {
 		p.finish(Result{}, err)
-	case again:
-		p.decide(ctx)
 	}
 }
 
@@ -283,36 +277,38 @@ func (p *Plan) noteWritten(res Result) {
 	p.keep = &next
 }
 
-// check makes sure a keyed append wrote its events, and ends the plan. The store answers an
+// check makes sure a keyed append wrote its events, and ends the plan, or decides the command
+// again if the events it met are neither its own nor its key's. The store answers an
 // append of event ids it already holds at that revision with the first append's result:
 // decided on a cached order that missed them (another node, a key reused after it
 // expired), or racing another run of the key (a takeover), this append may not be ours. The
 // store says so if it can, else the stored events do; if they are another run's, the answer is
 // theirs.
-func (p *Plan) check(ctx context.Context, res Result) (again bool, err error) {
+func (p *Plan) check(ctx context.Context, res Result) error {
 	decideErr := p.Err
 	if p.md.IdempotencyKey == "" || (!p.cached && res.fate != eventstore.FateRepeated) {
 		p.finish(res, decideErr)
-		return false, nil
+		return nil
 	}
 	mine, err := p.h.mine(ctx, p.stream, res)
 	if err != nil {
-		return false, err
+		return err
 	}
 	if mine {
 		res.fate = eventstore.FateWritten
 		p.finish(res, decideErr)
-		return false, nil
+		return nil
 	}
 	p.keep = nil
 	p.h.uncache(p.stream, p.o.State.Version)
 	stored, err := p.h.Load(ctx, p.id, p.md.Principal, p.md.IdempotencyKey)
 	if err != nil {
-		return false, err
+		return err
 	}
 	if stored.Key != nil {
 		p.finish(repeated(p.id, stored.Key, p.md))
-		return false, nil
+	} else {
+		p.decide(ctx)
 	}
-	return true, nil
+	return nil
 }
