@@ -114,15 +114,13 @@ func (s *Server) registerEndpoint(c echo.Context) error {
 	id := webhooks.EndpointID(principal(c), key)
 	reg := idempotency.Registration{Endpoints: es, Principal: principal(c), URL: *b.URL, Events: b.Events,
 		Description: b.Description, Render: renderRegistration}
-	return s.endpointChange(c, key, id, body, reg, func(ctx context.Context) (webhooks.Endpoint, string, error) {
-		return es.Shown(ctx, id)
-	})
+	return s.endpointChange(c, key, id, body, reg, "")
 }
 
 // endpointChange runs a keyed change of endpoint id through the pipeline and writes its
-// answer: a success with the secret that shown gives, while it may be shown, as the answer
-// stored holds none.
-func (s *Server) endpointChange(c echo.Context, key, id string, body []byte, w idempotency.Work, shown func(context.Context) (webhooks.Endpoint, string, error)) error {
+// answer: a success with the secret it drew (the registration's, or the rotation's with key
+// rotation), while it may be shown, as the answer stored holds none.
+func (s *Server) endpointChange(c echo.Context, key, id string, body []byte, w idempotency.Work, rotation string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), commandTimeout)
 	defer cancel()
 	ans, err := s.pipeline().Do(ctx, s.endpointRequest(c, key, id, body), w)
@@ -132,7 +130,7 @@ func (s *Server) endpointChange(c echo.Context, key, id string, body []byte, w i
 	case ans.Outcome.Status >= 300:
 		return s.write(c, ans.Outcome, ans.Replayed)
 	}
-	ep, secret, err := shown(ctx)
+	ep, secret, err := s.Webhooks.Endpoints.Shown(ctx, id, rotation)
 	if err != nil {
 		return err
 	}
@@ -259,11 +257,8 @@ func (s *Server) rotateSecret(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	es := s.Webhooks.Endpoints
-	rot := idempotency.Rotation{Endpoints: es, Principal: principal(c), All: changesAll(c), Key: key, Render: renderRotation}
-	return s.endpointChange(c, key, id, nil, rot, func(ctx context.Context) (webhooks.Endpoint, string, error) {
-		return es.ShownRotation(ctx, id, key)
-	})
+	rot := idempotency.Rotation{Endpoints: s.Webhooks.Endpoints, Principal: principal(c), All: changesAll(c), Key: key, Render: renderRotation}
+	return s.endpointChange(c, key, id, nil, rot, key)
 }
 
 // renderRotation is the answer to a rotation, as stored and replayed: without the secret.

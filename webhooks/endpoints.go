@@ -256,17 +256,25 @@ func EndpointID(principal, key string) string {
 	return "we_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:16]))
 }
 
-// Shown returns endpoint id and the signing secret its registration drew, for the answer to
-// that registration and its retries, while the secret may be shown (showAgain).
-func (es *Endpoints) Shown(ctx context.Context, id string) (Endpoint, string, error) {
+// Shown returns endpoint id and a signing secret it drew, for the answer to the request that
+// drew it and to that request's retries, while the secret may be shown (showAgain): its
+// registration's, or, with rotation set, that of its rotation with that Idempotency-Key.
+func (es *Endpoints) Shown(ctx context.Context, id, rotation string) (Endpoint, string, error) {
 	ep, found, err := es.Registered(ctx, id)
 	if err != nil {
 		return Endpoint{}, "", err
 	}
-	if !found {
-		return Endpoint{}, "", fmt.Errorf("%w: %s", ErrNotFound, id)
+	s, ok := ep.first, true
+	if rotation != "" {
+		s, ok = ep.rotations[rotation]
 	}
-	secret, err := es.showAgain(ep, ep.first)
+	switch {
+	case !found || (rotation != "" && ep.Status == StatusDeleted):
+		return Endpoint{}, "", fmt.Errorf("%w: %s", ErrNotFound, id) // as for a rotation of it
+	case !ok:
+		return Endpoint{}, "", fmt.Errorf("%w: endpoint %s has no recent rotation of this key", ErrSecretWithdrawn, id)
+	}
+	secret, err := es.showAgain(ep, s)
 	return ep, secret, err
 }
 
@@ -323,25 +331,6 @@ func (es *Endpoints) checkEvents(events []string) error {
 		}
 	}
 	return nil
-}
-
-// ShownRotation returns endpoint id and the signing secret that its rotation with
-// Idempotency-Key key drew, for the answer to that rotation and its retries, while the secret
-// may be shown (showAgain).
-func (es *Endpoints) ShownRotation(ctx context.Context, id, key string) (Endpoint, string, error) {
-	ep, found, err := es.Registered(ctx, id)
-	if err != nil {
-		return Endpoint{}, "", err
-	}
-	s, ok := ep.rotations[key]
-	switch {
-	case !found || ep.Status == StatusDeleted:
-		return Endpoint{}, "", fmt.Errorf("%w: %s", ErrNotFound, id) // as for a rotation of it
-	case !ok:
-		return Endpoint{}, "", fmt.Errorf("%w: endpoint %s has no recent rotation of this key", ErrSecretWithdrawn, id)
-	}
-	secret, err := es.showAgain(ep, s)
-	return ep, secret, err
 }
 
 // SetStatus disables (with reason), enables or deletes endpoint id.
