@@ -29,7 +29,6 @@ type Plan struct {
 	es     *Endpoints
 	decide func(ctx context.Context) // reads the streams: the appends, or the end of the plan
 	tries  int
-	done   bool
 	unlock func()
 }
 
@@ -64,9 +63,6 @@ func (es *Endpoints) PlanRotation(ctx context.Context, id, principal string, all
 	p.decide(ctx)
 	return p
 }
-
-// Done reports whether the plan has nothing left to write.
-func (p *Plan) Done() bool { return p.done }
 
 // Next returns the appends to make, all or nothing; nil once the plan is done.
 func (p *Plan) Next() []eventstore.StreamAppend { return p.Appends }
@@ -167,7 +163,7 @@ func (p *Plan) Written(ctx context.Context, results []eventstore.AppendResult, e
 }
 
 func (p *Plan) finish(err error) {
-	p.Appends, p.Err, p.done = nil, err, true
+	p.Appends, p.Err = nil, err
 }
 
 // changeAppends are the appends of a change of endpoint id: before (a registration's claim of

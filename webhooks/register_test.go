@@ -11,8 +11,8 @@ import (
 func register(ctx context.Context, es *Endpoints, principal, key, rawURL string, events []string, description string) (Endpoint, error) {
 	g := es.PlanRegistration(ctx, EndpointID(principal, key), principal, rawURL, events, description)
 	defer g.Close()
-	for !g.Done() {
-		results, err := eventstore.Write(ctx, es.Store, g.Appends...)
+	for appends := g.Next(); appends != nil; appends = g.Next() {
+		results, err := eventstore.Write(ctx, es.Store, appends...)
 		g.Written(ctx, results, err)
 	}
 	return g.Endpoint, g.Err
