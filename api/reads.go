@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/acme/orders/fault"
+	"github.com/acme/orders/webhooks"
 
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
@@ -179,7 +180,8 @@ func pageLimit(c echo.Context) (int, error) {
 
 type keyView struct {
 	Key         string     `json:"key"`
-	OrderID     string     `json:"orderId"`
+	OrderID     string     `json:"orderId,omitempty"`
+	EndpointID  string     `json:"endpointId,omitempty"`
 	Method      string     `json:"method"`
 	Path        string     `json:"path"`
 	Status      *int       `json:"status,omitempty"` // absent while in flight
@@ -226,6 +228,9 @@ func (s *Server) getKey(c echo.Context) error {
 	}
 	v := keyView{Key: row.Key, OrderID: row.OrderID, Method: row.Method, Path: row.Path,
 		ClaimedAt: row.ClaimedAt, ExpiresAt: row.ExpiresAt, Expired: !row.ExpiresAt.After(time.Now())}
+	if webhooks.IsEndpointID(row.OrderID) {
+		v.OrderID, v.EndpointID = "", row.OrderID // a webhook endpoint's key: its subject is the endpoint
+	}
 	if row.Status != 0 {
 		v.Status = &row.Status
 		v.CompletedAt = &row.CompletedAt

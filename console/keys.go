@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/acme/orders/projections"
+	"github.com/acme/orders/webhooks"
 )
 
 // keyWait bounds how long the key page waits for a command still recording its outcome.
@@ -17,6 +18,7 @@ type keyData struct {
 	Row            *projections.KeyRow
 	Expired        bool
 	Missing        bool
+	Endpoint       bool // the key registered a webhook endpoint or rotated its secret (Row.OrderID)
 }
 
 // keyPage shows what an Idempotency-Key holds, from the lookups read model as the API's
@@ -70,6 +72,6 @@ func (c *Console) readKey(ctx context.Context, d *keyData) error {
 		d.Missing = true
 		return nil
 	}
-	d.Row, d.Expired = &row, !row.ExpiresAt.After(time.Now())
+	d.Row, d.Expired, d.Endpoint = &row, !row.ExpiresAt.After(time.Now()), webhooks.IsEndpointID(row.OrderID)
 	return nil
 }

@@ -139,4 +139,11 @@ func TestEndpointChangesRecordTheirKeysInOneEvent(t *testing.T) {
 	if again := s.ok(t, alice, 200, "POST", rotation, "rotation", nil); again.str("secret") != rotated || again.replayed() != "true" {
 		t.Errorf("the rotation's retry: %s", again.body)
 	}
+	// The keys read as any key does, naming their endpoints rather than an order.
+	for key, id := range map[string]string{"registration": registered, "rotation": rotatedID} {
+		k := s.ok(t, alice, 200, "GET", "/v1/idempotency-keys/"+key, "", nil)
+		if k.str("endpointId") != id || k.json["orderId"] != nil || k.json["status"] == nil {
+			t.Errorf("key %s: %s; want endpoint %s, completed", key, k.body, id)
+		}
+	}
 }

@@ -256,6 +256,10 @@ func EndpointID(principal, key string) string {
 	return "we_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:16]))
 }
 
+// IsEndpointID reports whether id has the form of an endpoint's id (EndpointID), which no
+// order id has: the subject of a key that registered an endpoint or rotated its secret.
+func IsEndpointID(id string) bool { return strings.HasPrefix(id, "we_") }
+
 // Shown returns endpoint id and a signing secret it drew, for the answer to the request that
 // drew it and to that request's retries, while the secret may be shown (showAgain): its
 // registration's, or, with rotation set, that of its rotation with that Idempotency-Key.

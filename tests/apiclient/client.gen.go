@@ -836,6 +836,9 @@ type IdempotencyKeySummary struct {
 	// CompletedAt When the outcome was stored. Absent while the request is in flight.
 	CompletedAt *time.Time `json:"completedAt,omitempty"`
 
+	// EndpointId The webhook endpoint that the request registers or whose secret it rotates.
+	EndpointId *string `json:"endpointId,omitempty"`
+
 	// Expired `expiresAt` has passed: a request with this key is a new request.
 	Expired bool `json:"expired"`
 
@@ -846,8 +849,9 @@ type IdempotencyKeySummary struct {
 	Key    IdempotencyKey              `json:"key"`
 	Method IdempotencyKeySummaryMethod `json:"method"`
 
-	// OrderId The order the request acts on; for a create, the order it creates.
-	OrderId string `json:"orderId"`
+	// OrderId The order the request acts on; for a create, the order it creates. Absent for the
+	// key of a webhook endpoint's registration or rotation, which has `endpointId`.
+	OrderId *string `json:"orderId,omitempty"`
 
 	// Path The request's path, such as `/v1/orders`.
 	Path string `json:"path"`
