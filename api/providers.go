@@ -40,7 +40,7 @@ type providerAnswer struct {
 // bytes before anything reads them; then the event runs once per event id, as the provider's
 // principal, through the keyed pipeline: as the command it reports (order.ProviderEvent) on
 // the order that started its payment, or, if it names no order of the principal or reports
-// nothing the service acts on, as a record in the provider log (providers.Record). Either way
+// nothing the service acts on, as a record in the provider log (idempotency.Unapplied). Either way
 // the provider is answered 2xx, so that it stops; only what a retry can fix is not.
 func (s *Server) providerEvent(c echo.Context) error {
 	stateOf(c).command = order.ProviderEvent{}.CommandName()
@@ -65,23 +65,21 @@ func (s *Server) providerEvent(c echo.Context) error {
 
 // takeProviderEvent answers ev, verified, and says what became of it, for the metrics.
 func (s *Server) takeProviderEvent(c echo.Context, ctx context.Context, p providers.Provider, ev providers.Event) (outcome string, err error) {
-	// An event in the provider log is answered from there: the first record stands.
-	if u, found, err := providers.Recorded(ctx, s.Orders.Store, p.Principal, p.Name, ev.ID); err != nil || found {
-		if err != nil {
-			return "failed", err
-		}
-		c.Response().Header().Set("Idempotent-Replayed", "true")
-		return "replayed", c.JSON(http.StatusOK, unappliedAnswer(u))
-	}
 	orderID, reason, err := s.providerOrder(ctx, p, ev)
 	if err != nil {
 		return "failed", err
 	}
+	// The event's key is answered first: a redelivery of an event recorded in the provider log
+	// replays that record, even once the event's order is known.
+	r := s.providerKeyRequest(c, p, ev, orderID)
+	var w idempotency.Work = s.providerCommand(c, p, ev, r)
 	if reason != "" {
-		return s.logUnapplied(c, ctx, p, ev, orderID, reason)
+		w = idempotency.Unapplied{Event: providers.Unapplied{Provider: p.Name, Principal: p.Principal, EventID: ev.ID,
+			EventType: ev.Type, PaymentID: ev.PaymentID, OrderID: orderID, Reason: reason, ReceivedAt: time.Now().UTC()},
+			Render: renderUnapplied}
+		r.OrderID = "" // the key names no order
 	}
-	cmd := s.providerCommand(c, p, ev)
-	ans, err := s.pipeline().Do(ctx, s.providerKeyRequest(c, cmd.Metadata, orderID), cmd)
+	ans, err := s.pipeline().Do(ctx, r, w)
 	noteCause(ctx, ans.Err)
 	switch {
 	case errors.Is(err, idempotency.ErrInFlight):
@@ -140,29 +138,30 @@ func (s *Server) providerOrder(ctx context.Context, p providers.Provider, ev pro
 	return ev.OrderID, fmt.Sprintf("no order of %s started payment %q", p.Principal, ev.PaymentID), nil
 }
 
-// logUnapplied records ev in the provider log and answers with the record that stands.
-func (s *Server) logUnapplied(c echo.Context, ctx context.Context, p providers.Provider, ev providers.Event, orderID, reason string) (outcome string, err error) {
-	u, err := providers.Record(ctx, s.Orders.Store, providers.Unapplied{Provider: p.Name, Principal: p.Principal,
-		EventID: ev.ID, EventType: ev.Type, PaymentID: ev.PaymentID, OrderID: orderID, Reason: reason, ReceivedAt: time.Now().UTC()})
-	if err != nil {
-		return "failed", err
-	}
-	return "unapplied", c.JSON(http.StatusOK, unappliedAnswer(u))
-}
-
 // unappliedAnswer is the answer to an event recorded in the provider log.
 func unappliedAnswer(u providers.Unapplied) providerAnswer {
 	return providerAnswer{Provider: u.Provider, EventID: u.EventID, Outcome: "unapplied", Reason: u.Reason}
 }
 
-// providerKeyRequest is what the pipeline needs to know of the delivery of the event whose
-// command's metadata is md: its key, principal and fingerprint are the command's.
-func (s *Server) providerKeyRequest(c echo.Context, md command.Metadata, orderID string) idempotency.Request {
+// providerKeyRequest is what the pipeline needs to know of the delivery of p's event ev, on
+// order orderID ("" for none): its key is providerKey's, of p's principal.
+func (s *Server) providerKeyRequest(c echo.Context, p providers.Provider, ev providers.Event, orderID string) idempotency.Request {
 	req := c.Request()
 	return idempotency.Request{
-		Principal: md.Principal, Key: md.IdempotencyKey, Method: req.Method, Path: req.URL.Path,
-		Fingerprint: md.Fingerprint, OrderID: orderID, Claimant: s.Node + "/" + requestID(c),
+		Principal: p.Principal, Key: providerKey(ev), Method: req.Method, Path: req.URL.Path,
+		Fingerprint: providerFingerprint(req, ev), OrderID: orderID, Claimant: s.Node + "/" + requestID(c),
 	}
+}
+
+// renderUnapplied is the answer to an event recorded in the provider log: the record that
+// stands, or the problem of err.
+func renderUnapplied(u providers.Unapplied, err error) idempotency.Outcome {
+	if err != nil {
+		return problemOutcome(err)
+	}
+	body, _ := json.Marshal(unappliedAnswer(u)) // strings only: no error
+	return idempotency.Outcome{Status: http.StatusOK, Body: string(body) + "\n",
+		Headers: map[string]string{echo.HeaderContentType: echo.MIMEApplicationJSON}}
 }
 
 // providerFingerprint is the fingerprint of ev's delivery: the event as read, not its bytes,
@@ -175,10 +174,10 @@ func providerFingerprint(req *http.Request, ev providers.Event) string {
 	return fp
 }
 
-// providerCommand is ev as the pipeline runs it: the command it reports on its order.
-func (s *Server) providerCommand(c echo.Context, p providers.Provider, ev providers.Event) idempotency.OrderCommand {
-	md := command.Metadata{Principal: p.Principal, CorrelationID: requestID(c), IdempotencyKey: providerKey(ev),
-		Fingerprint: providerFingerprint(c.Request(), ev)}
+// providerCommand is ev as the pipeline runs it with key request r: the command it reports on
+// its order.
+func (s *Server) providerCommand(c echo.Context, p providers.Provider, ev providers.Event, r idempotency.Request) idempotency.OrderCommand {
+	md := command.Metadata{Principal: r.Principal, CorrelationID: requestID(c), IdempotencyKey: r.Key, Fingerprint: r.Fingerprint}
 	report := reportOf(ev)
 	return idempotency.OrderCommand{
 		Command:  order.ProviderEvent{Provider: p.Name, EventID: ev.ID, EventType: ev.Type, Report: report},

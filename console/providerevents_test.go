@@ -96,8 +96,11 @@ func (f *fixture) get(t *testing.T, principal, path string) (int, string) {
 // record records a provider's event in the provider log.
 func (f *fixture) record(t *testing.T, provider, eventID, orderID, reason string) {
 	t.Helper()
-	_, err := providers.Record(context.Background(), f.store, providers.Unapplied{Provider: provider, Principal: "alice",
+	a, err := providers.LogAppend(providers.Unapplied{Provider: provider, Principal: "alice",
 		EventID: eventID, EventType: "payment.succeeded", OrderID: orderID, Reason: reason, ReceivedAt: time.Now()})
+	if err == nil {
+		_, err = f.store.Append(context.Background(), a.Stream, a.Expected, a.Events...)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -39,28 +38,19 @@ func LogStream(principal, provider, eventID string) string {
 	return LogPrefix + hex.EncodeToString(sum[:])
 }
 
-// Record records u in the provider log, once per event: its stream is written only if it does
-// not exist, so a redelivery, or one delivered to several nodes at once, records nothing more.
-// It returns the record that stands: u, or the first.
-func Record(ctx context.Context, store eventstore.Store, u Unapplied) (Unapplied, error) {
+// LogAppend is the append that records u in the provider log, once per event: its stream is
+// written only if it does not exist (expected NoStream), with an event id derived from it. The
+// idempotency pipeline makes it with the record of the event's key (idempotency.Unapplied):
+// a redelivery of the event is answered from its key, or, once the key has expired, from the
+// record that stands (Recorded).
+func LogAppend(u Unapplied) (eventstore.StreamAppend, error) {
 	stream := LogStream(u.Principal, u.Provider, u.EventID)
 	data, err := json.Marshal(u)
 	if err != nil {
-		return Unapplied{}, err
+		return eventstore.StreamAppend{}, err
 	}
 	ev := eventstore.EventData{ID: uuid.NewSHA1(uuid.NameSpaceURL, []byte(stream)), Type: TypeUnapplied, Data: data}
-	_, err = store.Append(ctx, stream, eventstore.NoStream, ev)
-	if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
-		first, found, err := Recorded(ctx, store, u.Principal, u.Provider, u.EventID)
-		if err == nil && !found {
-			err = fmt.Errorf("provider log %s: refused as existing, read as missing", stream)
-		}
-		return first, err
-	}
-	if err != nil {
-		return Unapplied{}, fmt.Errorf("record %s event %s in the provider log: %w", u.Provider, u.EventID, err)
-	}
-	return u, nil
+	return eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream, Events: []eventstore.EventData{ev}}, nil
 }
 
 // Recorded returns the record of event id of provider in the provider log, if there is one.
