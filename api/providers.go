@@ -199,7 +199,7 @@ func (s *Server) renderProviderEvent(p providers.Provider, ev providers.Event, o
 	case errors.As(err, &oe) && oe.Kind != order.KindTooEarly && (len(res.Events) > 0 || res.Repeated):
 		a.Outcome, a.Reason = "unapplied", oe.Msg // recorded on the order
 	default:
-		out := s.respond(route{}, orderID, res, err)
+		out := problemOutcome(err)
 		if !fault.Final(err) {
 			out.Headers["Retry-After"] = "1"
 		}
