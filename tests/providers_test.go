@@ -330,7 +330,18 @@ func TestProviderEventsNotAppliedAreRecorded(t *testing.T) {
 	s.deliverOK(t, psp, succeeded("evt-unknown-payment", "pay-nobody", orderTotal), "unapplied")
 	unknownType := providers.Event{ID: "evt-unknown-type", Type: "customer.created"}
 	s.deliverOK(t, psp, unknownType, "unapplied")
-	s.deliverOK(t, psp, unknownType, "unapplied") // a redelivery records nothing more
+	if r := s.deliverOK(t, psp, unknownType, "unapplied"); r.replayed() != "true" { // a redelivery records nothing more
+		t.Errorf("the unknown type's redelivery: %v; want its first answer replayed", r)
+	}
+	// The payment is started after its success was logged: the event's redelivery is answered
+	// by its key, as logged, and does not pay the order.
+	late := s.payingOrder(t, "pay-nobody")
+	if r := s.deliverOK(t, psp, succeeded("evt-unknown-payment", "pay-nobody", orderTotal), "unapplied"); r.replayed() != "true" {
+		t.Errorf("the logged event's redelivery: %v; want its first answer replayed", r)
+	}
+	if st := s.ok(t, alice, http.StatusOK, "GET", "/v1/orders/"+late, "", nil).str("status"); st == "paid" {
+		t.Errorf("the order of a logged event's redelivery is %s", st)
+	}
 
 	listed := map[string]string{}
 	for _, u := range s.unapplied(t) {
