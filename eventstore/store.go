@@ -52,7 +52,33 @@ type MultiStreamAppender interface {
 	// context may still have been written whole. A *WrongExpectedRevisionError names the
 	// stream whose expected revision did not match. Naming a stream twice, or none, matches
 	// ErrInvalidArgument; the other errors are Append's.
+	//
+	// A call is a repeat only as a whole: when some of its appends repeat an earlier append's
+	// events and others are new, the first repeated one is refused as a
+	// *WrongExpectedRevisionError, as if those events were another's. Its events were written
+	// with other appends than the ones this call pairs them with (see PartialRepeat).
 	MultiStreamAppend(ctx context.Context, appends ...StreamAppend) (results []AppendResult, err error)
+}
+
+// PartialRepeat returns the index of the first append of a multi-stream append that repeats
+// an earlier one's events while another append of it is new, or -1: results are the
+// appends' as checked, FateRepeated for a repeat. A caller that writes the record of its
+// decision with its events (an idempotency key's outcome) can then trust that, written, the
+// events are the ones it decided.
+func PartialRepeat(results []AppendResult) int {
+	repeat, written := -1, false
+	for i, r := range results {
+		switch {
+		case r.Fate != FateRepeated:
+			written = true
+		case repeat < 0:
+			repeat = i
+		}
+	}
+	if written {
+		return repeat
+	}
+	return -1
 }
 
 // StreamAppend is one stream's part of a MultiStreamAppend.

@@ -112,6 +112,31 @@ func testMultiStreamAppendAllOrNothing(t *testing.T, s *suite) {
 	})
 }
 
+// testMultiStreamAppendPartialRepeat: a call that repeats one stream's earlier append and is new
+// to another is refused on the repeated stream, and writes nothing: the repeated events were
+// written without the other append, which a caller may record its decision in.
+func testMultiStreamAppendPartialRepeat(t *testing.T, s *suite) {
+	f := s.setup(t)
+	m := f.multi(t)
+	// Given a stream at revision 2 and an append of one event to it,
+	a, b := f.stream("a"), f.stream("b")
+	before := f.give(t, a, existing)
+	toA := NewEvents(1)
+	if _, err := f.b.Append(t.Context(), a, eventstore.Exact(2), toA...); err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+
+	// when a multi-stream append repeats it along with a new stream,
+	_, err := m.MultiStreamAppend(t.Context(),
+		eventstore.StreamAppend{Stream: a, Expected: eventstore.Exact(2), Events: toA},
+		eventstore.StreamAppend{Stream: b, Expected: eventstore.NoStream, Events: NewEvents(1)})
+
+	// then the repeated stream refuses it, and the new one is not written.
+	wantWrongExpected(t, err, a, eventstore.Exact(2), eventstore.Exact(3))
+	f.wantStream(t, a, 0, append(before, toA...)...)
+	f.wantNotFound(t, b)
+}
+
 // testMultiStreamAppendOneWinner is what an idempotency claim appended along with its effect
 // rests on: of concurrent appends that all claim one stream with NoStream, one wins, and the
 // others' other streams stay unwritten.

@@ -63,6 +63,7 @@ func Run(t *testing.T, newBackend NewBackend, opts Options) {
 		{"MultiStreamAppend", []testCase{
 			{"WritesAll", testMultiStreamAppendWritesAll},
 			{"AllOrNothing", testMultiStreamAppendAllOrNothing},
+			{"PartialRepeat", testMultiStreamAppendPartialRepeat},
 			{"OneWinner", testMultiStreamAppendOneWinner},
 			{"InvalidArguments", testMultiStreamAppendInvalidArguments},
 		}},

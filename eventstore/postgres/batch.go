@@ -114,6 +114,10 @@ func (b *batch) appendAll(appends []eventstore.StreamAppend) ([]eventstore.Appen
 			return nil, err
 		}
 	}
+	if i := eventstore.PartialRepeat(results); i >= 0 {
+		a := appends[i]
+		return nil, &eventstore.WrongExpectedRevisionError{Stream: a.Stream, Expected: a.Expected, Actual: b.streams[a.Stream].actual()}
+	}
 	for i, a := range appends {
 		if results[i].Fate == eventstore.FateRepeated {
 			continue

@@ -130,6 +130,10 @@ func (w *writeTx) appendAll(appends []eventstore.StreamAppend) ([]eventstore.App
 			return nil, w.unclaim(rows[:i], claimed[:i], err)
 		}
 	}
+	if i := eventstore.PartialRepeat(results); i >= 0 {
+		a := appends[i]
+		return nil, w.unclaim(rows, claimed, &eventstore.WrongExpectedRevisionError{Stream: a.Stream, Expected: a.Expected, Actual: rows[i].actual()})
+	}
 	for i, a := range appends {
 		if results[i].Fate == eventstore.FateRepeated {
 			continue
