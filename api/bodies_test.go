@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -72,7 +71,6 @@ func TestBodyIsCheckedBeforeItsKey(t *testing.T) {
 	if rec := keyed(h, "/v1/orders", "k", strings.NewReader(good), -1); rec.Code != http.StatusCreated {
 		t.Fatalf("create: %d %s", rec.Code, rec.Body)
 	}
-	srv.Drain(context.Background())
 	for _, bad := range []string{
 		`{"customerId":"c-1","currency":"EUR","discount":10}`,
 		`{"customerId":"c-1","currency":"EUR","lines":` + strings.Repeat(`[1,`, 1000) + `]`,

@@ -174,12 +174,6 @@ func (s *Server) intake(c echo.Context, rt route) (in commandRequest, replay *id
 	return in, nil, err
 }
 
-// Drain waits until the outcomes of commands answered before their outcome was recorded are
-// recorded, or ctx ends. Call it once the HTTP server has stopped, before the store closes.
-func (s *Server) Drain(ctx context.Context) error {
-	return s.pipeline().Drain(ctx)
-}
-
 // run runs an unkeyed cmd on the order under the precondition of If-Match.
 func (s *Server) run(ctx context.Context, orderID string, cmd order.Command, md command.Metadata, ifMatch precondition) (command.Result, error) {
 	var opts []command.Option

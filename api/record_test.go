@@ -93,7 +93,6 @@ func TestReplaysFromMemoryByBytesOrFingerprint(t *testing.T) {
 	if r := create("k2", `{"customerId":"c-2","currency":"EUR"}`); r.Code != http.StatusCreated {
 		t.Fatalf("second create: %d %s", r.Code, r.Body)
 	}
-	srv.Drain(context.Background())
 	for name, b := range map[string]string{"same bytes": body, "spaced": strings.ReplaceAll(body, ",", ", ")} {
 		r := create("k1", b)
 		if r.Code != first.Code || r.Body.String() != first.Body.String() || r.Header().Get("Idempotent-Replayed") != "true" ||
@@ -137,7 +136,6 @@ func TestCreateRecordsItsOutcomeInItsOwnAppend(t *testing.T) {
 		return rec
 	}
 	first := create(srv.Handler())
-	srv.Drain(context.Background())
 	if first.Code != http.StatusCreated {
 		t.Fatalf("create: %d %s", first.Code, first.Body)
 	}

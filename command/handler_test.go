@@ -392,9 +392,9 @@ func TestClientReferenceIsUniquePerCustomer(t *testing.T) {
 // along is an append made in one step with a command's own, as the idempotency pipeline makes
 // its key's record: what it was told of the plan, and what the store did with it.
 type along struct {
-	append eventstore.StreamAppend
-	sure   *command.Result // the plan's result as decided, when it was Sure
-	made   *eventstore.AppendResult
+	append  eventstore.StreamAppend
+	decided *command.Result // the plan's result as decided, before its first write
+	made    *eventstore.AppendResult
 }
 
 // handleWith runs c as Handle does, with a's append made in the same step as the plan's first
@@ -405,10 +405,8 @@ func handleWith(ctx context.Context, h *command.Handler, a *along, id string, c 
 	for !p.Done() {
 		appends := p.Appends
 		if a.made == nil {
-			if p.Sure {
-				res := p.Result
-				a.sure = &res
-			}
+			res := p.Result
+			a.decided = &res
 			appends = append([]eventstore.StreamAppend{a.append}, appends...)
 		}
 		results, err := eventstore.Write(ctx, h.Store, appends...)
@@ -433,8 +431,8 @@ func newAlong(stream string) *along {
 type singleStore struct{ eventstore.Store }
 
 // An append along with the command's is made with it, all or nothing: in one step where the
-// store can, first on a store that cannot. A create's plan is Sure: what it decided is what it
-// comes to, so that the append along may record its outcome.
+// store can, first on a store that cannot. Written, what the plan decided is what it comes to
+// but for its position, so that the append along may record its outcome.
 func TestHandleAppendsTheKeyClaimWithTheEvents(t *testing.T) {
 	ctx := context.Background()
 	for _, multi := range []bool{true, false} {
@@ -451,7 +449,7 @@ func TestHandleAppendsTheKeyClaimWithTheEvents(t *testing.T) {
 			if claim.made == nil || claim.made.Revision != 0 || claim.made.Position.Compare(res.Position) >= 0 {
 				t.Fatalf("along told %+v; want revision 0 before the order's event at %v", claim.made, res.Position)
 			}
-			if d := claim.sure; d == nil || d.Revision != res.Revision || !reflect.DeepEqual(d.State, res.State) || len(d.Events) != len(res.Events) {
+			if d := claim.decided; d == nil || d.Revision != res.Revision || !reflect.DeepEqual(d.State, res.State) || len(d.Events) != len(res.Events) {
 				t.Fatalf("the plan was %+v; want sure of the result %+v but for its position", d, res)
 			}
 			if evs := streamEvents(t, s, "o1"); len(evs) != len(res.Events) || len(evs) == 0 || !res.Written() {

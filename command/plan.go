@@ -27,10 +27,6 @@ type Plan struct {
 	// the events record, if any.
 	Result Result
 	Err    error
-	// Sure is set when the events will be this command's if the store writes them at all (the
-	// order was drawn for this very command): Result and Err are then already what it comes
-	// to, but for the position.
-	Sure bool
 
 	h          *Handler
 	id, stream string
@@ -195,9 +191,6 @@ func (p *Plan) encode(ctx context.Context, o Order, cached bool, events []order.
 	p.Appends = append(p.Appends, eventstore.StreamAppend{Stream: p.stream, Expected: o.expected(), Events: data})
 	p.Result = Result{State: state, Revision: uint64(state.Version) - 1, Events: events}
 	p.Err = decideErr
-	// An order drawn for this command: the store writes its events, or refuses them; no other
-	// append can have written them first.
-	p.Sure = p.opts.isNew && o.State.Version == 0
 	return nil
 }
 

@@ -22,7 +22,7 @@ func (k *Keys) Begin(ctx context.Context, r Request) (*Claim, *Outcome, error) {
 		if done != nil {
 			return done.claim, done.replay, done.err
 		}
-		h := Holding{Here: v.here, Unwritten: v.held.unwritten, Answered: v.held.answer != nil, LeaseOver: v.leaseOver}
+		h := Holding{Here: v.here, Unwritten: v.held.unwritten, LeaseOver: v.leaseOver}
 		step := decide(v.st, h, r.Fingerprint, now)
 		done = a.take(ctx, step, v, now)
 		if done == nil {
@@ -134,9 +134,6 @@ func (a *attempt) take(ctx context.Context, step Step, v view, now time.Time) *b
 		return &begun{err: fault.KeyReused}
 	case StepReplay:
 		k.observe(ctx, EventReplayed, a.stream)
-		if v.here && v.held.answer != nil {
-			return &begun{replay: v.held.answer} // its outcome on its way to the store
-		}
 		if err := k.position(ctx, v.st.done); err != nil {
 			return &begun{err: err}
 		}

@@ -22,7 +22,7 @@ type Step string
 // The steps a request may take.
 const (
 	StepClaim    Step = "claim"     // claim the key, then run the command
-	StepReplay   Step = "replay"    // answer with the outcome recorded (or given here)
+	StepReplay   Step = "replay"    // answer with the outcome recorded
 	StepWait     Step = "wait"      // another request runs the command: wait for its outcome
 	StepTakeOver Step = "take-over" // claim the key from a request that died or let go
 	StepRefuse   Step = "refuse"    // the key was used for another request: fault.KeyReused
@@ -34,7 +34,6 @@ const (
 type Holding struct {
 	Here      bool // a request of this process holds the key
 	Unwritten bool // its claim is not written yet: only its append will tell whether it stands
-	Answered  bool // it gave its answer, which is on its way to the store
 	LeaseOver bool // another's claim is past its lease, as this process has seen it (lease.Terms.Over)
 }
 
@@ -69,8 +68,6 @@ func decide(s keyState, h Holding, fingerprint string, now time.Time) Step {
 		return StepWait
 	case s.first.Fingerprint != fingerprint:
 		return StepRefuse
-	case h.Here && h.Answered:
-		return StepReplay
 	}
 	switch phase {
 	case Finished:

@@ -24,15 +24,13 @@ func TestDecide(t *testing.T) {
 	released := keyState{exists: true, first: claim, current: claim, released: true}
 
 	holdings := map[string]Holding{
-		"none":     {},
-		"here":     {Here: true},
-		"pending":  {Here: true, Unwritten: true},
-		"answered": {Here: true, Answered: true},
+		"none":    {},
+		"here":    {Here: true},
+		"pending": {Here: true, Unwritten: true},
 	}
 	// The protocol, one row per phase × holding × fingerprint (same: the request's fingerprint
 	// is the key's). A pending claim stands for nothing until its append is made, so a
-	// duplicate of its holder waits whatever its fingerprint; a claim answered here replays its
-	// answer before the store has it.
+	// duplicate of its holder waits whatever its fingerprint.
 	type cell struct {
 		phase   Phase
 		holding string
@@ -50,40 +48,30 @@ func TestDecide(t *testing.T) {
 		{Unclaimed, "here", false, StepClaim},
 		{Unclaimed, "pending", true, StepClaim},
 		{Unclaimed, "pending", false, StepClaim},
-		{Unclaimed, "answered", true, StepClaim},
-		{Unclaimed, "answered", false, StepClaim},
 		{Running, "none", true, StepWait},
 		{Running, "none", false, StepRefuse},
 		{Running, "here", true, StepWait},
 		{Running, "here", false, StepRefuse},
 		{Running, "pending", true, StepWait},
 		{Running, "pending", false, StepWait},
-		{Running, "answered", true, StepReplay},
-		{Running, "answered", false, StepRefuse},
 		{Abandoned, "none", true, StepTakeOver},
 		{Abandoned, "none", false, StepRefuse},
 		{Abandoned, "here", true, StepTakeOver},
 		{Abandoned, "here", false, StepRefuse},
 		{Abandoned, "pending", true, StepWait},
 		{Abandoned, "pending", false, StepWait},
-		{Abandoned, "answered", true, StepReplay},
-		{Abandoned, "answered", false, StepRefuse},
 		{Finished, "none", true, StepReplay},
 		{Finished, "none", false, StepRefuse},
 		{Finished, "here", true, StepReplay},
 		{Finished, "here", false, StepRefuse},
 		{Finished, "pending", true, StepWait},
 		{Finished, "pending", false, StepWait},
-		{Finished, "answered", true, StepReplay},
-		{Finished, "answered", false, StepRefuse},
 		{Expired, "none", true, StepForget},
 		{Expired, "none", false, StepForget},
 		{Expired, "here", true, StepForget},
 		{Expired, "here", false, StepForget},
 		{Expired, "pending", true, StepForget},
 		{Expired, "pending", false, StepForget},
-		{Expired, "answered", true, StepForget},
-		{Expired, "answered", false, StepForget},
 	}
 	want := map[cell]Step{}
 	for _, r := range rows {

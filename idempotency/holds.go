@@ -18,18 +18,6 @@ type holds struct {
 	holding map[string][]held
 }
 
-// answered hands the claim's answer to its duplicates here, before its outcome is recorded.
-func (h *holds) answered(c *Claim, out Outcome) {
-	h.mu.Lock()
-	for i, held := range h.holding[c.Stream] {
-		if held.claim == c && !held.unwritten {
-			h.holding[c.Stream][i].answer = &out
-		}
-	}
-	h.mu.Unlock()
-	h.wake(c.Stream)
-}
-
 // hold notes a claim of this process, or its new state, so that its duplicates here wait for
 // it without reading the key stream; drop ends that when the claim completes or is released.
 func (h *holds) hold(stream string, claim held) {

@@ -65,8 +65,6 @@ type held struct {
 	// unwritten: the claim is not written yet (Request.Defer), so the store has not said whether
 	// the key was free: its fingerprint stands for nothing until then.
 	unwritten bool
-	// answer is the claim's answer, given before its outcome is recorded (Answered).
-	answer *Outcome
 }
 
 // waiters are the requests of this process waiting for one key's holder.
@@ -370,14 +368,6 @@ func (k *Keys) complete(ctx context.Context, stream string, rev uint64, orderID 
 	e := newEvent(TypeCompleted, data)
 	_, err = k.Store.Append(ctx, stream, eventstore.Exact(rev), e)
 	return err
-}
-
-// Answered hands the claim's answer to its duplicates in this process before Complete records
-// it, so that they need not wait for the store. Call it only with an answer that the order's
-// stream tells word for word should it never be recorded (a crash, a takeover), as
-// Request.FindInOrderStream then rebuilds it. Complete or Release still ends the claim.
-func (k *Keys) Answered(c *Claim, out Outcome) {
-	k.holds.answered(c, out)
 }
 
 // Release gives the key up without an outcome (the request failed with a 5xx), so that a

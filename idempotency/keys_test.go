@@ -138,60 +138,6 @@ func TestDuplicatesWaitForTheHolder(t *testing.T) {
 	}
 }
 
-// Duplicates of a request answered before its outcome is recorded get that answer at once,
-// from this process's memory: they neither wait for the record nor read the store.
-func TestDuplicatesTakeTheAnswerGivenBeforeItsRecord(t *testing.T) {
-	keys, counted, claim := heldWithCounts(t)
-	ctx := context.Background()
-	waiting := make(chan *idempotency.Outcome, 1)
-	go func() {
-		_, replay, err := keys.Begin(ctx, request("fp"))
-		if err != nil {
-			t.Errorf("duplicate waiting for the answer: %v", err)
-		}
-		waiting <- replay
-	}()
-	select {
-	case replay := <-waiting:
-		t.Fatalf("a duplicate got %+v before the holder answered", replay)
-	case <-time.After(50 * time.Millisecond):
-	}
-	keys.Answered(claim, created)
-	for _, replay := range []*idempotency.Outcome{<-waiting, beginReplay(t, keys, request("fp"))} {
-		if replay == nil || replay.Body != created.Body || replay.Status != created.Status {
-			t.Fatalf("duplicate after the answer: %+v, want %+v", replay, created)
-		}
-	}
-	if _, _, err := keys.Begin(ctx, request("other")); !errors.Is(err, fault.KeyReused) {
-		t.Fatalf("another request after the answer: got %v, want ErrKeyReused", err)
-	}
-	if r, a := counted.reads.Load(), counted.appends.Load(); r != 0 || a != 1 {
-		t.Fatalf("%d reads and %d appends before the outcome is recorded; want 0 and 1 (the claim)", r, a)
-	}
-	// Not recorded yet: a read of the key after Await must see the outcome.
-	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-	defer cancel()
-	if err := keys.Await(short, "shop-1", "k1"); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Await on a key answered, not recorded: got %v, want the deadline", err)
-	}
-	if err := keys.Complete(ctx, claim, created); err != nil || !claim.Sole {
-		t.Fatalf("Complete: %v, kept %v", err, claim.Sole)
-	}
-	if types := keyEvents(t, counted.Store, request("fp")); !slices.Equal(types, []string{idempotency.TypeClaimed, idempotency.TypeCompleted}) {
-		t.Fatalf("key stream %v, want claimed and completed", types)
-	}
-}
-
-// beginReplay calls Begin for r and returns the outcome it replays.
-func beginReplay(t *testing.T, keys *idempotency.Keys, r idempotency.Request) *idempotency.Outcome {
-	t.Helper()
-	claim, replay, err := keys.Begin(context.Background(), r)
-	if err != nil || claim != nil {
-		t.Fatalf("Begin: claim %+v, error %v; want a replay", claim, err)
-	}
-	return replay
-}
-
 func TestOnlyOneOfManyClaims(t *testing.T) {
 	keys, _, _ := newKeys(t)
 	ctx := context.Background()

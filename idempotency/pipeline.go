@@ -3,10 +3,8 @@ package idempotency
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/acme/orders/command"
@@ -18,24 +16,21 @@ import (
 // provider's event, an import). Do claims the key, or replays, waits or takes over as the key's
 // phase says (see decide); plans the write (Work: an OrderCommand, a webhook endpoint's
 // Registration); makes the plan's appends itself, with the key's claim in the same atomic
-// append where the store can, and, where the plan's answer is certain before the append, the
-// key's outcome in the claim's own event; and records the outcome before or after the answer.
-// An intake only reads its request, says what the write is and writes the answer.
+// append where the store can, with the key's outcome in the claim's own event; and otherwise
+// records the outcome before it answers. An intake only reads its request, says what the write
+// is and writes the answer.
 type Pipeline struct {
 	Keys   *Keys
 	Orders *command.Handler
 	// Hooks are for tests that crash the process at a precise point; zero in production.
 	// Outcomes that could not be recorded are logged to Keys.Log.
 	Hooks Hooks
-
-	recording sync.WaitGroup // outcomes recorded after their answers (see Drain)
 }
 
 // Hooks run at the points of a keyed command where a crash matters most.
 type Hooks struct {
 	AfterClaim  func(key string) // the key is claimed (maybe in this process only), the command has not run
-	AfterAppend func(key string) // the command's events are appended, the outcome is not recorded
-	AfterAnswer func(key string) // the answer is given, the outcome is not recorded
+	AfterAppend func(key string) // the command's events are appended, the outcome maybe not recorded
 }
 
 // Answer is what the intake sends back.
@@ -47,9 +42,8 @@ type Answer struct {
 
 // ran is what a work run under a claim came to.
 type ran struct {
-	out  Outcome
-	err  error
-	then record // what becomes of the key's record (unless the claim's append made it)
+	out Outcome
+	err error
 	// appended: the work appended events, this run or an earlier one (for Hooks.AfterAppend).
 	appended bool
 	// repeated: the work's effect was in its streams already; the answer is a replay.
@@ -57,39 +51,9 @@ type ran struct {
 	plan     plan // to keep what it wrote once the key is kept
 }
 
-// record is what becomes of a run's answer in its key's stream.
-type record int
-
-const (
-	// recordFirst: the answer is recorded before it is given, as nothing else could tell it
-	// word for word (or the events its work met may be another run's).
-	recordFirst record = iota
-	// recordAfter: the answer is in the work's streams, with the key's events, which this run
-	// wrote. It may then be given before it is recorded: a retry rebuilds this very answer
-	// from there (Request.FindInOrderStream) should the record never land.
-	recordAfter
-	// letGo: an answer that depends on a passing condition of the server, not final
-	// (fault.Final), is not kept: the key is let go.
-	letGo
-)
-
-// recordOf is how the answer of a run that came to err is recorded; written: the run wrote
-// the effect that tells its answer.
-func recordOf(err error, written bool) record {
-	switch {
-	case !fault.Final(err):
-		return letGo
-	case err == nil && written:
-		return recordAfter
-	}
-	return recordFirst
-}
-
-// Timeouts of the pipeline's own work, beyond the request's.
-const (
-	recordTimeout  = 30 * time.Second // recording an outcome after its answer
-	releaseTimeout = 5 * time.Second  // releasing a key whose outcome could not be recorded
-)
+// releaseTimeout bounds, beyond the request's, the release of a key whose outcome could not be
+// recorded.
+const releaseTimeout = 5 * time.Second
 
 // Do runs w once per key of r and returns the answer: the first run's, every time. Errors:
 // ErrInFlight (ErrTakenOver among them: retry after a while), fault.KeyReused and the store's.
@@ -182,28 +146,22 @@ func (p *Pipeline) run(ctx context.Context, c *Claim, w Work) (ran, error) {
 // after all; nothing was written, and Do starts over with the key.
 var errStartOver = errors.New("the key's claim was refused: start over")
 
-// finish records the outcome of a run, before or after its answer, or lets the key go.
+// finish records the outcome of a run before its answer is given, or lets the key go.
 func (p *Pipeline) finish(ctx context.Context, r Request, c *Claim, res ran) (Answer, error) {
 	answer := Answer{Outcome: res.out, Replayed: res.repeated, Err: res.err}
-	if c.HasOutcome() {
+	switch {
+	case c.HasOutcome():
 		// Recorded with the command's events (Claim.AppendWithOutcome): nothing is left to write.
 		p.record(ctx, r, c, res)
 		return answer, nil
-	}
-	switch res.then {
-	case letGo:
+	case !fault.Final(res.err):
+		// An answer that depends on a passing condition of the server is not kept.
 		if err := p.Keys.Release(ctx, c, http.StatusText(res.out.Status)); err != nil {
 			p.log().WarnContext(ctx, "release key", "claimant", r.Claimant, "key", KeyHash(r.Principal, r.Key), "error", err)
 		}
 		return answer, nil
-	case recordAfter:
-		// Answer now, record after: duplicates here get this answer at once (Answered).
-		p.Keys.Answered(c, res.out)
-		p.recordLater(ctx, r, c, res)
-		return answer, nil
 	}
-	// Nothing in the order's stream would tell this answer word for word, or the events there
-	// may be another run's: record it before giving it. An answer not recorded is not given.
+	// An answer not recorded is not given.
 	err := p.record(ctx, r, c, res)
 	switch {
 	case c.Refused(err):
@@ -223,18 +181,6 @@ func (p *Pipeline) finish(ctx context.Context, r Request, c *Claim, res ran) (An
 	return answer, nil
 }
 
-// recordLater records an outcome already answered, in the background; Drain waits for it.
-func (p *Pipeline) recordLater(ctx context.Context, r Request, c *Claim, res ran) {
-	p.recording.Add(1)
-	go func() {
-		defer p.recording.Done()
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-		defer cancel()
-		hook(p.Hooks.AfterAnswer, r.Key)
-		p.record(ctx, r, c, res)
-	}()
-}
-
 // record records the outcome of a claimed command. Once it is kept by a claim no other request
 // ran, the order after the command's events is remembered (command.Plan.Keep).
 func (p *Pipeline) record(ctx context.Context, r Request, c *Claim, res ran) error {
@@ -252,22 +198,6 @@ func (p *Pipeline) record(ctx context.Context, r Request, c *Claim, res ran) err
 		p.log().WarnContext(ctx, "record outcome", "claimant", r.Claimant, "key", KeyHash(r.Principal, r.Key), "error", err)
 	}
 	return err
-}
-
-// Drain waits until the outcomes answered before they were recorded are recorded, or ctx
-// ends. Call it once no more commands come in, before the store closes.
-func (p *Pipeline) Drain(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() {
-		p.recording.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("outcomes still being recorded: %w", ctx.Err())
-	}
 }
 
 func (p *Pipeline) log() *slog.Logger {

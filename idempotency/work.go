@@ -83,9 +83,11 @@ type orderPlan struct {
 	id  string
 }
 
-// sure: a new order's events, and a final answer (one that is kept).
+// sure: a final answer (one that is kept). The events, written with the key's claim, are this
+// run's: the claim is new, and the store refuses them should they repeat another append
+// (eventstore.PartialRepeat).
 func (o orderPlan) sure() (Outcome, At, bool) {
-	if !o.Sure || !fault.Final(o.Err) {
+	if !fault.Final(o.Err) {
 		return Outcome{}, At{}, false
 	}
 	own := o.Appends[len(o.Appends)-1]
@@ -100,9 +102,7 @@ func (o orderPlan) ran(recorded *Outcome) ran {
 	} else {
 		out = o.cmd.Render(o.id, o.Result, o.Err)
 	}
-	events := len(o.Result.Events) > 0
-	return ran{out: out, err: o.Err, then: recordOf(o.Err, events && o.Result.Written()), repeated: o.Result.Repeated,
-		appended: events}
+	return ran{out: out, err: o.Err, repeated: o.Result.Repeated, appended: len(o.Result.Events) > 0}
 }
 
 func (o orderPlan) keep() { o.Keep() }
@@ -178,7 +178,7 @@ func (g endpointPlan) ran(recorded *Outcome) ran {
 		out = &r
 	}
 	changed := !g.Repeated && g.Err == nil
-	return ran{out: *out, err: g.Err, then: recordOf(g.Err, changed), repeated: g.Repeated, appended: changed}
+	return ran{out: *out, err: g.Err, repeated: g.Repeated, appended: changed}
 }
 
 func (g endpointPlan) keep() {}
@@ -251,7 +251,7 @@ func (g *logPlan) ran(recorded *Outcome) ran {
 		out = &r
 	}
 	written := !g.repeated && g.err == nil
-	return ran{out: *out, err: g.err, then: recordOf(g.err, written), repeated: g.repeated, appended: written}
+	return ran{out: *out, err: g.err, repeated: g.repeated, appended: written}
 }
 
 func (g *logPlan) keep() {}

@@ -198,9 +198,8 @@ func (cmd *serveCmd) server(ctx context.Context, e *env, store backend, metrics 
 	return srv, nil
 }
 
-// shutDown waits for the server to fail or ctx to end, then stops accepting, lets the
-// requests in flight finish within timeout and records the outcomes of answers already given;
-// the store closes after it returns.
+// shutDown waits for the server to fail or ctx to end, then stops accepting and lets the
+// requests in flight finish within timeout; the store closes after it returns.
 func shutDown(ctx context.Context, served <-chan error, hs *http.Server, srv *api.Server, timeout time.Duration, log *slog.Logger) error {
 	var serveErr error // the listener failed: shut down all the same
 	select {
@@ -211,12 +210,8 @@ func shutDown(ctx context.Context, served <-chan error, hs *http.Server, srv *ap
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
-		// Handlers may still be running: outcomes not recorded by now are rebuilt from the
-		// order streams by the next retry, as after a crash.
-		return errors.Join(serveErr, fmt.Errorf("shutdown: %w", err))
-	}
-	// Every handler has returned: record the outcomes of answers already given.
-	if err := srv.Drain(sctx); err != nil {
+		// Handlers may still be running: a key they hold is taken over by the next retry,
+		// which finds in the order's stream whether the command took effect, as after a crash.
 		return errors.Join(serveErr, fmt.Errorf("shutdown: %w", err))
 	}
 	return serveErr
