@@ -24,8 +24,9 @@ type batch struct {
 	// ids locates the requests' event ids that are stored, or written by a request before.
 	ids map[uuid.UUID]eventRef
 	// gone maps a stream deleted or truncated to the revision below which its stored events
-	// are deleted.
-	gone map[string]int64
+	// are deleted; deletes counts the streams deleted.
+	gone    map[string]int64
+	deletes int
 	// inserts are the events to write, in position order.
 	inserts []newEvent
 }
@@ -215,6 +216,7 @@ func (b *batch) delete(stream string, expected eventstore.ExpectedRevision) erro
 	b.drop(stream, sr.lastRevision+1)
 	sr.deleted = true
 	b.setStream(stream, sr)
+	b.deletes++
 	return nil
 }
 

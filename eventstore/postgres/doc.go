@@ -7,8 +7,8 @@
 // Open brings the schema up to date with the embedded migrations (migrations/*.sql), under a
 // session-level advisory lock (migrateLockKey), so that processes opening one database at the
 // same time apply each migration once; the table orders_schema_version records the versions
-// applied. The tables mirror the embedded store's: streams (a deleted stream keeps its row, so
-// that a recreated stream continues its revisions), events (data and metadata as bytea, kept
+// applied. The tables mirror the embedded store's: streams (a deleted stream keeps its row for
+// Config.KeepDeleted, so that a stream recreated meanwhile continues its revisions), events (data and metadata as bytea, kept
 // byte for byte) and log_head (the position of the last event assigned).
 //
 // # Log order

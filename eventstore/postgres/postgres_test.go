@@ -449,3 +449,14 @@ func TestServerRefusalOfStoredIDIsDuplicate(t *testing.T) {
 		t.Errorf("error = %v, want one matching ErrDuplicateEventID", err)
 	}
 }
+
+// A deleted stream's row is kept for Config.KeepDeleted, then forgotten by later deletes.
+func TestDeletedStreamsAreForgotten(t *testing.T) {
+	const keep = 500 * time.Millisecond
+	s, err := Open(t.Context(), pgtest.Start(t).NewDatabase(t), Config{KeepDeleted: keep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	eventstoretest.ForgetsDeletedStreams(t, s, keep)
+}

@@ -29,11 +29,20 @@ type Config struct {
 	MaxBatch int
 	// OnBatch, if set, hears the size of each transaction the writer committed (for metrics).
 	OnBatch func(size int)
+	// KeepDeleted is how long a deleted stream keeps its row, for a stream recreated meanwhile
+	// to go on from its last revision, as KurrentDB's does; after that its name is forgotten
+	// and a new stream under it starts at revision 0. 0 means DefaultKeepDeleted. It is far
+	// longer than a request, so that no writer that read a stream before its delete can
+	// meet it again, recreated, at the revision it read.
+	KeepDeleted time.Duration
 
 	// poll replaces pollInterval, for tests that must see a subscription woken by a
 	// notification and not by its poll.
 	poll time.Duration
 }
+
+// DefaultKeepDeleted is how long a deleted stream keeps its row unless Config says otherwise.
+const DefaultKeepDeleted = time.Hour
 
 func (c Config) withDefaults() Config {
 	if c.MaxConns <= 0 {

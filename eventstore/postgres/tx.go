@@ -1,8 +1,10 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -32,7 +34,7 @@ func (s *Store) tryCommit(pending []*request) (wrote bool, err error) {
 	for _, r := range pending {
 		b.apply(r)
 	}
-	if err := b.flush(ctx, tx, s.id); err != nil {
+	if err := b.flush(ctx, tx, s.id, cmp.Or(s.cfg.KeepDeleted, DefaultKeepDeleted)); err != nil {
 		return false, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -80,8 +82,9 @@ func readBatch(ctx context.Context, tx pgx.Tx, requests []*request) (*batch, err
 // flush writes what the batch decided, in one round trip: the deletes first (they never
 // concern the events inserted after them: see drop), then the streams' rows, the events and
 // the head, and the NOTIFY that wakes other stores' subscriptions once it commits, with the
-// writing store's id, for its own listener to pass over.
-func (b *batch) flush(ctx context.Context, tx pgx.Tx, store string) error {
+// writing store's id, for its own listener to pass over. A batch that deleted streams forgets
+// the rows of up to 64 streams each that were deleted more than keep ago (Config.KeepDeleted).
+func (b *batch) flush(ctx context.Context, tx pgx.Tx, store string, keep time.Duration) error {
 	var q pgx.Batch
 	if len(b.gone) > 0 {
 		streams, below := make([]string, 0, len(b.gone)), make([]int64, 0, len(b.gone))
@@ -93,6 +96,10 @@ func (b *batch) flush(ctx context.Context, tx pgx.Tx, store string) error {
 	}
 	if len(b.changed) > 0 {
 		b.queueStreams(&q)
+	}
+	if b.deletes > 0 {
+		q.Queue(`DELETE FROM streams WHERE name IN (SELECT name FROM streams
+			WHERE deleted AND deleted_at < now() - $1 * interval '1 microsecond' LIMIT $2)`, keep.Microseconds(), 64*b.deletes)
 	}
 	if len(b.inserts) > 0 {
 		b.queueInserts(&q)
@@ -118,10 +125,10 @@ func (b *batch) queueStreams(q *pgx.Batch) {
 		sr := b.streams[name]
 		names, first, last, deleted = append(names, name), append(first, sr.firstRevision), append(last, sr.lastRevision), append(deleted, sr.deleted)
 	}
-	q.Queue(`INSERT INTO streams (name, first_revision, last_revision, deleted)
-		SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::boolean[])
+	q.Queue(`INSERT INTO streams (name, first_revision, last_revision, deleted, deleted_at)
+		SELECT n, f, l, d, CASE WHEN d THEN now() END FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::boolean[]) AS u (n, f, l, d)
 		ON CONFLICT (name) DO UPDATE SET first_revision = excluded.first_revision,
-			last_revision = excluded.last_revision, deleted = excluded.deleted`,
+			last_revision = excluded.last_revision, deleted = excluded.deleted, deleted_at = excluded.deleted_at`,
 		names, first, last, deleted)
 }
 

@@ -45,7 +45,7 @@ func (s *Store) MultiStreamAppend(ctx context.Context, appends ...eventstore.Str
 }
 
 // DeleteStream implements eventstore.Store. The events are deleted; the stream keeps its row
-// so that its revisions continue if it is recreated.
+// for Config.KeepDeleted so that its revisions continue if it is recreated meanwhile.
 func (s *Store) DeleteStream(ctx context.Context, stream string, expected eventstore.ExpectedRevision) error {
 	if err := validStream(stream); err != nil {
 		return err

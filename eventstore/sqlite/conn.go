@@ -37,7 +37,7 @@ type writeConn struct {
 	stream, insertStream, updateStream, deleteStream driverStmt
 	claimStream, unclaimStream                       driverStmt
 	insertEvent, findEvent, eventsFrom, deleteEvents driverStmt
-	deleteEventsBefore                               driverStmt
+	deleteEventsBefore, forgetStreams                driverStmt
 	checkpoint, walFrames                            driverStmt
 
 	args []driver.NamedValue // exec's, kept from one statement to the next
@@ -69,7 +69,9 @@ func newWriteConn(dc any, walLimit int64) (*writeConn, error) {
 			ON CONFLICT (name) DO NOTHING`},
 		{&w.unclaimStream, `DELETE FROM streams WHERE id = ?`},
 		{&w.updateStream, `UPDATE streams SET first_revision = ?, last_revision = ?, deleted = 0 WHERE id = ?`},
-		{&w.deleteStream, `UPDATE streams SET last_revision = ?, deleted = 1 WHERE id = ?`},
+		{&w.deleteStream, `UPDATE streams SET last_revision = ?, deleted = 1, deleted_at = ? WHERE id = ?`},
+		{&w.forgetStreams, `DELETE FROM streams WHERE id IN
+			(SELECT id FROM streams WHERE deleted = 1 AND deleted_at < ? LIMIT 64) RETURNING name`},
 		{&w.insertEvent, `INSERT INTO events (id, stream_id, revision, type, data, metadata, recorded)
 			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`},
 		{&w.findEvent, `SELECT stream_id, revision FROM events WHERE id = ?`},
@@ -134,7 +136,7 @@ func walResult(rows [][]driver.Value, err error) (walState, bool) {
 
 func (w *writeConn) close() {
 	for _, st := range []driverStmt{w.stream, w.insertStream, w.claimStream, w.unclaimStream, w.updateStream, w.deleteStream,
-		w.insertEvent, w.findEvent, w.eventsFrom, w.deleteEvents, w.deleteEventsBefore, w.checkpoint, w.walFrames} {
+		w.insertEvent, w.findEvent, w.eventsFrom, w.deleteEvents, w.deleteEventsBefore, w.forgetStreams, w.checkpoint, w.walFrames} {
 		if st.stmt != nil {
 			st.stmt.Close()
 		}

@@ -195,3 +195,14 @@ func TestOpenDBBoundsItsConnections(t *testing.T) {
 		t.Fatalf("MaxOpenConnections = %d, want %d", got, sqlite.MaxDBConns)
 	}
 }
+
+// A deleted stream's row is kept for Config.KeepDeleted, then forgotten by later deletes.
+func TestDeletedStreamsAreForgotten(t *testing.T) {
+	const keep = 500 * time.Millisecond
+	s, err := sqlite.Open(t.TempDir(), sqlite.Config{KeepDeleted: keep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	eventstoretest.ForgetsDeletedStreams(t, s, keep)
+}

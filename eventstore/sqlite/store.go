@@ -51,9 +51,18 @@ type Config struct {
 	// into the database file, so that their syncs do not hold the commits (see writeback);
 	// 0 means DefaultWriteback, a negative value never.
 	Writeback time.Duration
+	// KeepDeleted is how long a deleted stream keeps its row, for a stream recreated meanwhile
+	// to go on from its last revision, as KurrentDB's does; after that its name is forgotten
+	// and a new stream under it starts at revision 0. 0 means DefaultKeepDeleted. It is far
+	// longer than a request, so that no writer that read a stream before its delete can
+	// meet it again, recreated, at the revision it read.
+	KeepDeleted time.Duration
 
 	hooks *testHooks
 }
+
+// DefaultKeepDeleted is how long a deleted stream keeps its row unless Config says otherwise.
+const DefaultKeepDeleted = time.Hour
 
 // Store is the embedded event store. It is safe for concurrent use.
 type Store struct {

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -45,7 +46,7 @@ func (s *Store) MultiStreamAppend(ctx context.Context, appends ...eventstore.Str
 }
 
 // DeleteStream implements eventstore.Store. The events are removed from the file; the stream
-// keeps a row so that its revisions continue if it is recreated.
+// keeps a row for Config.KeepDeleted so that its revisions continue if it is recreated meanwhile.
 func (s *Store) DeleteStream(ctx context.Context, stream string, expected eventstore.ExpectedRevision) error {
 	if err := eventstore.ValidateStream(stream); err != nil {
 		return err
@@ -326,7 +327,8 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 		clear(s.streams)
 	}
 	clear(s.undo)
-	w := writeTx{tx: tx, conn: conn, now: time.Now().UnixNano(), streams: s.streams, undo: s.undo,
+	now := time.Now().UnixNano()
+	w := writeTx{tx: tx, conn: conn, now: now, forgetBefore: now - int64(cmp.Or(s.cfg.KeepDeleted, DefaultKeepDeleted)), streams: s.streams, undo: s.undo,
 		written: s.kept[:0], bytes: make([]byte, 0, eventBytes(pending))}
 	for i, r := range pending {
 		switch {

@@ -31,6 +31,8 @@ type writeTx struct {
 	tx   driver.Tx
 	conn *writeConn
 	now  int64
+	// forgetBefore: the rows of streams deleted before it are forgotten (Config.KeepDeleted).
+	forgetBefore int64
 
 	// streams caches stream rows across transactions; only the writer touches it, so it is
 	// the truth for every stream it holds. undo keeps the entries this transaction changed,
@@ -309,12 +311,26 @@ func (w *writeTx) delete(name string, expected eventstore.ExpectedRevision) erro
 	if _, err := w.conn.exec(w.conn.deleteEvents, sr.id); err != nil {
 		return errAbort{err}
 	}
-	if _, err := w.conn.exec(w.conn.deleteStream, sr.revision, sr.id); err != nil {
+	if _, err := w.conn.exec(w.conn.deleteStream, sr.revision, w.now, sr.id); err != nil {
 		return errAbort{err}
 	}
 	sr.deleted = true
 	w.setStream(name, sr)
 	w.drop(name, math.MaxUint64)
+	return w.forgetDeleted()
+}
+
+// forgetDeleted removes the rows of a few streams deleted before w.forgetBefore: their names
+// are then unknown, and a stream appended under one starts at revision 0. Each delete forgets
+// up to 64, so the rows of deleted streams stay about as many as the deletes of KeepDeleted.
+func (w *writeTx) forgetDeleted() error {
+	rows, err := w.conn.forgetStreams.query(w.forgetBefore)
+	if err != nil {
+		return errAbort{err}
+	}
+	for _, row := range rows {
+		w.setStream(asString(row[0]), streamRow{})
+	}
 	return nil
 }
 
