@@ -276,10 +276,13 @@ func (s *Server) listUnapplied(c echo.Context) error {
 	if err := s.caughtUp(c, "lookups"); err != nil {
 		return err
 	}
-	rows, err := s.Reads.Unapplied(c.Request().Context(), c.QueryParam("provider"), before, limit)
+	// One more than the page, to know whether another follows.
+	rows, err := s.Reads.Unapplied(c.Request().Context(), c.QueryParam("provider"), before, limit+1)
 	if err != nil {
 		return err
 	}
+	more := len(rows) > limit
+	rows = rows[:min(len(rows), limit)]
 	page := struct {
 		Events []unappliedView `json:"events"`
 		Next   string          `json:"next,omitempty"`
@@ -288,7 +291,7 @@ func (s *Server) listUnapplied(c echo.Context) error {
 		page.Events[i] = unappliedView{Provider: r.Provider, Principal: r.Principal, EventID: r.EventID, EventType: r.EventType,
 			OrderID: r.OrderID, Reason: r.Reason, RecordedAt: r.RecordedAt}
 	}
-	if len(rows) == limit {
+	if more {
 		page.Next = strconv.FormatUint(rows[len(rows)-1].Position, 10)
 	}
 	return c.JSON(http.StatusOK, page)

@@ -356,6 +356,28 @@ func TestProviderEventsNotAppliedAreRecorded(t *testing.T) {
 	if len(listed) != len(want) {
 		t.Errorf("provider events not applied: %v; want %v", listed, want)
 	}
+	// A page names the next exactly when more follow.
+	page := func(query string) (events int, next string) {
+		r := s.ok(t, audrey, http.StatusOK, "GET", "/v1/provider-events?"+query, "", nil)
+		var p struct {
+			Events []any  `json:"events"`
+			Next   string `json:"next"`
+		}
+		if err := json.Unmarshal(r.body, &p); err != nil {
+			t.Fatal(err)
+		}
+		return len(p.Events), p.Next
+	}
+	if n, next := page("limit=3"); n != 3 || next != "" {
+		t.Errorf("a page of 3 of 3 events: %d events, next %q; want 3 and no next", n, next)
+	}
+	n, next := page("limit=2")
+	if n != 2 || next == "" {
+		t.Fatalf("a page of 2 of 3 events: %d events, next %q; want 2 and a next", n, next)
+	}
+	if n, next := page("limit=2&cursor=" + next); n != 1 || next != "" {
+		t.Errorf("the page after: %d events, next %q; want 1 and no next", n, next)
+	}
 	s.ok(t, alice, http.StatusForbidden, "GET", "/v1/provider-events", "", nil) // auditors' only
 }
 

@@ -4160,8 +4160,8 @@ type ClientInterface interface {
 	// instead. Every provider's and principal's events, optionally filtered by `provider`;
 	// clients are refused (**403**).
 	//
-	// **Pagination**: a page has at most `limit` events; a full page has `next`: pass it as
-	// `cursor` for the following page, which may be empty. A cursor is the log position of
+	// **Pagination**: a page has at most `limit` events, and `next` when more follow: pass it
+	// as `cursor` for the following page. A cursor is the log position of
 	// the last event of its page, so pages are stable: events recorded while an auditor pages
 	// sort before its cursor, and show up on a new listing from the first page.
 	//
@@ -5218,8 +5218,8 @@ func (c *Client) ConfirmPaymentById(ctx context.Context, paymentId PaymentId, pa
 // instead. Every provider's and principal's events, optionally filtered by `provider`;
 // clients are refused (**403**).
 //
-// **Pagination**: a page has at most `limit` events; a full page has `next`: pass it as
-// `cursor` for the following page, which may be empty. A cursor is the log position of
+// **Pagination**: a page has at most `limit` events, and `next` when more follow: pass it
+// as `cursor` for the following page. A cursor is the log position of
 // the last event of its page, so pages are stable: events recorded while an auditor pages
 // sort before its cursor, and show up on a new listing from the first page.
 //
@@ -8741,8 +8741,8 @@ type ClientWithResponsesInterface interface {
 	// instead. Every provider's and principal's events, optionally filtered by `provider`;
 	// clients are refused (**403**).
 	//
-	// **Pagination**: a page has at most `limit` events; a full page has `next`: pass it as
-	// `cursor` for the following page, which may be empty. A cursor is the log position of
+	// **Pagination**: a page has at most `limit` events, and `next` when more follow: pass it
+	// as `cursor` for the following page. A cursor is the log position of
 	// the last event of its page, so pages are stable: events recorded while an auditor pages
 	// sort before its cursor, and show up on a new listing from the first page.
 	//
@@ -15507,8 +15507,8 @@ func (c *ClientWithResponses) ConfirmPaymentByIdWithResponse(ctx context.Context
 // instead. Every provider's and principal's events, optionally filtered by `provider`;
 // clients are refused (**403**).
 //
-// **Pagination**: a page has at most `limit` events; a full page has `next`: pass it as
-// `cursor` for the following page, which may be empty. A cursor is the log position of
+// **Pagination**: a page has at most `limit` events, and `next` when more follow: pass it
+// as `cursor` for the following page. A cursor is the log position of
 // the last event of its page, so pages are stable: events recorded while an auditor pages
 // sort before its cursor, and show up on a new listing from the first page.
 //
