@@ -207,15 +207,8 @@ func (s *Server) getKey(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	// A command answered here may still be recording its outcome: wait for it (within the
-	// read's bound), then for the log's head, which holds it, so that the key reads as
-	// completed once its answer was given (its Log-Position comes before the outcome).
-	ctx, cancel := context.WithTimeout(c.Request().Context(), readWait)
-	err = s.Keys.Await(ctx, principal(c), key)
-	cancel()
-	if err != nil && c.Request().Context().Err() != nil {
-		return err
-	}
+	// Up to the log's head: an answer is given once its outcome is recorded, so the key reads
+	// as completed once its answer was given (its Log-Position comes before the outcome).
 	if err := s.caughtUpTo(c, "lookups", true); err != nil {
 		return err
 	}

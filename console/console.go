@@ -18,7 +18,6 @@ import (
 	"github.com/acme/orders/api"
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/eventstore"
-	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/projections"
 )
 
@@ -54,7 +53,6 @@ type Services struct {
 	Orders      *command.Handler
 	Reads       projections.Queries
 	Projections *projections.Runner
-	Keys        *idempotency.Keys
 	Feed        eventstore.Feed
 	Log         *slog.Logger
 	// Authenticate returns the caller of a key's hash, as the API authenticates it.

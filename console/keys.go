@@ -9,9 +9,6 @@ import (
 	"github.com/acme/orders/webhooks"
 )
 
-// keyWait bounds how long the key page waits for a command still recording its outcome.
-const keyWait = 2 * time.Second
-
 type keyData struct {
 	Key, Principal string
 	AnyPrincipal   bool // the caller may read other principals' keys (auditors, admins)
@@ -52,15 +49,8 @@ func (c *Console) keyPage(w http.ResponseWriter, r *http.Request, v *visit) {
 	c.render(w, r, status, "key", "Idempotency key", v, d)
 }
 
-// readKey waits, as the API does, for a command that may still be recording the key's
-// outcome and for the lookups to reach the log's head, then reads the key.
+// readKey waits, as the API does, for the lookups to reach the log's head, then reads the key.
 func (c *Console) readKey(ctx context.Context, d *keyData) error {
-	wait, cancel := context.WithTimeout(ctx, keyWait)
-	err := c.svc.Keys.Await(wait, d.Principal, d.Key)
-	cancel()
-	if err != nil && ctx.Err() != nil {
-		return err
-	}
 	if err := c.svc.CaughtUp(ctx, "lookups"); err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ func TestKeyPageNamesTheKeysOrderOrEndpoint(t *testing.T) {
 	endpoint := webhooks.EndpointID("alice", "hook-1")
 	order := ulid.Make().String()
 	for key, subject := range map[string]string{"hook-1": endpoint, "create-1": order} {
-		keys := f.c.svc.Keys
+		keys := &idempotency.Keys{Store: f.store}
 		c, _, err := keys.Begin(context.Background(), idempotency.Request{Principal: "alice", Key: key, Method: "POST",
 			Path: "/v1/webhook-endpoints", Fingerprint: "fp", OrderID: subject, Claimant: "test"})
 		if err != nil {

@@ -17,7 +17,6 @@ import (
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore/sqlite"
-	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/projections"
 	"github.com/acme/orders/providers"
 	"github.com/oklog/ulid/v2"
@@ -56,7 +55,7 @@ func newFixture(t *testing.T) *fixture {
 		callers[api.HashKey(c.Principal)] = c
 	}
 	orders := &command.Handler{Store: store}
-	svc := Services{Orders: orders, Keys: &idempotency.Keys{Store: store}, Reads: projections.Queries{DB: db}, Projections: runner, Feed: store,
+	svc := Services{Orders: orders, Reads: projections.Queries{DB: db}, Projections: runner, Feed: store,
 		Log: slog.New(slog.DiscardHandler),
 		Authenticate: func(sum [sha256.Size]byte) (access.Caller, bool) {
 			c, ok := callers[sum]

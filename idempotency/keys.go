@@ -439,23 +439,3 @@ func (k *Keys) position(ctx context.Context, done *Completed) error {
 	return fmt.Errorf("the key's outcome takes its position from event %d of %s, which the store does not hold",
 		done.PositionRevision, done.PositionStream)
 }
-
-// Await waits until no claim of this process holds the key, so that a read of the key after it
-// sees the outcome of every command this process answered with the key, or ctx ends. A key
-// held by another process is not waited for.
-func (k *Keys) Await(ctx context.Context, principal, key string) error {
-	stream := StreamName(principal, key)
-	k.holds.watch(stream)
-	defer k.holds.unwatch(stream)
-	for {
-		changed := k.holds.changes(stream) // before looking: a drop after that closes it
-		if _, here := k.holds.heldHere(stream, k.now()); !here {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}

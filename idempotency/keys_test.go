@@ -430,44 +430,6 @@ func TestWaitersWakeOnlyForTheirKey(t *testing.T) {
 	}
 }
 
-// Await returns once this process no longer holds the key: at once for a key it does not
-// hold, when the outcome is recorded for one it does, and with ctx's error if that takes too
-// long.
-func TestAwaitWaitsForTheOutcomeHere(t *testing.T) {
-	keys, _, _ := newKeys(t)
-	ctx := context.Background()
-	if err := keys.Await(ctx, "shop-1", "k1"); err != nil {
-		t.Fatalf("Await on a key nobody holds: %v", err)
-	}
-	claim, _, err := keys.Begin(ctx, request("fp"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-	defer cancel()
-	if err := keys.Await(short, "shop-1", "k1"); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Await on a held key, briefly: got %v, want the deadline", err)
-	}
-	awaited := make(chan error, 1)
-	go func() { awaited <- keys.Await(ctx, "shop-1", "k1") }()
-	select {
-	case err := <-awaited:
-		t.Fatalf("Await returned %v while the key is held", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	if err := keys.Complete(ctx, claim, created); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-awaited:
-		if err != nil {
-			t.Fatalf("Await after the outcome: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Await did not return after the outcome was recorded")
-	}
-}
-
 // keyEvents reads the types of the key stream's events, or nil if it does not exist.
 func keyEvents(t *testing.T, s eventstore.Store, r idempotency.Request) []string {
 	t.Helper()

@@ -326,6 +326,9 @@ func TestReadYourWrites(t *testing.T) {
 		} else {
 			checkRead(t, r, "?minPosition="+r.header.Get("Log-Position"))
 		}
+		if k := s.key(t, fmt.Sprintf("ryw-add-%d", i)); k.num("status") != http.StatusOK {
+			t.Errorf("the key of %s read right after its answer: %v; want it completed, status 200", r.req, k)
+		}
 		listed := s.listPage(t, q("customerId", "c-ryw"))
 		if len(listed.orders) != 1 || listed.orders[0].Version != r.num("version") {
 			t.Errorf("listing right after %s: %+v; want the order at version %d", r.req, listed.orders, r.num("version"))
