@@ -255,7 +255,7 @@ func (k *Keys) replay(ctx context.Context, stream, fingerprint string) (*Outcome
 
 // claim claims the key stream at expected, with the append of its Claimed event, unless defer
 // leaves that append to the caller (Request.Defer): the claim then holds the key in this process
-// only, and the sweeper hears of its expiry at once, as it may be written any time.
+// only, and the key is noted as claimed at once (sweeper.claimed), as it may be written any time.
 func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.ExpectedRevision, r Request, orderID string, now, expires time.Time, deferred bool) (*Claim, error) {
 	claimed := Claimed{Principal: r.Principal, Key: r.Key, Method: r.Method, Path: r.Path, Fingerprint: r.Fingerprint,
 		OrderID: orderID, Claimant: r.Claimant, ClaimedAt: now, LeaseUntil: now.Add(k.lease().Length), ExpiresAt: expires}
@@ -270,13 +270,13 @@ func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.Exp
 	c := &Claim{Stream: stream, OrderID: orderID, first: claimed, digest: r.Digest, keys: k, unwritten: &a}
 	k.holds.hold(stream, held{claimed: claimed, claim: c, unwritten: true})
 	if deferred {
-		k.noteClaimed(stream, expires)
+		k.sweeper.noteKnown(stream)
 		return c, nil
 	}
 	res, err := k.Store.Append(ctx, stream, expected, a.Events...)
 	if !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
 		// An append that failed otherwise (its context cancelled, say) may have been written.
-		k.noteClaimed(stream, expires)
+		k.sweeper.noteKnown(stream)
 	}
 	if err != nil {
 		k.holds.drop(c)

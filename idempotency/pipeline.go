@@ -102,7 +102,7 @@ func (p *Pipeline) Do(ctx context.Context, r Request, w Work) (Answer, error) {
 			return ans, err
 		}
 		// The key was not new after all, and nothing was written: see what it holds. Its
-		// claim is noted (Keys.noteClaimed), so Begin reads the key rather than claim it again.
+		// claim noted it as claimed (sweeper.claimed), so Begin reads the key rather than claim it again.
 	}
 }
 

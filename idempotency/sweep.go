@@ -14,27 +14,23 @@ import (
 )
 
 // Sweep deletes key streams whose TTL has passed, until ctx ends. Its memory does not grow with
-// the keys: it walks the log through feed, in log order, from the oldest key claim it has not
-// swept, deleting each expired key, up to the first claim that has not expired, and notes where
-// it stopped and when that claim expires. Every interval, it walks on from there if that time
-// has passed or a claim of this process expires earlier (claims note their expiry from the
-// moment Sweep starts): between, it reads nothing. For each expired claim it reads the key and,
-// if the key is still expired, deletes its stream with the exact revision read, so that a key
-// claimed anew meanwhile is left alone. Claims expire in the order of the log, give or take a
-// request's duration, unless the TTL was shortened or the clock set back since: a key claimed
-// after an unexpired one then waits for it. Begin expires keys by itself when it meets them:
-// sweeping only reclaims the space of keys nobody retries. A store that expires key streams
-// itself (see Keys.Expire) needs no sweeper.
+// the keys: every interval, it walks the log through feed, in log order, from the oldest key
+// claim it has not swept, deleting each expired key, up to the first claim that has not
+// expired, and notes where it stopped: a round with nothing to sweep reads that one claim. For
+// each expired claim it reads the key and, if the key is still expired, deletes its stream with
+// the exact revision read, so that a key claimed anew meanwhile is left alone. Claims expire in
+// the order of the log, give or take a request's duration, unless the TTL was shortened or the
+// clock set back since: a key claimed after an unexpired one then waits for it. Begin expires
+// keys by itself when it meets them: sweeping only reclaims the space of keys nobody retries. A
+// store that expires key streams itself (see Keys.Expire) needs no sweeper.
 //
 // Its first walk goes on to the end of the log, learning the claimed keys for Begin (see
-// sweeper.claimed). It relies on this process being the only writer of key streams after it, as with
-// the embedded store, whose data directory one server holds: a key claimed by another process
-// is swept once a later claim of this one has expired, or by the next restart's walk.
+// sweeper.claimed); later claims are learnt as this process makes them.
 //
 // A round that fails (a read or delete refused by the store) is tried again after a second, or
 // the interval if shorter, then twice as long each time up to a minute; each failure goes to
-// Keys.Log and Keys.Steps, and SweepErr reports the sweeper failing until a round succeeds. One Sweep runs
-// at a time; it returns nil when ctx ends.
+// Keys.Log and Keys.Steps, and SweepErr reports the sweeper failing until a round succeeds. One
+// Sweep runs at a time; it returns nil when ctx ends.
 func (k *Keys) Sweep(ctx context.Context, feed eventstore.Feed, interval time.Duration) error {
 	st, err := k.attachSweeper(feed)
 	if err != nil {
@@ -51,7 +47,7 @@ func (k *Keys) Sweep(ctx context.Context, feed eventstore.Feed, interval time.Du
 			return nil
 		case <-t.C:
 		}
-		err := k.sweepRound(ctx, st)
+		err := k.walk(ctx, st, k.now())
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -85,9 +81,6 @@ type sweepState struct {
 	feed     eventstore.Feed
 	caughtUp bool                // the first walk, to the end of the log, is done
 	after    eventstore.Position // every key claim up to here is swept, or was not expired
-	// due is when a walk may find a key to sweep: the expiry of the claim it stopped at, or an
-	// earlier one noted by a claim since. Zero: none known.
-	due time.Time
 
 	failures int // rounds failed in a row
 	lastErr  error
@@ -100,9 +93,7 @@ const knownDefault = 1 << 19
 // before SweepErr reports the sweeper failing: a second or two of a busy store is not.
 const sweepUnready = 3
 
-// attachSweeper starts the sweeper's state, so that claims note their expiry from now on. It
-// comes before the first walk: a claim appended before it is in the log that the walk reads,
-// and one appended after it notes itself (claim notes once its append returns).
+// attachSweeper starts the sweeper's state.
 func (k *Keys) attachSweeper(feed eventstore.Feed) (*sweepState, error) {
 	k.sweeper.mu.Lock()
 	defer k.sweeper.mu.Unlock()
@@ -113,25 +104,11 @@ func (k *Keys) attachSweeper(feed eventstore.Feed) (*sweepState, error) {
 	return k.sweeper.st, nil
 }
 
-// detachSweeper stops the noting of expiries.
+// detachSweeper ends the sweeper's state.
 func (k *Keys) detachSweeper() {
 	k.sweeper.mu.Lock()
 	defer k.sweeper.mu.Unlock()
 	k.sweeper.st = nil
-}
-
-// sweepRound walks the log if it may find a key to sweep at now.
-func (k *Keys) sweepRound(ctx context.Context, st *sweepState) error {
-	now := k.now()
-	if st.caughtUp {
-		k.sweeper.mu.Lock()
-		due := st.due
-		k.sweeper.mu.Unlock()
-		if due.IsZero() || now.Before(due) {
-			return nil
-		}
-	}
-	return k.walk(ctx, st, now)
 }
 
 // walk sweeps the key streams of the log from st.after on, in log order, up to the first
@@ -142,7 +119,6 @@ func (k *Keys) walk(ctx context.Context, st *sweepState, now time.Time) error {
 	stopped := false
 	for e, err := range st.feed.ReadAll(ctx, eventstore.ReadAllOptions{From: st.after, Filter: filter}) {
 		if err != nil {
-			k.sweeper.noteDue(now, now) // the retry walks again
 			return fmt.Errorf("read key streams: %w", err)
 		}
 		if e.Position.Compare(st.after) <= 0 {
@@ -163,12 +139,10 @@ func (k *Keys) walk(ctx context.Context, st *sweepState, now time.Time) error {
 			// Past where the first walk stops sweeping: only learning the claimed keys.
 		case expires.After(now):
 			stopped = true
-			k.sweeper.noteDue(expires, now)
 		default:
 			changed, err := k.sweepKey(ctx, e.Stream, now)
 			if err != nil || changed {
-				k.sweeper.noteDue(now, now) // read again by the next round
-				return err
+				return err // read again by the next round
 			}
 			st.after = e.Position
 		}
@@ -176,11 +150,6 @@ func (k *Keys) walk(ctx context.Context, st *sweepState, now time.Time) error {
 			return nil
 		}
 	}
-	k.sweeper.mu.Lock()
-	if !st.due.After(now) {
-		st.due = time.Time{} // everything due is swept; a claim appended since has noted itself
-	}
-	k.sweeper.mu.Unlock()
 	st.caughtUp = true
 	return nil
 }
@@ -225,23 +194,6 @@ func (k *Keys) sweepKey(ctx context.Context, stream string, now time.Time) (chan
 		return true, nil // written to since the read, or expired by Begin
 	default:
 		return false, fmt.Errorf("delete expired key: %w", err)
-	}
-}
-
-// noteClaimed records that the key stream was claimed, and, for a running sweeper, that it
-// expires at expires.
-func (k *Keys) noteClaimed(stream string, expires time.Time) {
-	k.sweeper.noteKnown(stream)
-	k.sweeper.noteDue(expires, time.Time{})
-}
-
-// noteDue has the sweeper walk the log at due, unless it will earlier. A due at or before now
-// is stale (the claim it was noted for is swept), and replaced.
-func (w *sweeper) noteDue(due, now time.Time) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if st := w.st; st != nil && (st.due.IsZero() || !st.due.After(now) || due.Before(st.due)) {
-		st.due = due
 	}
 }
 
