@@ -22,6 +22,7 @@ type lookups struct {
 	refs     map[refKey]mapped
 	keys     map[keyID]*keyRow
 	byStream map[string]keyID // the key of each key stream, from its claims
+	newest   time.Time        // the latest claim's time: the lookups forget keys long expired before it
 }
 
 type keyID struct{ principal, key string }
@@ -69,6 +70,9 @@ func (l *lookups) noteKey(e eventstore.RecordedEvent) {
 		}
 		k := keyID{c.Principal, c.Key}
 		l.byStream[e.Stream] = k
+		if c.ClaimedAt.After(l.newest) {
+			l.newest = c.ClaimedAt
+		}
 		r := l.keys[k]
 		if r == nil || r.gone || !r.row.ExpiresAt.Equal(c.ExpiresAt) {
 			// A new row, or a new life of the key: no outcome yet. A takeover carries the
@@ -178,8 +182,9 @@ func (l *lookups) drift() ([]Finding, int) {
 				Detail: fmt.Sprintf("the idempotency-keys lookup's row of key %q of principal %q differs from its stream: %s", row.Key, row.Principal, fieldDiff(r.row, row))})
 		}
 	}
+	forgotten := l.newest.Add(-projections.KeyRowsKept) // rows of keys expired before it may be gone
 	for k, r := range l.keys {
-		if !r.gone && !r.late {
+		if !r.gone && !r.late && !r.row.ExpiresAt.Before(forgotten) {
 			out = append(out, Finding{Kind: KindDrift, Stream: r.stream, Revision: r.revision,
 				Detail: fmt.Sprintf("the idempotency-keys lookup has no row for key %q of principal %q", k.key, k.principal)})
 		}

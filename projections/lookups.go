@@ -26,19 +26,28 @@ import (
 // A payment id leads to the first order that started it. The handler claims each payment id
 // for one order (command.ErrPaymentIDTaken), so only payments started before it did can
 // name a second order: such a start is logged and leaves the row as it is.
+//
+// A key's row stays KeyRowsKept past its expiry, answering as expired; then the lookups forget
+// it, up to 64 rows with each key claimed after, so that the table holds about the keys of one
+// TTL and KeyRowsKept. Past is as the log tells: before the newest claim applied, less
+// KeyRowsKept. A rebuild forgets the same rows, whatever the day.
 type Lookups struct {
 	Log *slog.Logger // nil: slog.Default()
 }
+
+// KeyRowsKept is how long past its expiry a key's row stays in the idempotency-keys lookup.
+const KeyRowsKept = 24 * time.Hour
 
 var _ Selective = Lookups{}
 
 func (Lookups) Name() string { return "lookups" }
 
-// Version 4 lists the providers' events not applied; version 3 keeps the first order of a
+// Version 5 forgets the rows of keys long expired (KeyRowsKept), their expiry stamped with a
+// fixed width and indexed; version 4 lists the providers' events not applied; version 3 keeps the first order of a
 // payment id, where version 2 kept the last; version 2
 // keyed payments and client references by principal too, where version 1 had one row per
 // payment id, and per customer and reference, across principals.
-func (Lookups) Version() int { return 4 }
+func (Lookups) Version() int { return 5 }
 
 func (Lookups) Filter() eventstore.Filter {
 	return eventstore.Filter{StreamPrefixes: []string{idempotency.StreamPrefix, command.StreamName(""), providers.LogPrefix}}
@@ -62,9 +71,10 @@ func (Lookups) Create(ctx context.Context, tx *sql.Tx, t Tables) error {
 			status       INTEGER,          -- the outcome's status; NULL while in flight
 			claimed_at   TEXT NOT NULL,
 			completed_at TEXT,
-			expires_at   TEXT NOT NULL,
+			expires_at   TEXT NOT NULL,    -- fixed width (expiryStamp): its order is the times'
 			PRIMARY KEY (principal, key)
 		) STRICT;
+		CREATE INDEX {keys}_expires ON {keys} (expires_at);
 		CREATE TABLE {payments} (
 			principal  TEXT NOT NULL, -- who started the payment, the order's creator
 			payment_id TEXT NOT NULL,
@@ -111,7 +121,19 @@ func (l Lookups) Apply(ctx context.Context, tx *sql.Tx, t Tables, events []event
 			return fmt.Errorf("%s@%d (%s): %w", e.Stream, e.Revision, e.Type, err)
 		}
 	}
-	return nil
+	return b.forgetExpired()
+}
+
+// forgetExpired deletes up to 64 rows for each key the batch claimed whose expiry is more than
+// KeyRowsKept before the newest claim, oldest first.
+func (b *lookupsBatch) forgetExpired() error {
+	if b.claimed == 0 {
+		return nil
+	}
+	keys := b.t["idempotency_keys"]
+	_, err := b.tx.ExecContext(b.ctx, `DELETE FROM `+keys+` WHERE rowid IN (SELECT rowid FROM `+keys+`
+		WHERE expires_at < ? ORDER BY expires_at LIMIT ?)`, expiryStamp(b.newest.Add(-KeyRowsKept)), 64*b.claimed)
+	return err
 }
 
 // lookupsBatch applies a batch of the lookups. Its statements' SQL is built once per batch,
@@ -122,6 +144,9 @@ type lookupsBatch struct {
 	tx                            *sql.Tx
 	t                             Tables
 	claim, complete, release, ref string // SQL
+	// claimed counts the keys claimed in the batch; newest is the latest of their claims.
+	claimed int
+	newest  time.Time
 }
 
 func newLookupsBatch(ctx context.Context, tx *sql.Tx, l Lookups, t Tables) *lookupsBatch {
@@ -248,9 +273,17 @@ func (b *lookupsBatch) claimKey(e eventstore.RecordedEvent, o keyOutcome) error 
 	if o.merged {
 		status, completedAt = int64(o.Status), stamp(o.CompletedAt)
 	}
-	_, err := b.tx.ExecContext(b.ctx, b.claim, e.Stream, c.Principal, c.Key, c.Method, c.Path, c.OrderID, stamp(c.ClaimedAt), stamp(c.ExpiresAt),
+	b.noteClaim(c.ClaimedAt)
+	_, err := b.tx.ExecContext(b.ctx, b.claim, e.Stream, c.Principal, c.Key, c.Method, c.Path, c.OrderID, stamp(c.ClaimedAt), expiryStamp(c.ExpiresAt),
 		status, completedAt)
 	return err
+}
+
+func (b *lookupsBatch) noteClaim(at time.Time) {
+	b.claimed++
+	if at.After(b.newest) {
+		b.newest = at
+	}
 }
 
 // recordKey makes the key's row the claim and outcome of a Recorded event.
@@ -262,7 +295,8 @@ func (b *lookupsBatch) recordKey(e eventstore.RecordedEvent) error {
 	if err := json.Unmarshal(e.Data, &r); err != nil {
 		return err
 	}
-	_, err := b.tx.ExecContext(b.ctx, b.claim, e.Stream, r.Principal, r.Key, r.Method, r.Path, r.OrderID, stamp(r.ClaimedAt), stamp(r.ExpiresAt),
+	b.noteClaim(r.ClaimedAt)
+	_, err := b.tx.ExecContext(b.ctx, b.claim, e.Stream, r.Principal, r.Key, r.Method, r.Path, r.OrderID, stamp(r.ClaimedAt), expiryStamp(r.ExpiresAt),
 		int64(r.Status), stamp(r.ClaimedAt))
 	return err
 }
@@ -340,3 +374,6 @@ func principalOf(e eventstore.RecordedEvent) string {
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// expiryStamp is stamp with every digit of the nanoseconds, so that stamps sort as their times.
+func expiryStamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000000Z07:00") }

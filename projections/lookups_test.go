@@ -184,3 +184,65 @@ func TestLookupsBatchEqualsOneByOne(t *testing.T) {
 		}
 	})
 }
+
+// A key's row goes once the log has a claim more than KeyRowsKept after the key's expiry; one
+// expired more recently stays, answering as expired. Times are the log's, not today's.
+func TestLookupsForgetKeysLongExpired(t *testing.T) {
+	db, err := sqlite.OpenDB(filepath.Join(t.TempDir(), "readmodels.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := context.Background()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	claim := func(key string, at time.Time, position uint64) eventstore.RecordedEvent {
+		data, _ := json.Marshal(idempotency.Recorded{
+			Claimed: idempotency.Claimed{Principal: "p", Key: key, Method: "POST", Path: "/v1/orders", OrderID: "o-" + key,
+				ClaimedAt: at, ExpiresAt: at.Add(time.Hour)},
+			Outcome: idempotency.Outcome{Status: 201}})
+		return eventstore.RecordedEvent{Stream: idempotency.StreamName("p", key), Type: idempotency.TypeRecorded, Data: data,
+			Position: eventstore.Position{Commit: position, Prepare: position}}
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	l, tables := projections.Lookups{}, projections.Tables{}
+	for _, name := range l.Tables() {
+		tables[name] = name
+	}
+	if err := l.Create(ctx, tx, tables); err != nil {
+		t.Fatal(err)
+	}
+	keys := func() []string {
+		t.Helper()
+		rows, err := tx.QueryContext(ctx, `SELECT key FROM idempotency_keys ORDER BY key`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, k)
+		}
+		return out
+	}
+	// old expires at 1:00, recent at 3:00; a claim at 26:00 is more than KeyRowsKept after the
+	// first, not after the second.
+	for i, e := range []eventstore.RecordedEvent{claim("old", base, 1), claim("recent", base.Add(2*time.Hour), 2)} {
+		if err := l.Apply(ctx, tx, tables, []eventstore.RecordedEvent{e}); err != nil {
+			t.Fatal(i, err)
+		}
+	}
+	if err := l.Apply(ctx, tx, tables, []eventstore.RecordedEvent{claim("new", base.Add(26*time.Hour), 3)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := keys(), []string{"new", "recent"}; !cmp.Equal(got, want) {
+		t.Errorf("keys %v; want %v", got, want)
+	}
+}

@@ -67,7 +67,8 @@
 // A scavenge removes the expired events from disk and from $all; until then readers of $all
 // (the read models, and the $all subscriptions of every node) see them as they saw them when
 // they were written, and a rebuild replays them: the lookups read model keeps a key's row, with
-// its expiry, whether the key's events are hidden, deleted or scavenged. A key stream's metadata
+// its expiry, whether the key's events are hidden, deleted or scavenged, until a day past its
+// expiry (projections.KeyRowsKept). A key stream's metadata
 // stream ("$$" + the stream) keeps its last event through scavenges, as for any stream whose
 // metadata was set or which was deleted: a few dozen bytes per key ever claimed stay.
 package kurrent

@@ -3844,7 +3844,8 @@ type ClientInterface interface {
 	//
 	// What the caller's own key is bound to: the request that claimed it and its outcome's
 	// status once it has one. Keys are scoped to the principal: another principal's key, like
-	// a key never used, → **404**. Answered from the lookups read model after it has applied
+	// a key never used, → **404**; so is a key a day past its expiry, which the read model
+	// forgets. Answered from the lookups read model after it has applied
 	// the log up to `minPosition`, or without it up to the head when the query arrived
 	// (waiting at most 2 s; see *Read models*).
 	//
@@ -4622,7 +4623,8 @@ func (c *Client) GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn
 //
 // What the caller's own key is bound to: the request that claimed it and its outcome's
 // status once it has one. Keys are scoped to the principal: another principal's key, like
-// a key never used, → **404**. Answered from the lookups read model after it has applied
+// a key never used, → **404**; so is a key a day past its expiry, which the read model
+// forgets. Answered from the lookups read model after it has applied
 // the log up to `minPosition`, or without it up to the head when the query arrived
 // (waiting at most 2 s; see *Read models*).
 //
@@ -8413,7 +8415,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// What the caller's own key is bound to: the request that claimed it and its outcome's
 	// status once it has one. Keys are scoped to the principal: another principal's key, like
-	// a key never used, → **404**. Answered from the lookups read model after it has applied
+	// a key never used, → **404**; so is a key a day past its expiry, which the read model
+	// forgets. Answered from the lookups read model after it has applied
 	// the log up to `minPosition`, or without it up to the head when the query arrived
 	// (waiting at most 2 s; see *Read models*).
 	//
@@ -15011,7 +15014,8 @@ func (c *ClientWithResponses) GetReadinessWithResponse(ctx context.Context, reqE
 //
 // What the caller's own key is bound to: the request that claimed it and its outcome's
 // status once it has one. Keys are scoped to the principal: another principal's key, like
-// a key never used, → **404**. Answered from the lookups read model after it has applied
+// a key never used, → **404**; so is a key a day past its expiry, which the read model
+// forgets. Answered from the lookups read model after it has applied
 // the log up to `minPosition`, or without it up to the head when the query arrived
 // (waiting at most 2 s; see *Read models*).
 //
