@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
-	"github.com/acme/orders/eventstore/sqlite"
 	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/projections"
 	"github.com/google/go-cmp/cmp"
@@ -104,11 +102,7 @@ func TestPaymentLookupKeepsTheFirstOrder(t *testing.T) {
 // as one row, leaves the rows that applying them one at a time leaves: takeovers with the first
 // claim's expiry, new lives after expiry, releases, second outcomes, in any order of keys.
 func TestLookupsBatchEqualsOneByOne(t *testing.T) {
-	db, err := sqlite.OpenDB(filepath.Join(t.TempDir(), "readmodels.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := readModelsDB(t)
 	ctx := context.Background()
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	n := 0
@@ -188,11 +182,7 @@ func TestLookupsBatchEqualsOneByOne(t *testing.T) {
 // A key's row goes once the log has a claim more than KeyRowsKept after the key's expiry; one
 // expired more recently stays, answering as expired. Times are the log's, not today's.
 func TestLookupsForgetKeysLongExpired(t *testing.T) {
-	db, err := sqlite.OpenDB(filepath.Join(t.TempDir(), "readmodels.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := readModelsDB(t)
 	ctx := context.Background()
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	claim := func(key string, at time.Time, position uint64) eventstore.RecordedEvent {

@@ -21,11 +21,7 @@ import (
 // rows that applying them one at a time leaves, and so does applying them in random slices
 // (orders met again are read back from the table), with events already folded met again.
 func TestOrdersBatchEqualsOneByOne(t *testing.T) {
-	db, err := sqlite.OpenDB(filepath.Join(t.TempDir(), "readmodels.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := readModelsDB(t)
 	ctx := context.Background()
 	n := 0
 	rapid.Check(t, func(rt *rapid.T) {
@@ -121,4 +117,15 @@ func orderRows(rt *rapid.T, tx *sql.Tx, table string) []string {
 		rt.Fatal(err)
 	}
 	return out
+}
+
+// readModelsDB opens a read-model database in a temp dir, closed when the test ends.
+func readModelsDB(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sqlite.OpenDB(filepath.Join(t.TempDir(), "readmodels.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }

@@ -3,14 +3,12 @@ package projections_test
 import (
 	"context"
 	"database/sql"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
-	"github.com/acme/orders/eventstore/sqlite"
 	"github.com/acme/orders/projections"
 	"github.com/google/go-cmp/cmp"
 )
@@ -30,11 +28,7 @@ func recorded(t *testing.T, id string, revision uint64, e order.Event) eventstor
 // transaction of its own.
 func applySales(t *testing.T, batches ...[]eventstore.RecordedEvent) *sql.DB {
 	t.Helper()
-	db, err := sqlite.OpenDB(filepath.Join(t.TempDir(), "readmodels.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := readModelsDB(t)
 	ctx := context.Background()
 	tables := projections.Tables{"sales": "sales"}
 	for i, batch := range append([][]eventstore.RecordedEvent{nil}, batches...) {

@@ -11,7 +11,7 @@ import (
 // ForgetsDeletedStreams checks a store that keeps a deleted stream's row for keep only (the
 // embedded store's and PostgreSQL's KeepDeleted), which the caller opened as s, empty: a stream
 // recreated within keep goes on from its last revision, as on KurrentDB; once keep has passed,
-// the deletes after it forget the rows of the streams deleted before, at least 64 each, and a
+// the deletes after it forget the rows of the streams deleted before, up to 64 each, and a
 // stream recreated under a forgotten name starts at revision 0.
 func ForgetsDeletedStreams(t *testing.T, s eventstore.Store, keep time.Duration) {
 	t.Helper()
