@@ -214,3 +214,21 @@ func TestHugeAnswerHeadersFailTheAttempt(t *testing.T) {
 		t.Errorf("attempt %+v; want it failed for its headers", a)
 	}
 }
+
+// The same bound holds over HTTP/2, which an https receiver negotiates: its header list may
+// carry 16 KiB too, so a megabyte header fails the attempt (a retry, as any failure) where
+// Go's default list of 10 MiB would take it whole and call the attempt a success.
+func TestHugeAnswerHeadersFailTheAttemptOverHTTP2(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Big", strings.Repeat("a", 1<<20))
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	client := newClient(true, time.Second, 1, 1)
+	client.Transport.(*http.Transport).TLSClientConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig
+	a := post(context.Background(), client, srv.URL, "id", []byte("{}"), [][]byte{{1}}, time.Second, 1<<10)
+	if a.Error == "" || a.Status != 0 || !strings.Contains(a.Error, "connection error") {
+		t.Errorf("attempt %+v; want it failed for its headers", a)
+	}
+}
