@@ -87,7 +87,7 @@ func (c *Console) renderPart(w http.ResponseWriter, r *http.Request, name, title
 		return
 	}
 	var buf bytes.Buffer
-	if err := c.pages[name].ExecuteTemplate(&buf, "live", page{Data: data, CSRF: v.session.csrf}); err != nil {
+	if err := c.pages[name].ExecuteTemplate(&buf, "live", page{Data: data, CSRF: v.csrf}); err != nil {
 		c.fail(w, r, v, err)
 		return
 	}

@@ -70,6 +70,7 @@ type Console struct {
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
 	verify   *verifyJob
+	dev      development
 	// secureCookies: Config.SecureCookies.
 	secureCookies bool
 }
@@ -91,7 +92,7 @@ func New(ctx context.Context, svc Services, cfg Config) (*Console, error) {
 		return nil, err
 	}
 	c := &Console{svc: svc, sessions: newSessions(cfg.MaxSessions, cfg.MaxSessionsPerPrincipal, cfg.SessionTTL), pages: pages, mux: http.NewServeMux(),
-		verify: &verifyJob{ctx: ctx}, secureCookies: cfg.SecureCookies}
+		verify: &verifyJob{ctx: ctx}, dev: newDevelopment(), secureCookies: cfg.SecureCookies}
 	c.routes()
 	return c, nil
 }
@@ -133,10 +134,13 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.mux.ServeHTTP(w, r)
 }
 
-// visit is a signed-in request: its session and the caller its key is now.
+// visit is a signed-in request: its session and the caller its key is now; or, in
+// development mode, a request of the principal of every request there, without a session.
 type visit struct {
-	session *session
-	caller  access.Caller
+	session     *session // nil in development mode
+	caller      access.Caller
+	csrf        string // the token the visit's forms carry
+	development bool
 }
 
 // The messages of the sign-in page, by the m parameter it is sent to with.
@@ -147,36 +151,48 @@ var signInMessages = map[string]string{
 	"key-gone":   "The key of your session is no longer accepted. Sign in with a current key.",
 }
 
-// signedIn runs h for a request with a live session, else sends the browser to sign in. A
-// POST must carry the session's CSRF token.
+// signedIn runs h for a request with a live session, else sends the browser to sign in; in
+// development mode, for every request to a loopback name. A POST must carry the visit's CSRF
+// token.
 func (c *Console) signedIn(h func(http.ResponseWriter, *http.Request, *visit)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		cookie, err := r.Cookie(sessionCookie)
-		if err != nil {
-			http.Redirect(w, r, "/console/sign-in?m=required", http.StatusSeeOther)
-			return
-		}
-		s, expired := c.sessions.lookup(cookie.Value)
-		if s == nil {
-			c.clearCookie(w, r, sessionCookie)
-			http.Redirect(w, r, "/console/sign-in?m="+map[bool]string{true: "expired", false: "required"}[expired], http.StatusSeeOther)
-			return
-		}
-		caller, ok := c.svc.Authenticate(s.keyHash)
+		v, ok := c.visitOf(w, r)
 		if !ok {
-			c.sessions.end(s.id)
-			c.clearCookie(w, r, sessionCookie)
-			http.Redirect(w, r, "/console/sign-in?m=key-gone", http.StatusSeeOther)
 			return
 		}
-		api.NoteCaller(r, caller)
-		v := &visit{session: s, caller: caller}
-		if r.Method == http.MethodPost && !sameToken(r.PostFormValue("csrf"), s.csrf) {
+		api.NoteCaller(r, v.caller)
+		if r.Method == http.MethodPost && !sameToken(r.PostFormValue("csrf"), v.csrf) {
 			c.fail(w, r, v, errCSRF)
 			return
 		}
 		h(w, r, v)
 	}
+}
+
+// visitOf is the request's visit, or false once it has answered a request that has none.
+func (c *Console) visitOf(w http.ResponseWriter, r *http.Request) (*visit, bool) {
+	if caller, dev := c.developmentCaller(); dev {
+		return c.developmentVisit(w, r, caller)
+	}
+	cookie, err := r.Cookie(sessionCookie)
+	if err != nil {
+		http.Redirect(w, r, "/console/sign-in?m=required", http.StatusSeeOther)
+		return nil, false
+	}
+	s, expired := c.sessions.lookup(cookie.Value)
+	if s == nil {
+		c.clearCookie(w, r, sessionCookie)
+		http.Redirect(w, r, "/console/sign-in?m="+map[bool]string{true: "expired", false: "required"}[expired], http.StatusSeeOther)
+		return nil, false
+	}
+	caller, ok := c.svc.Authenticate(s.keyHash)
+	if !ok {
+		c.sessions.end(s.id)
+		c.clearCookie(w, r, sessionCookie)
+		http.Redirect(w, r, "/console/sign-in?m=key-gone", http.StatusSeeOther)
+		return nil, false
+	}
+	return &visit{session: s, caller: caller, csrf: s.csrf}, true
 }
 
 func sameToken(got, want string) bool {
@@ -198,14 +214,16 @@ type page struct {
 	CSRF   string
 	Audit  bool // the caller may see the audit's pages (auditors and admins)
 	Admin  bool
-	Data   any
+	// Development: the server has no keys, and every request is Caller (development mode).
+	Development bool
+	Data        any
 }
 
 // render writes the page name with data for the visit (nil before sign-in).
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name, title string, v *visit, data any) {
 	p := page{Title: title, Data: data}
 	if v != nil {
-		p.Caller, p.CSRF = v.caller, v.session.csrf
+		p.Caller, p.CSRF, p.Development = v.caller, v.csrf, v.development
 		p.Audit, p.Admin = v.caller.MayAudit(), v.caller.Roles.Has(access.RoleAdmin)
 	}
 	var buf bytes.Buffer
@@ -236,6 +254,8 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, v *visit, err err
 		f.Status, f.Heading, f.Detail = http.StatusNotFound, "Page not found", err.Error()
 	case errors.Is(err, errCSRF):
 		f.Status, f.Heading, f.Detail = http.StatusForbidden, "Form expired", err.Error()
+	case errors.Is(err, errNotLoopback):
+		f.Status, f.Heading, f.Detail = http.StatusForbidden, "Forbidden", err.Error()
 	case errors.Is(err, errUnknownOrder), api.IsNotFound(err) && strings.HasPrefix(r.URL.Path, "/console/orders/"):
 		f.Status, f.Heading = http.StatusNotFound, "Order not found"
 		f.Detail = "There is no such order, or it is not one your key may see. Check the id, or find the order in the list."
