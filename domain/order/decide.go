@@ -96,13 +96,13 @@ func createOrder(c CreateOrder, at time.Time) ([]Event, *Error) {
 	return events, nil
 }
 
-func notEditable(s State) *Error {
-	return errorf(KindInvalidTransition, "lines can only change while the order is %s, it is %s", StatusCreated, s.Status)
-}
+// Which event can follow which state is for follows to say (see Follows): each command below
+// asks it about the event it would decide, so that Decide and an auditor of the log keep one
+// state machine.
 
 func addLine(s State, c AddLine, at time.Time) ([]Event, *Error) {
-	if s.Status != StatusCreated {
-		return nil, notEditable(s)
+	if err := s.follows(LineAdded{}); err != nil {
+		return nil, err
 	}
 	if c.UnitPrice.Currency != s.Currency {
 		return nil, errorf(KindRejected, "unit price is in %s, the order is in %s", c.UnitPrice.Currency, s.Currency)
@@ -126,8 +126,8 @@ func addLine(s State, c AddLine, at time.Time) ([]Event, *Error) {
 }
 
 func changeLineQuantity(s State, c ChangeLineQuantity, at time.Time) ([]Event, *Error) {
-	if s.Status != StatusCreated {
-		return nil, notEditable(s)
+	if err := s.follows(LineQuantityChanged{}); err != nil {
+		return nil, err
 	}
 	i := s.lineIndex(c.SKU)
 	switch {
@@ -140,28 +140,30 @@ func changeLineQuantity(s State, c ChangeLineQuantity, at time.Time) ([]Event, *
 }
 
 func removeLine(s State, c RemoveLine, at time.Time) ([]Event, *Error) {
-	if s.Status != StatusCreated {
-		return nil, notEditable(s)
+	removed := LineRemoved{SKU: c.SKU, At: at}
+	if err := s.follows(removed); err != nil {
+		return nil, err
 	}
 	if s.lineIndex(c.SKU) < 0 {
 		return nil, errorf(KindNotFound, "the order has no line for sku %s", c.SKU)
 	}
-	return []Event{LineRemoved{SKU: c.SKU, At: at}}, nil
+	return []Event{removed}, nil
 }
 
 func startPayment(s State, c StartPayment, at time.Time) ([]Event, *Error) {
 	if c.PaymentID == s.PaymentID && c.Amount == s.Total && (s.Status == StatusPaying || s.paymentConfirmed()) {
 		return nil, nil // this payment was already started
 	}
-	switch {
-	case s.Status != StatusCreated:
-		return nil, errorf(KindInvalidTransition, "a payment can only start while the order is %s, it is %s", StatusCreated, s.Status)
+	started := PaymentStarted{PaymentID: c.PaymentID, Amount: c.Amount, At: at}
+	switch err := s.follows(started); {
+	case err != nil:
+		return nil, err
 	case len(s.Lines) == 0:
 		return nil, errorf(KindRejected, "the order has no lines")
 	case c.Amount != s.Total:
 		return nil, errorf(KindRejected, "amount %s does not equal the order total %s", c.Amount, s.Total)
 	}
-	return []Event{PaymentStarted{PaymentID: c.PaymentID, Amount: c.Amount, At: at}}, nil
+	return []Event{started}, nil
 }
 
 // confirmPayment is where the double charge of seed 001 is made impossible. The provider tells
@@ -174,8 +176,8 @@ func confirmPayment(s State, c ConfirmPayment, at time.Time) ([]Event, *Error) {
 		}
 		return nil, errorf(KindRejected, "payment %s was confirmed for %s, not %s", c.PaymentID, s.Paid, c.Amount)
 	}
-	if s.DuplicateCharges.Recorded(c.PaymentID) {
-		return nil, errorf(KindRejected, "payment %s is already recorded as a duplicate charge to refund", c.PaymentID)
+	if err := s.unrecorded(c.PaymentID); err != nil {
+		return nil, err
 	}
 	record := func(reason ChargeReason) []Event {
 		return []Event{DuplicateChargeRecorded{PaymentID: c.PaymentID, Amount: c.Amount, Reason: reason, At: at}}
@@ -198,33 +200,34 @@ func confirmPayment(s State, c ConfirmPayment, at time.Time) ([]Event, *Error) {
 }
 
 func failPayment(s State, c FailPayment, at time.Time) ([]Event, *Error) {
-	switch {
-	case s.Status != StatusPaying:
-		return nil, errorf(KindInvalidTransition, "no payment is in progress")
-	case c.PaymentID != s.PaymentID:
-		return nil, errorf(KindRejected, "payment %s is in progress, not %s", s.PaymentID, c.PaymentID)
+	failed := PaymentFailed{PaymentID: c.PaymentID, Reason: c.Reason, At: at}
+	if err := s.follows(failed); err != nil {
+		return nil, err
 	}
-	return []Event{PaymentFailed{PaymentID: c.PaymentID, Reason: c.Reason, At: at}}, nil
+	return []Event{failed}, nil
 }
 
 func cancel(s State, c Cancel, at time.Time) ([]Event, *Error) {
-	if s.Status != StatusCreated && s.Status != StatusPaying {
-		return nil, errorf(KindInvalidTransition, "only a %s or %s order can be cancelled", StatusCreated, StatusPaying)
+	cancelled := Cancelled{Reason: c.Reason, At: at}
+	if err := s.follows(cancelled); err != nil {
+		return nil, err
 	}
-	return []Event{Cancelled{Reason: c.Reason, At: at}}, nil
+	return []Event{cancelled}, nil
 }
 
 func ship(s State, c Ship, at time.Time) ([]Event, *Error) {
-	shipped := s.TrackingNumber != ""
+	wasShipped := s.TrackingNumber != ""
+	shipped := Shipped{Carrier: c.Carrier, TrackingNumber: c.TrackingNumber, At: at}
 	switch {
-	case shipped && c.Carrier == s.Carrier && c.TrackingNumber == s.TrackingNumber:
+	case wasShipped && c.Carrier == s.Carrier && c.TrackingNumber == s.TrackingNumber:
 		return nil, nil // the same shipment, reported again
-	case shipped:
+	case wasShipped:
 		return nil, errorf(KindInvalidTransition, "the order was shipped with %s, tracking number %s", s.Carrier, s.TrackingNumber)
-	case s.Status != StatusPaid:
-		return nil, errorf(KindInvalidTransition, "only a %s order can be shipped", StatusPaid)
 	}
-	return []Event{Shipped{Carrier: c.Carrier, TrackingNumber: c.TrackingNumber, At: at}}, nil
+	if err := s.follows(shipped); err != nil {
+		return nil, err
+	}
+	return []Event{shipped}, nil
 }
 
 func requestRefund(s State, c RequestRefund, at time.Time) ([]Event, *Error) {
@@ -232,9 +235,12 @@ func requestRefund(s State, c RequestRefund, at time.Time) ([]Event, *Error) {
 	case s.Status == StatusRefunding && c.RefundID == s.RefundID && c.Amount == s.PendingRefund,
 		s.Status == StatusRefunded && c.RefundID == s.RefundID && c.Amount == s.Refunded:
 		return nil, nil // this refund was already requested
-	case s.Status != StatusPaid && s.Status != StatusShipped:
-		return nil, errorf(KindInvalidTransition, "only a %s or %s order can be refunded, once", StatusPaid, StatusShipped)
-	case c.Amount.Currency != s.Currency:
+	}
+	requested := RefundRequested{RefundID: c.RefundID, Amount: c.Amount, At: at}
+	if err := s.follows(requested); err != nil {
+		return nil, err
+	}
+	if c.Amount.Currency != s.Currency {
 		return nil, errorf(KindRejected, "refund is in %s, the order is in %s", c.Amount.Currency, s.Currency)
 	}
 	left, err := s.Paid.Sub(s.Refunded)
@@ -244,7 +250,7 @@ func requestRefund(s State, c RequestRefund, at time.Time) ([]Event, *Error) {
 	if c.Amount.Amount > left.Amount {
 		return nil, errorf(KindRejected, "refund of %s exceeds the %s paid and not refunded", c.Amount, left)
 	}
-	return []Event{RefundRequested{RefundID: c.RefundID, Amount: c.Amount, At: at}}, nil
+	return []Event{requested}, nil
 }
 
 func completeRefund(s State, c CompleteRefund, at time.Time) ([]Event, *Error) {
@@ -266,12 +272,12 @@ func completeRefund(s State, c CompleteRefund, at time.Time) ([]Event, *Error) {
 			return nil, err
 		}
 		return append(events, RefundCompleted{RefundID: c.RefundID, Amount: c.Amount, At: at}), nil
-	case s.Status != StatusRefunding:
-		return nil, errorf(KindInvalidTransition, "no refund is in progress")
-	case c.RefundID != s.RefundID:
-		return nil, errorf(KindRejected, "refund %s is in progress, not %s", s.RefundID, c.RefundID)
 	}
-	return []Event{RefundCompleted{RefundID: c.RefundID, Amount: s.PendingRefund, At: at}}, nil
+	completed := RefundCompleted{RefundID: c.RefundID, Amount: s.PendingRefund, At: at}
+	if err := s.follows(completed); err != nil {
+		return nil, err
+	}
+	return []Event{completed}, nil
 }
 
 // providerEvent decides a provider's report. What the order cannot take is recorded with the
@@ -280,11 +286,10 @@ func providerEvent(s State, c ProviderEvent, at time.Time) ([]Event, *Error) {
 	if _, refund := c.Report.(CompleteRefund); refund && s.Status == StatusPaying {
 		return nil, errorf(KindTooEarly, "the refund arrived before the success of payment %s, which is in progress", s.PaymentID)
 	}
-	if err := c.Report.validate(); err == nil && capturedAfterFailure(s, c.Report) {
+	if confirmed, ok := capturedAfterFailure(s, c.Report, at); ok {
 		// A provider reports every attempt of one payment: a failure and a success of it, in
 		// either order, leave the order paid.
-		confirm := c.Report.(ConfirmPayment)
-		return []Event{PaymentConfirmed{PaymentID: confirm.PaymentID, Amount: confirm.Amount, At: at}}, nil
+		return []Event{confirmed}, nil
 	}
 	events, err := decide(s, c.Report, at)
 	if err == nil || len(events) > 0 {
@@ -293,10 +298,11 @@ func providerEvent(s State, c ProviderEvent, at time.Time) ([]Event, *Error) {
 	return []Event{ProviderEventUnapplied{Provider: c.Provider, EventID: c.EventID, Type: c.EventType, Reason: err.Msg, At: at}}, err
 }
 
-// capturedAfterFailure reports whether report confirms the payment whose failure ended the
-// order's last payment, for the total, with no other payment started since.
-func capturedAfterFailure(s State, report Command) bool {
+// capturedAfterFailure returns the confirmation of the payment whose failure ended the order's
+// last payment, if report is a valid one for the total: follows takes it after that failure,
+// with no other payment started since, where a client's ConfirmPayment records a charge.
+func capturedAfterFailure(s State, report Command, at time.Time) (PaymentConfirmed, bool) {
 	c, ok := report.(ConfirmPayment)
-	return ok && s.Status == StatusCreated && s.FailedPayment != "" && c.PaymentID == s.FailedPayment &&
-		c.Amount == s.Total && !s.DuplicateCharges.Recorded(c.PaymentID)
+	confirmed := PaymentConfirmed{PaymentID: c.PaymentID, Amount: c.Amount, At: at}
+	return confirmed, ok && s.Status == StatusCreated && c.validate() == nil && c.Amount == s.Total && s.follows(confirmed) == nil
 }

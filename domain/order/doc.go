@@ -29,10 +29,15 @@
 //	created → paying → paid → shipped
 //	created, paying → cancelled
 //	paying → created (the payment failed)
+//	created → paid (a provider's success of the payment that failed last)
 //	paid, shipped → refunding → refunded
 //
 // Lines can change only while created. There is one refund per order: it may be partial, and
-// refunded is final. Every other transition fails with KindInvalidTransition.
+// refunded is final. Every other transition fails with KindInvalidTransition. A duplicate
+// charge or a provider's event the order cannot take is recorded in any status.
+//
+// Follows says which event can follow which state. Decide refuses by it, and an auditor checks
+// a stored stream by it, so that the two cannot disagree on a log the service wrote.
 //
 // # Errors
 //

@@ -29,7 +29,8 @@ func TestMain(m *testing.M) {
 }
 
 // TestRandomCommands runs random sequences of valid and invalid commands through Decide and
-// Evolve and checks the order's invariants after every event and every command.
+// Evolve and checks the order's invariants after every event and every command, and that every
+// event decided can follow the state before it (Follows), as an auditor of the log checks.
 func TestRandomCommands(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var (
@@ -46,6 +47,9 @@ func TestRandomCommands(t *testing.T) {
 			checkDecision(t, s, c, events, err)
 			for _, e := range events {
 				checkRoundTrip(t, e)
+				if err := order.Follows(s, e); err != nil {
+					t.Fatalf("Decide(%#v) decided %#v, which cannot follow: %v", c, e, err)
+				}
 				prev, snapshot := s, deepCopy(s)
 				s = order.Evolve(s, e)
 				history = append(history, e)
@@ -94,17 +98,24 @@ func checkDecision(t *rapid.T, s order.State, c order.Command, events []order.Ev
 	if !errors.As(err, &e) {
 		t.Fatalf("Decide(%#v) returned %T %v, want *order.Error", c, err, err)
 	}
-	if e.Kind < order.KindInvalid || e.Kind > order.KindRejected {
+	if e.Kind < order.KindInvalid || e.Kind > order.KindTooEarly {
 		t.Fatalf("error of unknown kind %d: %v", e.Kind, err)
 	}
 	if e.State != s.Status || e.Command != c.CommandName() {
 		t.Fatalf("error names %s/%s, want %s/%s", e.State, e.Command, s.Status, c.CommandName())
 	}
-	// The only refusal that decides something is a charge the order cannot accept.
+	// The only refusals that decide something are a charge the order cannot accept and a
+	// provider's report it cannot take.
 	if len(events) > 0 {
-		_, isConfirm := c.(order.ConfirmPayment)
+		report := c
+		if p, ok := c.(order.ProviderEvent); ok {
+			report = p.Report
+		}
+		_, isConfirm := report.(order.ConfirmPayment)
 		_, isCharge := events[0].(order.DuplicateChargeRecorded)
-		if len(events) != 1 || !isConfirm || !isCharge {
+		_, isUnapplied := events[0].(order.ProviderEventUnapplied)
+		_, isReport := c.(order.ProviderEvent)
+		if len(events) != 1 || !(isConfirm && isCharge || isReport && isUnapplied) {
 			t.Fatalf("%#v refused with %v but decided %#v", c, err, events)
 		}
 	}
@@ -131,29 +142,7 @@ func checkInvariants(t *rapid.T, s order.State, confirmed int) {
 		}
 		return
 	}
-	// Total = sum of the lines, exactly.
-	total := order.Money{Currency: s.Currency}
-	skus := map[string]bool{}
-	for _, l := range s.Lines {
-		if skus[l.SKU] {
-			t.Fatalf("sku %s on two lines: %v", l.SKU, s.Lines)
-		}
-		skus[l.SKU] = true
-		if l.Quantity < 1 || l.Quantity > order.MaxQuantity || l.UnitPrice.Amount < 1 ||
-			l.UnitPrice.Amount > order.MaxUnitPrice || l.UnitPrice.Currency != s.Currency {
-			t.Fatalf("line out of bounds: %+v", l)
-		}
-		sub, err := l.UnitPrice.Mul(l.Quantity)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if total, err = total.Add(sub); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if s.Total != total || len(s.Lines) > order.MaxLines {
-		t.Fatalf("total %v, sum of %d lines %v", s.Total, len(s.Lines), total)
-	}
+	checkLines(t, s)
 
 	// Never two confirmed payments, and never the confirmed payment also counted as a
 	// duplicate charge.
@@ -188,90 +177,146 @@ func checkInvariants(t *rapid.T, s order.State, confirmed int) {
 	}
 }
 
+// checkLines checks that the total is the sum of the lines, exactly, and each line is within
+// bounds.
+func checkLines(t *rapid.T, s order.State) {
+	total := order.Money{Currency: s.Currency}
+	skus := map[string]bool{}
+	for _, l := range s.Lines {
+		if skus[l.SKU] {
+			t.Fatalf("sku %s on two lines: %v", l.SKU, s.Lines)
+		}
+		skus[l.SKU] = true
+		if l.Quantity < 1 || l.Quantity > order.MaxQuantity || l.UnitPrice.Amount < 1 ||
+			l.UnitPrice.Amount > order.MaxUnitPrice || l.UnitPrice.Currency != s.Currency {
+			t.Fatalf("line out of bounds: %+v", l)
+		}
+		sub, err := l.UnitPrice.Mul(l.Quantity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if total, err = total.Add(sub); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Total != total || len(s.Lines) > order.MaxLines {
+		t.Fatalf("total %v, sum of %d lines %v", s.Total, len(s.Lines), total)
+	}
+}
+
 func deepCopy(s order.State) order.State {
 	s.Lines = slices.Clone(s.Lines)
 	s.DuplicateCharges = order.NewCharges(slices.Collect(s.DuplicateCharges.All())...)
 	return s
 }
 
-// commandFor draws a command, valid or not. Three times in four every field takes a value
-// that fits s (its total, its payment and refund ids, a well-formed SKU), so that sequences
-// get past the first checks and reach every state; otherwise each field is drawn from a pool
-// that includes wrong and malformed values.
+// commandFor draws a command, valid or not, with fields drawn by drawFields.
 func commandFor(s order.State) *rapid.Generator[order.Command] {
 	return rapid.Custom(func(t *rapid.T) order.Command {
-		fit := rapid.IntRange(0, 3).Draw(t, "fit") > 0
-		pick := func(label string, good []string, any []string) string {
-			if fit {
-				return rapid.SampledFrom(good).Draw(t, label)
-			}
-			return rapid.SampledFrom(append(slices.Clone(good), any...)).Draw(t, label)
-		}
-		pickInt := func(label string, good []int64, any []int64) int64 {
-			if fit {
-				return rapid.SampledFrom(good).Draw(t, label)
-			}
-			return rapid.SampledFrom(append(slices.Clone(good), any...)).Draw(t, label)
-		}
-		badAmounts := []int64{0, -1, order.MaxAmount + 1, math.MaxInt64}
-		left := s.Paid.Amount - s.Refunded.Amount
-
-		sku := pick("sku", []string{"A", "B", "C"}, []string{"", "A A"})
-		qty := pickInt("qty", []int64{1, 2, 3}, []int64{0, -1, order.MaxQuantity - 1, order.MaxQuantity, order.MaxQuantity + 1})
-		cur := order.Currency(pick("currency", []string{"EUR"}, []string{"USD", "eur"}))
-		price := pickInt("price", []int64{100, 250}, []int64{1, 0, -5, order.MaxUnitPrice, order.MaxUnitPrice + 1})
-		// Amounts one off the right one count as fitting: they are the likeliest mistakes.
-		payAmount := pickInt("payAmount", []int64{s.Total.Amount, s.Total.Amount, s.Total.Amount, s.Total.Amount + 1}, append([]int64{s.Total.Amount - 1, 1}, badAmounts...))
-		refundAmount := pickInt("refundAmount", []int64{left, left, left / 2, left + 1}, append([]int64{s.PendingRefund.Amount}, badAmounts...))
-		paymentID := pick("paymentID", []string{s.PaymentID, s.PaymentID, "p1", "p2"}, []string{"p3", ""})
-		refundID := pick("refundID", []string{s.RefundID, "r1"}, []string{"r2", ""})
-		text := pick("text", []string{"declined", "customer asked"}, []string{"", " padded", "two\nlines"})
-
+		f := drawFields(t, s)
+		pay := order.Money{Amount: f.payAmount, Currency: f.cur}
 		// Mostly CreateOrder while there is no order, rarely afterwards; Cancel is rare, or most
 		// sequences would end early in cancelled.
-		kinds := []int{0, 1, 1, 1, 2, 2, 3, 4, 4, 4, 5, 5, 5, 5, 6, 6, 7, 8, 8, 8, 9, 9, 9, 10, 10, 10}
+		kinds := []int{0, 1, 1, 1, 2, 2, 3, 4, 4, 4, 5, 5, 5, 5, 6, 6, 7, 8, 8, 8, 9, 9, 9, 10, 10, 10, 11, 11, 11, 11}
 		if s.Status == order.StatusNone {
 			kinds = []int{0, 0, 0, 0, 0, 0, 1, 5}
 		}
 		switch rapid.SampledFrom(kinds).Draw(t, "kind") {
 		case 0:
-			lines := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) order.AddLine {
-				return order.AddLine{
-					SKU:       rapid.SampledFrom([]string{"A", "B", "C"}).Draw(t, "sku"),
-					Quantity:  rapid.Int64Range(1, 5).Draw(t, "qty"),
-					UnitPrice: order.Money{Amount: rapid.SampledFrom([]int64{100, 250}).Draw(t, "price"), Currency: "EUR"},
-				}
-			}), 0, 4).Draw(t, "lines")
 			return order.CreateOrder{
-				OrderID:    pick("orderID", []string{"ord-1"}, []string{""}),
+				OrderID:    f.pick("orderID", []string{"ord-1"}, []string{""}),
 				CustomerID: "cus-1",
-				Currency:   cur,
-				Lines:      lines,
-				ClientRef:  pick("clientRef", []string{"", "po 1"}, []string{"po\t1"}),
+				Currency:   f.cur,
+				Lines:      rapid.SliceOfN(initialLine(), 0, 4).Draw(t, "lines"),
+				ClientRef:  f.pick("clientRef", []string{"", "po 1"}, []string{"po\t1"}),
 			}
 		case 1:
-			return order.AddLine{SKU: sku, Quantity: qty, UnitPrice: order.Money{Amount: price, Currency: cur}}
+			return order.AddLine{SKU: f.sku, Quantity: f.qty, UnitPrice: order.Money{Amount: f.price, Currency: f.cur}}
 		case 2:
-			return order.ChangeLineQuantity{SKU: sku, Quantity: qty}
+			return order.ChangeLineQuantity{SKU: f.sku, Quantity: f.qty}
 		case 3:
-			return order.RemoveLine{SKU: sku}
+			return order.RemoveLine{SKU: f.sku}
 		case 4:
-			return order.StartPayment{PaymentID: paymentID, Amount: order.Money{Amount: payAmount, Currency: cur}}
+			return order.StartPayment{PaymentID: f.paymentID, Amount: pay}
 		case 5:
-			return order.ConfirmPayment{PaymentID: paymentID, Amount: order.Money{Amount: payAmount, Currency: cur}}
+			return order.ConfirmPayment{PaymentID: f.paymentID, Amount: pay}
 		case 6:
-			return order.FailPayment{PaymentID: paymentID, Reason: text}
+			return order.FailPayment{PaymentID: f.paymentID, Reason: f.text}
 		case 7:
-			return order.Cancel{Reason: text}
+			return order.Cancel{Reason: f.text}
 		case 8:
 			return order.Ship{
-				Carrier:        pick("carrier", []string{"DHL"}, []string{"UPS", ""}),
-				TrackingNumber: pick("tracking", []string{"t1"}, []string{"t2", ""}),
+				Carrier:        f.pick("carrier", []string{"DHL"}, []string{"UPS", ""}),
+				TrackingNumber: f.pick("tracking", []string{"t1"}, []string{"t2", ""}),
 			}
 		case 9:
-			return order.RequestRefund{RefundID: refundID, Amount: order.Money{Amount: refundAmount, Currency: cur}}
-		default:
-			return order.CompleteRefund{RefundID: refundID}
+			return order.RequestRefund{RefundID: f.refundID, Amount: order.Money{Amount: f.refundAmount, Currency: f.cur}}
+		case 10:
+			return order.CompleteRefund{RefundID: f.refundID}
+		}
+		// A provider's report of a payment, or of a refund with the amount it paid out, also of
+		// the payment that failed last: it reports every attempt, in any order.
+		paymentID := f.pick("reportedPayment", []string{f.paymentID, s.FailedPayment}, nil)
+		report := rapid.SampledFrom([]order.Command{
+			order.ConfirmPayment{PaymentID: paymentID, Amount: pay},
+			order.FailPayment{PaymentID: paymentID, Reason: f.text},
+			order.CompleteRefund{RefundID: f.refundID, Amount: order.Money{Amount: f.refundAmount, Currency: f.cur}},
+		}).Draw(t, "report")
+		return order.ProviderEvent{Provider: "psp", EventID: f.pick("eventID", []string{"evt-1", "evt-2"}, []string{""}),
+			EventType: "payment.reported", Report: report}
+	})
+}
+
+// fields are the values a command is made of, drawn for an order in some state.
+type fields struct {
+	pick                                func(label string, good []string, any []string) string
+	sku, paymentID, refundID, text      string
+	cur                                 order.Currency
+	qty, price, payAmount, refundAmount int64
+}
+
+// drawFields draws the fields of a command for s. Three times in four every field takes a
+// value that fits s (its total, its payment and refund ids, a well-formed SKU), so that
+// sequences get past the first checks and reach every state; otherwise each field is drawn
+// from a pool that includes wrong and malformed values.
+func drawFields(t *rapid.T, s order.State) fields {
+	fit := rapid.IntRange(0, 3).Draw(t, "fit") > 0
+	pick := func(label string, good []string, any []string) string {
+		if fit {
+			return rapid.SampledFrom(good).Draw(t, label)
+		}
+		return rapid.SampledFrom(append(slices.Clone(good), any...)).Draw(t, label)
+	}
+	pickInt := func(label string, good []int64, any []int64) int64 {
+		if fit {
+			return rapid.SampledFrom(good).Draw(t, label)
+		}
+		return rapid.SampledFrom(append(slices.Clone(good), any...)).Draw(t, label)
+	}
+	badAmounts := []int64{0, -1, order.MaxAmount + 1, math.MaxInt64}
+	left := s.Paid.Amount - s.Refunded.Amount
+	return fields{
+		pick:  pick,
+		sku:   pick("sku", []string{"A", "B", "C"}, []string{"", "A A"}),
+		qty:   pickInt("qty", []int64{1, 2, 3}, []int64{0, -1, order.MaxQuantity - 1, order.MaxQuantity, order.MaxQuantity + 1}),
+		cur:   order.Currency(pick("currency", []string{"EUR"}, []string{"USD", "eur"})),
+		price: pickInt("price", []int64{100, 250}, []int64{1, 0, -5, order.MaxUnitPrice, order.MaxUnitPrice + 1}),
+		// Amounts one off the right one count as fitting: they are the likeliest mistakes.
+		payAmount:    pickInt("payAmount", []int64{s.Total.Amount, s.Total.Amount, s.Total.Amount, s.Total.Amount + 1}, append([]int64{s.Total.Amount - 1, 1}, badAmounts...)),
+		refundAmount: pickInt("refundAmount", []int64{left, left, left / 2, left + 1}, append([]int64{s.PendingRefund.Amount}, badAmounts...)),
+		paymentID:    pick("paymentID", []string{s.PaymentID, s.PaymentID, "p1", "p2"}, []string{"p3", ""}),
+		refundID:     pick("refundID", []string{s.RefundID, "r1"}, []string{"r2", ""}),
+		text:         pick("text", []string{"declined", "customer asked"}, []string{"", " padded", "two\nlines"}),
+	}
+}
+
+// initialLine draws a well-formed line of a CreateOrder.
+func initialLine() *rapid.Generator[order.AddLine] {
+	return rapid.Custom(func(t *rapid.T) order.AddLine {
+		return order.AddLine{
+			SKU:       rapid.SampledFrom([]string{"A", "B", "C"}).Draw(t, "sku"),
+			Quantity:  rapid.Int64Range(1, 5).Draw(t, "qty"),
+			UnitPrice: order.Money{Amount: rapid.SampledFrom([]int64{100, 250}).Draw(t, "price"), Currency: "EUR"},
 		}
 	})
 }
