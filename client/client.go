@@ -66,7 +66,8 @@ func WithAPIKey(key string) Option { return func(c *Client) { c.apiKey = key } }
 func WithMaxAttempts(n int) Option { return func(c *Client) { c.maxAttempts = max(n, 1) } }
 
 // WithBackoff sets the back-off between attempts: the n-th retry waits a random duration up to
-// min(maxDelay, base·2ⁿ⁻¹) (defaults 100 ms and 5 s), and at least the answer's Retry-After.
+// min(maxDelay, base·2ⁿ⁻¹) (defaults 100 ms and 5 s), and at least the answer's Retry-After,
+// though never more than maxDelay: a longer Retry-After is cut to maxDelay.
 func WithBackoff(base, maxDelay time.Duration) Option {
 	return func(c *Client) {
 		c.baseDelay = max(base, time.Millisecond)

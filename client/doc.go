@@ -21,8 +21,9 @@
 // error, a timeout (WithAttemptTimeout), 409 idempotency-key-in-flight, 429, 503 and any other
 // 5xx; never after another 4xx, which is the command's answer for good. Between attempts the
 // client waits a capped exponential back-off with full jitter (WithBackoff), at least the
-// answer's Retry-After, and gives up after WithMaxAttempts attempts or when the wait would pass
-// the context's deadline, returning the last attempt's error.
+// answer's Retry-After but never more than the back-off's ceiling (5 s by default), and gives up
+// after WithMaxAttempts attempts or when the wait would pass the context's deadline, returning
+// the last attempt's error: a 503's *Problem at once, rather than a wait past the deadline.
 //
 // # Answers
 //

@@ -45,14 +45,15 @@ func retryable(status int, code string, err error) bool {
 }
 
 // backoff is the wait before retry n (1 for the first retry): a uniformly random duration in
-// [0, min(maxDelay, base·2ⁿ⁻¹)] (full jitter), and at least retryAfter. rnd(k) returns a
+// [0, min(maxDelay, base·2ⁿ⁻¹)] (full jitter), and at least retryAfter up to maxDelay: an
+// answer may ask for any wait, even years, and the call must still end. rnd(k) returns a
 // random int64 in [0, k).
 func backoff(n int, base, maxDelay, retryAfter time.Duration, rnd func(int64) int64) time.Duration {
 	ceiling := maxDelay
 	if n-1 < 32 && base<<(n-1) < maxDelay && base<<(n-1) > 0 {
 		ceiling = base << (n - 1)
 	}
-	return max(time.Duration(rnd(int64(ceiling)+1)), retryAfter)
+	return max(time.Duration(rnd(int64(ceiling)+1)), min(retryAfter, maxDelay))
 }
 
 // retryAfter reads a Retry-After header given in seconds; 0 if absent or not seconds.

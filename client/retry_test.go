@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -65,9 +67,10 @@ func TestBackoffBounds(t *testing.T) {
 		{4, 0, 0, 800 * time.Millisecond},
 		{7, 0, 0, 5 * time.Second}, // 6.4 s capped
 		{60, 0, 0, 5 * time.Second},
-		{1, time.Second, time.Second, time.Second},     // Retry-After wins over a shorter back-off
-		{7, time.Second, time.Second, 5 * time.Second}, // and a longer back-off wins over it
-		{1, 30 * time.Second, 30 * time.Second, 30 * time.Second},
+		{1, time.Second, time.Second, time.Second},              // Retry-After wins over a shorter back-off
+		{7, time.Second, time.Second, 5 * time.Second},          // and a longer back-off wins over it
+		{1, 30 * time.Second, 5 * time.Second, 5 * time.Second}, // Retry-After is capped at maxDelay
+		{1, math.MaxInt32 * time.Second, 5 * time.Second, 5 * time.Second},
 	}
 	for _, tt := range tests {
 		lo := backoff(tt.n, base, maxDelay, tt.retryAfter, lowest)
@@ -185,17 +188,39 @@ func TestCommandStopsAtFinalAnswersAndMaxAttempts(t *testing.T) {
 	}
 }
 
-func TestRetryStopsBeforeTheDeadline(t *testing.T) {
-	srv := httptest.NewServer(&flaky{answers: []func(http.ResponseWriter){problemAnswer(503, "unavailable", "10")}})
+// TestRetryAfterIsCapped: a Retry-After of 68 years, on a context without a deadline, is waited
+// no longer than the back-off ceiling; the watchdog only ends a test that would otherwise hang.
+func TestRetryAfterIsCapped(t *testing.T) {
+	srv := httptest.NewServer(&flaky{answers: []func(http.ResponseWriter){
+		problemAnswer(503, "unavailable", strconv.Itoa(math.MaxInt32)), orderAnswer(false)}})
 	defer srv.Close()
-	c := New(srv.URL)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	start := time.Now()
-	_, meta, err := c.GetOrder(ctx, "o-1")
-	if !errors.Is(err, ErrUnavailable) || meta.Attempts != 1 || time.Since(start) > 900*time.Millisecond {
-		t.Errorf("err %v after %d attempts in %v: want the 503 at once, a 10 s wait passing the deadline",
-			err, meta.Attempts, time.Since(start))
+	watchdog := time.AfterFunc(10*time.Second, cancel)
+	defer watchdog.Stop()
+	c := New(srv.URL, WithBackoff(time.Millisecond, 10*time.Millisecond))
+	_, meta, err := c.CreateOrder(ctx, CreateOrderRequest{CustomerID: "c", Currency: "EUR"})
+	if err != nil || meta.Attempts != 2 {
+		t.Errorf("err %v after %d attempts: want the order on the second attempt, after a capped wait", err, meta.Attempts)
+	}
+}
+
+// TestRetryStopsBeforeTheDeadline: a wait that would pass the deadline is not begun; the call
+// returns the 503 at once, as its problem.
+func TestRetryStopsBeforeTheDeadline(t *testing.T) {
+	for _, after := range []string{"10", strconv.Itoa(math.MaxInt32)} {
+		srv := httptest.NewServer(&flaky{answers: []func(http.ResponseWriter){problemAnswer(503, "unavailable", after)}})
+		defer srv.Close()
+		c := New(srv.URL)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		start := time.Now()
+		_, meta, err := c.GetOrder(ctx, "o-1")
+		p, ok := errors.AsType[*Problem](err)
+		if !ok || p.Status != 503 || meta.Attempts != 1 || time.Since(start) > 900*time.Millisecond {
+			t.Errorf("Retry-After %s: err %v after %d attempts in %v: want the 503 at once, a wait of 5 s passing the deadline",
+				after, err, meta.Attempts, time.Since(start))
+		}
 	}
 }
 
