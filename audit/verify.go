@@ -89,60 +89,114 @@ func (v *Verifier) Verify(ctx context.Context) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	var rep Report
-	streams := map[string]*stream{}
 	// The read models are fixed before the log is read: every row then comes from an event
 	// the log holds.
-	var snap *projections.Snapshot // of the orders read model, if it is to be compared
-	var ordersAt eventstore.Position
-	var lk *lookups
-	if v.Reads != nil {
-		s, err := v.Reads.Snapshot(ctx)
-		if err != nil {
-			return Report{}, fmt.Errorf("read the read models: %w", err)
-		}
-		defer s.Close()
-		at, version, ok, err := s.Checkpoint(ctx, projections.Orders{}.Name())
-		if err != nil {
-			return Report{}, fmt.Errorf("read the orders' checkpoint: %w", err)
-		}
-		if ok && version == (projections.Orders{}).Version() {
-			snap, ordersAt = s, at
-		}
-		rows, ok, err := s.LookupRows(ctx)
-		if err != nil {
-			return Report{}, fmt.Errorf("read the lookups: %w", err)
-		}
-		if ok {
-			lk = newLookups(rows)
+	models, err := v.snapshot(ctx)
+	if err != nil {
+		return Report{}, err
+	}
+	defer models.close()
+	var rep Report
+	streams, err := v.readLog(ctx, head, models.lookups, &rep)
+	if err != nil {
+		return Report{}, err
+	}
+	rep.Streams = len(streams)
+	for name, st := range streams {
+		rep.Findings = append(rep.Findings, st.finish(name)...)
+		for rev := range st.gaps {
+			rep.Findings = append(rep.Findings, Finding{Kind: KindMissing, Stream: name, Revision: rev,
+				Detail: fmt.Sprintf("revision %d is not in the log", rev)})
 		}
 	}
-	prefix := command.StreamName("")
-	filter := eventstore.Filter{StreamPrefixes: []string{prefix}}
+	if models.orders != nil {
+		drift, rows, err := drift(ctx, models.orders, models.ordersAt, streams)
+		if err != nil {
+			return Report{}, err
+		}
+		rep.Findings, rep.RowsChecked, rep.OrdersCompared = append(rep.Findings, drift...), rows, true
+	}
+	if lk := models.lookups; lk != nil {
+		rep.KeyStreams, rep.LookupsCompared = len(lk.byStream), true
+		drift, rows := lk.drift()
+		rep.Findings, rep.RowsChecked = append(rep.Findings, drift...), rep.RowsChecked+rows
+	}
+	sort.SliceStable(rep.Findings, func(i, j int) bool {
+		a, b := rep.Findings[i], rep.Findings[j]
+		if a.Stream != b.Stream {
+			return a.Stream < b.Stream
+		}
+		return a.Revision < b.Revision
+	})
+	if v.Progress != nil {
+		v.Progress(head, head)
+	}
+	rep.Seconds = time.Since(start).Seconds()
+	if rep.Seconds > 0 {
+		rep.EventsPerSecond = float64(rep.Events) / rep.Seconds
+	}
+	if rep.Findings == nil {
+		rep.Findings = []Finding{}
+	}
+	return rep, nil
+}
+
+// readModels are the read models the log is compared with, as of one snapshot.
+type readModels struct {
+	snap     *projections.Snapshot // nil without Verifier.Reads
+	orders   *projections.Snapshot // snap, if its orders read model is at this build's version
+	ordersAt eventstore.Position   // the orders read model's checkpoint
+	lookups  *lookups              // nil unless the snapshot holds them at this build's version
+}
+
+func (m readModels) close() {
+	if m.snap != nil {
+		m.snap.Close()
+	}
+}
+
+// snapshot takes the snapshot of the read models to compare, if the verifier has them.
+func (v *Verifier) snapshot(ctx context.Context) (m readModels, err error) {
+	if v.Reads == nil {
+		return m, nil
+	}
+	if m.snap, err = v.Reads.Snapshot(ctx); err != nil {
+		return readModels{}, fmt.Errorf("read the read models: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			m.close()
+			m = readModels{}
+		}
+	}()
+	at, version, ok, err := m.snap.Checkpoint(ctx, projections.Orders{}.Name())
+	if err != nil {
+		return m, fmt.Errorf("read the orders' checkpoint: %w", err)
+	}
+	if ok && version == (projections.Orders{}).Version() {
+		m.orders, m.ordersAt = m.snap, at
+	}
+	rows, ok, err := m.snap.LookupRows(ctx)
+	if err != nil {
+		return m, fmt.Errorf("read the lookups: %w", err)
+	}
+	if ok {
+		m.lookups = newLookups(rows)
+	}
+	return m, nil
+}
+
+// readLog reads the order streams of the log up to head, and the key streams if there are
+// lookups to compare, and checks each event; it counts the events and adds the findings to
+// rep. It returns what it knows of each order stream.
+func (v *Verifier) readLog(ctx context.Context, head eventstore.Position, lk *lookups, rep *Report) (map[string]*stream, error) {
+	filter := eventstore.Filter{StreamPrefixes: []string{command.StreamName("")}}
 	if lk != nil {
 		filter.StreamPrefixes = append(filter.StreamPrefixes, idempotency.StreamPrefix)
 	}
-	// One goroutine reads the log while this one checks it: the two halves take about as
-	// long, and there are two processors.
-	pages := make(chan []eventstore.RecordedEvent, 8)
-	readErr := make(chan error, 1)
-	readCtx, stopReading := context.WithCancel(ctx)
-	defer stopReading()
-	go func() {
-		defer close(pages)
-		page := make([]eventstore.RecordedEvent, 0, 1024)
-		for e, err := range v.Feed.ReadAll(readCtx, eventstore.ReadAllOptions{Filter: filter}) {
-			if err != nil {
-				readErr <- err
-				return
-			}
-			if page = append(page, e); len(page) == cap(page) {
-				pages <- page
-				page = make([]eventstore.RecordedEvent, 0, 1024)
-			}
-		}
-		pages <- page
-	}()
+	pages, readErr, stop := v.pages(ctx, filter)
+	defer stop()
+	streams := map[string]*stream{}
 	for page := range pages {
 		for _, e := range page {
 			rep.Events++
@@ -168,47 +222,35 @@ func (v *Verifier) Verify(ctx context.Context) (Report, error) {
 	}
 	select {
 	case err := <-readErr:
-		return Report{}, fmt.Errorf("read the log: %w", err)
+		return nil, fmt.Errorf("read the log: %w", err)
 	default:
+		return streams, nil
 	}
-	rep.Streams = len(streams)
-	for name, st := range streams {
-		rep.Findings = append(rep.Findings, st.finish(name)...)
-		for rev := range st.gaps {
-			rep.Findings = append(rep.Findings, Finding{Kind: KindMissing, Stream: name, Revision: rev,
-				Detail: fmt.Sprintf("revision %d is not in the log", rev)})
+}
+
+// pages reads the log's events that filter selects on a goroutine of its own, in pages,
+// while the caller checks them: the two halves take about as long, and there are two
+// processors. The pages end early if the read fails, with the error; stop ends the read.
+func (v *Verifier) pages(ctx context.Context, filter eventstore.Filter) (pages <-chan []eventstore.RecordedEvent, readErr <-chan error, stop func()) {
+	out := make(chan []eventstore.RecordedEvent, 8)
+	errs := make(chan error, 1)
+	ctx, stop = context.WithCancel(ctx)
+	go func() {
+		defer close(out)
+		page := make([]eventstore.RecordedEvent, 0, 1024)
+		for e, err := range v.Feed.ReadAll(ctx, eventstore.ReadAllOptions{Filter: filter}) {
+			if err != nil {
+				errs <- err
+				return
+			}
+			if page = append(page, e); len(page) == cap(page) {
+				out <- page
+				page = make([]eventstore.RecordedEvent, 0, 1024)
+			}
 		}
-	}
-	if snap != nil {
-		drift, rows, err := drift(ctx, snap, ordersAt, streams)
-		if err != nil {
-			return Report{}, err
-		}
-		rep.Findings, rep.RowsChecked, rep.OrdersCompared = append(rep.Findings, drift...), rows, true
-	}
-	if lk != nil {
-		rep.KeyStreams, rep.LookupsCompared = len(lk.byStream), true
-		drift, rows := lk.drift()
-		rep.Findings, rep.RowsChecked = append(rep.Findings, drift...), rep.RowsChecked+rows
-	}
-	sort.SliceStable(rep.Findings, func(i, j int) bool {
-		a, b := rep.Findings[i], rep.Findings[j]
-		if a.Stream != b.Stream {
-			return a.Stream < b.Stream
-		}
-		return a.Revision < b.Revision
-	})
-	if v.Progress != nil {
-		v.Progress(head, head)
-	}
-	rep.Seconds = time.Since(start).Seconds()
-	if rep.Seconds > 0 {
-		rep.EventsPerSecond = float64(rep.Events) / rep.Seconds
-	}
-	if rep.Findings == nil {
-		rep.Findings = []Finding{}
-	}
-	return rep, nil
+		out <- page
+	}()
+	return out, errs, stop
 }
 
 // check verifies one event of the stream and folds it. It returns the event decoded, or nil.
