@@ -46,10 +46,21 @@ func New(baseURL string, opts ...Option) *Client {
 	for _, o := range opts {
 		o(c)
 	}
+	c.http = refusingRedirects(c.http)
 	return c
 }
 
-// WithHTTPClient sends the requests with hc instead of http.DefaultClient.
+// refusingRedirects is a copy of hc that hands a redirect back instead of following it, so that
+// the API key, the body and the Idempotency-Key go to the base URL alone; hc is not changed.
+func refusingRedirects(hc *http.Client) *http.Client {
+	own := *hc
+	own.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &own
+}
+
+// WithHTTPClient sends the requests with a copy of hc instead of http.DefaultClient: its
+// transport, cookie jar and timeout, but never following a redirect (ErrRedirect), whatever its
+// CheckRedirect says.
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) {
 		if hc != nil {

@@ -6,9 +6,10 @@
 // The client is a package of the service's module, github.com/acme/orders, not a module of its
 // own. It imports only the standard library, github.com/oklog/ulid/v2 and the service's error
 // kinds (package fault, which imports nothing but the standard library), and a test keeps it
-// so: its sentinels are those kinds. Go's module graph pruning means that a program importing
-// it compiles only those: the server's dependencies (echo, SQLite, the KurrentDB client, …)
-// appear in the user's go.sum, but are never built or linked into the user's binary.
+// so: the sentinels of the service's problems are those kinds. Go's module graph pruning means
+// that a program importing it compiles only those: the server's dependencies (echo, SQLite, the
+// KurrentDB client, …) appear in the user's go.sum, but are never built or linked into the
+// user's binary.
 //
 // # Commands are carried out once
 //
@@ -32,6 +33,11 @@
 // problem+json answer is returned as a *Problem, which errors.Is matches against the sentinel
 // errors (ErrNotFound, ErrRejected, ErrKeyReused, …) by its code, or by its status for a code
 // this client does not know.
+//
+// An answer that is not the service's is an error too, and final: a redirect, which the API
+// never answers and the client never follows, with its own http.Client or a copy of the
+// caller's (ErrRedirect), so that the API key, the body and the Idempotency-Key go to the base
+// URL alone.
 //
 // # Consistency
 //

@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 
@@ -37,6 +38,15 @@ var (
 	// ErrUnavailable: the service cannot answer now (503, 429); retried by the client until its
 	// attempts run out.
 	ErrUnavailable = fault.Unavailable
+)
+
+// Errors of answers that are not the service's: the API never redirects. They are final: the
+// client does not retry them.
+var (
+	// ErrRedirect: the answer was a redirect (3xx). The client follows none, so that the API key,
+	// the body and the Idempotency-Key go to the base URL alone; a base URL that redirects (http
+	// to https, a moved host) must be corrected in the configuration.
+	ErrRedirect = errors.New("orders: redirect not followed")
 )
 
 // sentinelByCode maps the service's problem codes to the sentinel they match.

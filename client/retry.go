@@ -67,7 +67,7 @@ func retryAfter(h http.Header) time.Duration {
 
 // do sends req until an attempt is final, the attempts run out or the next wait would pass
 // ctx's deadline. It returns a 2xx answer, or the last attempt's error: a *Problem for an
-// error answer.
+// error answer, ErrRedirect for a redirect, which is final.
 func (c *Client) do(ctx context.Context, req request, meta *Meta) (*answer, error) {
 	meta.IdempotencyKey = req.key
 	for n := 1; ; n++ {
@@ -75,6 +75,10 @@ func (c *Client) do(ctx context.Context, req request, meta *Meta) (*answer, erro
 		ans, err := c.attempt(ctx, req)
 		if err == nil && ans.status < 300 {
 			return ans, nil
+		}
+		if err == nil && ans.status < 400 {
+			loc := ans.header.Get("Location")
+			return nil, fmt.Errorf("%s %s: %w: %d to %q", req.method, req.path, ErrRedirect, ans.status, loc)
 		}
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%s %s: %w", req.method, req.path, ctx.Err())
