@@ -21,7 +21,7 @@ import (
 )
 
 // consoleScreenshots, if set, is the directory the console tests write their screenshots to
-// (docs/ holds the README's): go test ./tests/ -run TestConsoleAuditor -console-screenshots=$PWD/docs
+// (docs/ holds the README's: regenerateScreenshots)
 var consoleScreenshots = flag.String("console-screenshots", "", "directory to write the console's screenshots to")
 
 // browserTimeout bounds the whole run of the browser tests.
@@ -131,21 +131,6 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 	}
 	t.Fatalf("read %s: %v", sel, err)
 	return ""
-}
-
-// screenshot saves the page as name.png in -console-screenshots, if it is set.
-func screenshot(t *testing.T, ctx context.Context, name string) {
-	t.Helper()
-	if *consoleScreenshots == "" {
-		return
-	}
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatalf("screenshot: %v", err)
-	}
-	if err := os.WriteFile(filepath.Join(*consoleScreenshots, name+".png"), png, 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // consoleOrders makes alice's and bob's orders: alice's third order is paid, then charged
