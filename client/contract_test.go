@@ -86,22 +86,28 @@ func TestWireTypesMatchTheContract(t *testing.T) {
 	}
 }
 
-// TestContractExamplesDecode decodes the contract's examples into the wire types, refusing
-// unknown members, so that a member the client does not know fails here.
+// decodeExample decodes a contract's example into a wire type, refusing unknown members; a
+// resource must also pass the check that tells an answer from a stray JSON body.
+func decodeExample(t *testing.T, what string, example, into any) {
+	t.Helper()
+	data, err := json.Marshal(example)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		t.Errorf("%s: %v\n%s", what, err, data)
+	} else if r, ok := into.(resource); ok && r.check() != nil {
+		t.Errorf("%s: %v: the client would take it for a malformed answer", what, r.check())
+	}
+}
+
+// TestContractExamplesDecode decodes the contract's examples into the wire types, so that a
+// member the client does not know fails here.
 func TestContractExamplesDecode(t *testing.T) {
 	doc := loadContract(t)
-	decode := func(what string, example any, into any) {
-		t.Helper()
-		data, err := json.Marshal(example)
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		dec := json.NewDecoder(bytes.NewReader(data))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(into); err != nil {
-			t.Errorf("%s: %v\n%s", what, err, data)
-		}
-	}
+	decode := func(what string, example, into any) { t.Helper(); decodeExample(t, what, example, into) }
 	for name, ex := range doc.Components.Examples {
 		decode("example "+name, ex.Value.Value, new(Order))
 	}

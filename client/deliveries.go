@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"iter"
 	"net/url"
 	"strconv"
@@ -42,6 +43,18 @@ type DeliveryAttempt struct {
 // WebhookDeliveryPage).
 type deliveryPage struct {
 	Deliveries []DeliveryRecord `json:"deliveries"`
+}
+
+func (p *deliveryPage) check() error {
+	if p.Deliveries == nil {
+		return errors.New("page without deliveries")
+	}
+	for _, d := range p.Deliveries {
+		if d.ID == "" {
+			return errors.New("delivery without an id")
+		}
+	}
+	return nil
 }
 
 // DeliveriesOption selects the deliveries that Deliveries lists.

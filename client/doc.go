@@ -37,7 +37,10 @@
 // An answer that is not the service's is an error too, and final: a redirect, which the API
 // never answers and the client never follows, with its own http.Client or a copy of the
 // caller's (ErrRedirect), so that the API key, the body and the Idempotency-Key go to the base
-// URL alone.
+// URL alone; and a success that is not application/json or not the resource the call promises,
+// such as an order without an id (ErrMalformedAnswer). A command that ends with the latter may
+// have been carried out: read the order, or send it again with
+// WithIdempotencyKey(meta.IdempotencyKey) to have the service replay its answer.
 //
 // # Consistency
 //

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -85,7 +86,10 @@ func (c *Client) ConfirmPaymentByID(ctx context.Context, paymentID string, amoun
 func (c *Client) GetOrder(ctx context.Context, orderID string, opts ...CallOption) (Order, Meta, error) {
 	var o Order
 	meta, err := c.read(ctx, withMinPosition(orderPath(orderID), nil, c.callOptions(opts)), &o)
-	return o, meta, err
+	if err != nil {
+		return Order{}, meta, err
+	}
+	return o, meta, nil
 }
 
 // ListOptions filters ListOrders.
@@ -164,36 +168,58 @@ func (c *Client) command(ctx context.Context, method, path string, body any, opt
 			return Order{}, Meta{}, fmt.Errorf("encode %s %s: %w", method, path, err)
 		}
 	}
-	var meta Meta
-	ans, err := c.do(ctx, request{method: method, path: path, body: data, key: key, call: o}, &meta)
 	var ord Order
-	if err == nil {
-		err = decode(ans, &ord, &meta)
+	meta, err := c.send(ctx, request{method: method, path: path, body: data, key: key, call: o}, &ord)
+	if err != nil {
+		return Order{}, meta, err
 	}
-	if err == nil && c.session != nil {
+	if c.session != nil {
 		c.session.observe(meta.LogPosition)
 	}
-	return ord, meta, err
+	return ord, meta, nil
 }
 
 // read sends a GET, retried like a command's attempts, and decodes its answer into v.
-func (c *Client) read(ctx context.Context, path string, v any) (Meta, error) {
-	var meta Meta
-	ans, err := c.do(ctx, request{method: http.MethodGet, path: path}, &meta)
-	if err == nil {
-		err = decode(ans, v, &meta)
-	}
-	return meta, err
+func (c *Client) read(ctx context.Context, path string, v resource) (Meta, error) {
+	return c.send(ctx, request{method: http.MethodGet, path: path}, v)
 }
 
-// decode reads a 2xx answer's body into v and its headers into meta.
-func decode(ans *answer, v any, meta *Meta) error {
+// send carries out req and decodes its answer into v: the one path of every call's answer.
+func (c *Client) send(ctx context.Context, req request, v resource) (Meta, error) {
+	var meta Meta
+	ans, err := c.do(ctx, req, &meta)
+	if err != nil {
+		return meta, err
+	}
+	if err := decode(ans, v, &meta); err != nil {
+		return meta, fmt.Errorf("%s %s: %w", req.method, req.path, err)
+	}
+	return meta, nil
+}
+
+// resource is the body a call promises. check reports what a decoded body lacks that every
+// such resource has: JSON decoding alone takes "{}" or null for an empty one.
+type resource interface{ check() error }
+
+// decode reads a 2xx answer's headers into meta and its body into v. A body that is not
+// application/json, or not the resource v promises, is ErrMalformedAnswer, which is not retried:
+// an answer that is not the service's (a proxy's page, a wrong base URL) would most likely come
+// again, and one that is would only be replayed to a retry with the same key.
+func decode(ans *answer, v resource, meta *Meta) error {
 	meta.Replayed = ans.header.Get("Idempotent-Replayed") == "true"
 	meta.ETag = ans.header.Get("ETag")
 	meta.RequestID = ans.header.Get("X-Request-Id")
 	meta.LogPosition, _ = strconv.ParseUint(ans.header.Get("Log-Position"), 10, 64)
-	if err := json.Unmarshal(ans.body, v); err != nil {
-		return fmt.Errorf("decode answer %d: %w", ans.status, err)
+	ct := ans.header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+		return fmt.Errorf("%w: %d with Content-Type %q", ErrMalformedAnswer, ans.status, ct)
+	}
+	err := json.Unmarshal(ans.body, v)
+	if err == nil {
+		err = v.check()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %d: %w", ErrMalformedAnswer, ans.status, err)
 	}
 	return nil
 }

@@ -40,13 +40,19 @@ var (
 	ErrUnavailable = fault.Unavailable
 )
 
-// Errors of answers that are not the service's: the API never redirects. They are final: the
-// client does not retry them.
+// Errors of answers that are not the service's: the API never redirects, and answers every
+// success with the resource the call promises, as application/json. They are final: the client
+// does not retry them.
 var (
 	// ErrRedirect: the answer was a redirect (3xx). The client follows none, so that the API key,
 	// the body and the Idempotency-Key go to the base URL alone; a base URL that redirects (http
 	// to https, a moved host) must be corrected in the configuration.
 	ErrRedirect = errors.New("orders: redirect not followed")
+	// ErrMalformedAnswer: a success (2xx) that is not application/json or not the resource the
+	// call promises, such as an order without an id. A command that ends so may have been
+	// carried out: read the order, or send the command again with
+	// WithIdempotencyKey(meta.IdempotencyKey), which replays the service's answer.
+	ErrMalformedAnswer = errors.New("orders: malformed answer")
 )
 
 // sentinelByCode maps the service's problem codes to the sentinel they match.

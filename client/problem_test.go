@@ -10,7 +10,7 @@ import (
 
 // sentinels are every sentinel error, to check that a problem matches exactly one.
 var sentinels = []error{ErrInvalid, ErrUnauthorized, ErrForbidden, ErrNotFound, ErrInFlight, ErrConflict,
-	ErrRejected, ErrPreconditionFailed, ErrKeyReused, ErrUnavailable, ErrRedirect}
+	ErrRejected, ErrPreconditionFailed, ErrKeyReused, ErrUnavailable, ErrRedirect, ErrMalformedAnswer}
 
 func TestProblemsMatchTheirSentinel(t *testing.T) {
 	tests := []struct {

@@ -136,6 +136,7 @@ func orderAnswer(replayed bool) func(http.ResponseWriter) {
 		if replayed {
 			w.Header().Set("Idempotent-Replayed", "true")
 		}
+		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
 		io.WriteString(w, `{"id":"01JD3Z8Q7T5V9W2X4Y6Z8A0B1C","customerId":"c","currency":"EUR","status":"created","lines":[],"total":0,"paid":0,"refunded":0,"version":2,"createdAt":"2026-11-29T06:00:00Z","updatedAt":"2026-11-29T06:00:00Z"}`)
 	}

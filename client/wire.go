@@ -2,6 +2,8 @@ package client
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -45,6 +47,19 @@ type Order struct {
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// check reports an order without a member that every order has, from its creation on.
+func (o *Order) check() error {
+	switch {
+	case o.ID == "":
+		return errors.New("order without an id")
+	case o.CustomerID == "" || o.Currency == "" || o.Status == "":
+		return fmt.Errorf("order %s without a customer, currency or status", o.ID)
+	case o.Version < 1:
+		return fmt.Errorf("order %s at version %d", o.ID, o.Version)
+	}
+	return nil
 }
 
 // Line is a line of an order (schema Line).
@@ -119,6 +134,18 @@ type orderPage struct {
 	Next   string  `json:"next,omitempty"`
 }
 
+func (p *orderPage) check() error {
+	if p.Orders == nil {
+		return errors.New("page without orders")
+	}
+	for i := range p.Orders {
+		if err := p.Orders[i].check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Event is an event of an order's stream, with who caused it (schema Event).
 type Event struct {
 	Revision   int64     `json:"revision"`
@@ -149,6 +176,18 @@ type EventMetadata struct {
 type eventPage struct {
 	Events []Event `json:"events"`
 	Next   *int64  `json:"next,omitempty"`
+}
+
+func (p *eventPage) check() error {
+	if p.Events == nil {
+		return errors.New("page without events")
+	}
+	for _, e := range p.Events {
+		if e.Type == "" {
+			return fmt.Errorf("event %d without a type", e.Revision)
+		}
+	}
+	return nil
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
