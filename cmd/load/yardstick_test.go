@@ -10,12 +10,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/acme/orders/internal/testenv"
 	"github.com/acme/orders/tests/load"
 )
 
@@ -103,11 +103,9 @@ func TestCreateRatiosOfUnknownFiguresEncode(t *testing.T) {
 }
 
 // wrk's keyed creates reach the yardstick's file, and its retries are replayed, not stored
-// again; skipped where wrk is not installed.
+// again.
 func TestWrkCreatesOnYardstick(t *testing.T) {
-	if _, err := exec.LookPath("wrk"); err != nil {
-		t.Skip("wrk is not installed")
-	}
+	testenv.LookPath(t, "wrk", "apt-get install wrk")
 	path := filepath.Join(t.TempDir(), "yardstick.db")
 	y, err := load.OpenYardstick(path)
 	if err != nil {

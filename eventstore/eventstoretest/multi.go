@@ -9,12 +9,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// multi returns the backend as a MultiStreamAppender, or skips the test for one that is not.
+// multi returns the backend as a MultiStreamAppender, or fails the test for one that is not: a
+// backend without it names the group in Options.NotRun.
 func (f *fixture) multi(t *testing.T) eventstore.MultiStreamAppender {
 	t.Helper()
 	m, ok := f.b.(eventstore.MultiStreamAppender)
 	if !ok {
-		t.Skip("the backend does not append to several streams atomically")
+		t.Fatal("the backend does not append to several streams atomically: name MultiStreamAppend in Options.NotRun")
 	}
 	return m
 }

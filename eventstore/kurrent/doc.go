@@ -25,7 +25,7 @@
 //     exact expected revision (NoStream included), which is what order appends and key claims
 //     use; with Any or StreamExists only within KurrentDB's idempotency window (a bounded cache
 //     of recent ids, emptied by a restart). The conformance suite runs with
-//     SkipGlobalEventIDUniqueness.
+//     SkipGlobalEventIDUniqueness and does not run its test of unique ids (Options.NotRun).
 //   - A soft-deleted stream keeps its last revision for KurrentDB: an append at Exact(last
 //     revision) succeeds and recreates it, where the contract says a deleted stream has no
 //     revision and the append fails. DeleteStream checks first and so keeps the contract; Append

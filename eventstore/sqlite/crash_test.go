@@ -31,12 +31,19 @@ type crashEvent struct {
 	Pad    string `json:"pad"`
 }
 
-// TestCrashChild is the child process of TestCrash; it does nothing in a normal run.
-func TestCrashChild(t *testing.T) {
-	dir, prefix := os.Getenv("CRASH_CHILD_DIR"), os.Getenv("CRASH_CHILD_PREFIX")
-	if dir == "" {
-		t.Skip("runs only as TestCrash's child process")
+// TestMain runs the test binary as the crash tests' child (crashChild) when they start it so,
+// and the tests otherwise.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv("CRASH_CHILD_DIR"); dir != "" {
+		crashChild(dir, os.Getenv("CRASH_CHILD_PREFIX"))
+		return
 	}
+	os.Exit(m.Run())
+}
+
+// crashChild appends in a loop from 8 writers, printing each acknowledged append, until it is
+// killed.
+func crashChild(dir, prefix string) {
 	// The checkpointer copies the WAL at every tick at which it holds a frame not yet copied,
 	// so that the longer rounds kill the child between and during copies too.
 	s, err := sqlite.Open(dir, sqlite.Config{CheckpointFrames: 1})
@@ -148,7 +155,7 @@ type ack struct {
 // runAndKill starts the child, lets it append for about d, kills it and returns its acks.
 func runAndKill(t *testing.T, dir, prefix string, d time.Duration) []ack {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
+	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "CRASH_CHILD_DIR="+dir, "CRASH_CHILD_PREFIX="+prefix)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -10,8 +10,8 @@
 //
 //	func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 //
-// Without the binaries, Start fails the test, saying to install them, unless the environment
-// sets ORDERS_SKIP_POSTGRES=1: then it skips it.
+// Without the binaries, Start skips the test, naming the package that installs them, or
+// fails it under CI (internal/testenv).
 //
 // The server is for tests only: fsync is off, so a crash of the machine may lose its data. A
 // test binary killed before Main returns (a -timeout panic) leaves it running, with its
@@ -27,12 +27,12 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/acme/orders/internal/testenv"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// SkipEnv is the environment variable that, set to 1, makes Start skip the test when the
-// PostgreSQL binaries are missing rather than fail it.
-const SkipEnv = "ORDERS_SKIP_POSTGRES"
+// installPostgres installs the initdb and pg_ctl that Start looks for.
+const installPostgres = "apt-get install postgresql"
 
 // Server is a running throwaway PostgreSQL server.
 type Server struct {
@@ -79,10 +79,8 @@ func Start(tb testing.TB) *Server {
 	}
 	once.Do(func() { started, failure = start(context.Background()) })
 	switch {
-	case errors.Is(failure, errNoBinaries) && os.Getenv(SkipEnv) == "1":
-		tb.Skipf("pgtest: %v (%s=1)", failure, SkipEnv)
 	case errors.Is(failure, errNoBinaries):
-		tb.Fatalf("pgtest: %v; or set %s=1 to skip the tests that need it", failure, SkipEnv)
+		testenv.Missing(tb, "PostgreSQL's server", installPostgres)
 	case failure != nil:
 		tb.Fatalf("pgtest: %v", failure)
 	}
@@ -134,8 +132,8 @@ func StartOwn(tb testing.TB, settings ...string) *Server {
 	tb.Helper()
 	s, err := start(context.Background(), settings...)
 	switch {
-	case errors.Is(err, errNoBinaries) && os.Getenv(SkipEnv) == "1":
-		tb.Skipf("pgtest: %v (%s=1)", err, SkipEnv)
+	case errors.Is(err, errNoBinaries):
+		testenv.Missing(tb, "PostgreSQL's server", installPostgres)
 	case err != nil:
 		tb.Fatalf("pgtest: %v", err)
 	}
