@@ -219,13 +219,7 @@ func auditorFollowsAnOrder(t *testing.T, ctx context.Context, s *server, ids []s
 		t.Errorf("the focus is on %q, want the chosen event's state", focused)
 	}
 	screenshot(t, ctx, "console-order")
-	run(t, ctx, "a phone's width", chromedp.EmulateViewport(390, 844))
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.documentElement.scrollWidth <= window.innerWidth`,
-		chromedp.WithPollingTimeout(5*time.Second))); err != nil {
-		width, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth`))
-		t.Errorf("at a phone's width (390 px) the order's page is %d px wide: %v", width, err)
-	}
-	run(t, ctx, "a desktop's width", chromedp.ResetViewport())
+	checkPhoneWidth(t, ctx)
 
 	session := checkCookies(t, ctx, s, 8*time.Hour)
 	checkExport(t, s, session, ids[2], 5)
@@ -233,6 +227,18 @@ func auditorFollowsAnOrder(t *testing.T, ctx context.Context, s *server, ids []s
 	if got := text(t, ctx, "main section"); !strings.Contains(got, "POST /v1/orders/"+ids[2]+"/payments") || !strings.Contains(got, "answered 200") {
 		t.Errorf("the key page: %q", got)
 	}
+}
+
+// checkPhoneWidth checks that the page fits a phone's width (390 px) without scrolling sideways.
+func checkPhoneWidth(t *testing.T, ctx context.Context) {
+	t.Helper()
+	run(t, ctx, "a phone's width", chromedp.EmulateViewport(390, 844))
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.documentElement.scrollWidth <= window.innerWidth`,
+		chromedp.WithPollingTimeout(5*time.Second))); err != nil {
+		width, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth`))
+		t.Errorf("at a phone's width (390 px) the page is %d px wide: %v", width, err)
+	}
+	run(t, ctx, "a desktop's width", chromedp.ResetViewport())
 }
 
 // checkLocalTime checks that the script shows the time sel in the browser's zone, its UTC
