@@ -18,7 +18,9 @@
 // alone, then read (Provider.Read). Both schemes sign an HMAC-SHA256 of the delivery's
 // timestamp and body, and Verify refuses a timestamp more than Tolerance from now, either
 // way, so that a captured delivery cannot be replayed later. Every comparison of signatures
-// takes constant time.
+// takes constant time. What needs no body (the scheme's headers, their form, the timestamp)
+// Provider.CheckHeaders checks before the body is read: anyone can send a delivery, and one
+// that fails there costs the service no read of its body.
 //
 // # Standard Webhooks
 //

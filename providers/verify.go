@@ -39,9 +39,24 @@ func (p Provider) Verify(h http.Header, body []byte, now time.Time) error {
 	return fmt.Errorf("%w: unknown scheme %q", ErrUnverified, p.Scheme)
 }
 
-// verifyStandard verifies a Standard Webhooks delivery through the library. Its Verify checks
-// the timestamp against time.Now, so the timestamp is checked here against now instead.
-func (p Provider) verifyStandard(h http.Header, body []byte, now time.Time) error {
+// CheckHeaders checks what of a delivery can be checked without its body: that the scheme's
+// headers are there and well formed, and that the signed timestamp is within Tolerance of
+// now. A delivery that passes may still not verify; one that fails never would, so that its
+// body need not be read at all. Verify checks the same. Its errors wrap ErrUnverified.
+func (p Provider) CheckHeaders(h http.Header, now time.Time) error {
+	switch p.Scheme {
+	case StandardWebhooks:
+		return checkStandardHeaders(h, now)
+	case Stripe:
+		_, _, err := checkStripeHeader(h, now)
+		return err
+	}
+	return fmt.Errorf("%w: unknown scheme %q", ErrUnverified, p.Scheme)
+}
+
+// checkStandardHeaders checks a Standard Webhooks delivery's headers (see CheckHeaders). The
+// library's Verify checks the timestamp against time.Now, so it is checked here against now.
+func checkStandardHeaders(h http.Header, now time.Time) error {
 	for _, name := range []string{standardwebhooks.HeaderWebhookID, standardwebhooks.HeaderWebhookTimestamp, standardwebhooks.HeaderWebhookSignature} {
 		if h.Get(name) == "" {
 			return fmt.Errorf("%w: missing %s header", ErrUnverified, name)
@@ -56,6 +71,15 @@ func (p Provider) verifyStandard(h http.Header, body []byte, now time.Time) erro
 	}
 	if !hasV1(h.Get(standardwebhooks.HeaderWebhookSignature)) {
 		return fmt.Errorf("%w: malformed %s header: no v1 signature", ErrUnverified, standardwebhooks.HeaderWebhookSignature)
+	}
+	return nil
+}
+
+// verifyStandard verifies a Standard Webhooks delivery through the library, once its headers
+// are checked, ignoring the timestamp that they checked.
+func (p Provider) verifyStandard(h http.Header, body []byte, now time.Time) error {
+	if err := checkStandardHeaders(h, now); err != nil {
+		return err
 	}
 	for _, s := range p.Secrets {
 		wh, err := standardwebhooks.NewWebhook(string(s))
@@ -77,22 +101,32 @@ func hasV1(header string) bool {
 	return false
 }
 
-// verifyStripe verifies a Stripe delivery. It is written here rather than taken from
-// stripe-go, which would bring the whole Stripe API client for these few lines.
-func (p Provider) verifyStripe(h http.Header, body []byte, now time.Time) error {
+// checkStripeHeader checks a Stripe delivery's header (see CheckHeaders) and returns its
+// timestamp's text and its v1 signatures.
+func checkStripeHeader(h http.Header, now time.Time) (t string, sigs [][]byte, err error) {
 	header := h.Get(stripeSignatureHeader)
 	if header == "" {
-		return fmt.Errorf("%w: missing %s header", ErrUnverified, stripeSignatureHeader)
+		return "", nil, fmt.Errorf("%w: missing %s header", ErrUnverified, stripeSignatureHeader)
 	}
-	t, sigs, err := parseStripeHeader(header)
+	t, sigs, err = parseStripeHeader(header)
 	if err != nil {
-		return fmt.Errorf("%w: malformed %s header: %w", ErrUnverified, stripeSignatureHeader, err)
+		return "", nil, fmt.Errorf("%w: malformed %s header: %w", ErrUnverified, stripeSignatureHeader, err)
 	}
 	at, err := parseUnix(t)
 	if err != nil {
-		return fmt.Errorf("%w: malformed %s header: %w", ErrUnverified, stripeSignatureHeader, err)
+		return "", nil, fmt.Errorf("%w: malformed %s header: %w", ErrUnverified, stripeSignatureHeader, err)
 	}
 	if err := checkTime(at, now); err != nil {
+		return "", nil, err
+	}
+	return t, sigs, nil
+}
+
+// verifyStripe verifies a Stripe delivery. It is written here rather than taken from
+// stripe-go, which would bring the whole Stripe API client for these few lines.
+func (p Provider) verifyStripe(h http.Header, body []byte, now time.Time) error {
+	t, sigs, err := checkStripeHeader(h, now)
+	if err != nil {
 		return err
 	}
 	for _, s := range p.Secrets {

@@ -130,6 +130,7 @@ func runVerifyCases(t *testing.T, p providers.Provider, cases []verifyCase) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h, body := tc.edit(sign(t, tc.signer, testBody, tc.skew), testBody)
+			checkHeadersAlone(t, p, h, tc.want)
 			err := p.Verify(h, body, now)
 			if tc.want == "" {
 				if err != nil {
@@ -142,6 +143,23 @@ func runVerifyCases(t *testing.T, p providers.Provider, cases []verifyCase) {
 			}
 			checkNoSecret(t, err.Error(), body, p, tc.signer)
 		})
+	}
+}
+
+// checkHeadersAlone checks that CheckHeaders, which has no body, refuses a delivery that
+// Verify refuses for its headers, saying the same, and passes one that only the signature
+// over the body decides.
+func checkHeadersAlone(t *testing.T, p providers.Provider, h http.Header, want string) {
+	t.Helper()
+	err := p.CheckHeaders(h, now)
+	if want == "" || want == "no signature matches" {
+		if err != nil {
+			t.Errorf("CheckHeaders: %v; want it passed, for the body to decide", err)
+		}
+		return
+	}
+	if !errors.Is(err, providers.ErrUnverified) || !strings.Contains(err.Error(), want) {
+		t.Errorf("CheckHeaders: %v; want ErrUnverified saying %q", err, want)
 	}
 }
 
