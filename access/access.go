@@ -4,6 +4,8 @@ package access
 
 import (
 	"fmt"
+	"net"
+	"net/netip"
 	"strings"
 
 	"github.com/acme/orders/fault"
@@ -115,4 +117,21 @@ func ValidatePrincipal(name string) error {
 		}
 	}
 	return nil
+}
+
+// LoopbackHost reports whether a request's Host names this machine's loopback: localhost (or a
+// name under it), an address of 127.0.0.0/8, or ::1, with any port. In development mode (no
+// API keys) the API and the console answer only such requests: a page of another site whose
+// name resolves to this machine (DNS rebinding) names its own host, and the listener's loopback
+// address is no guard against it.
+func LoopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
 }

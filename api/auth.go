@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/netip"
 	"strings"
 
 	"github.com/acme/orders/access"
@@ -150,9 +148,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		if !ok && !dev {
 			return errUnauthorized
 		}
-		if dev && s.LoopbackHosts && !loopbackHost(c.Request().Host) {
-			// A page of another site whose name resolves to this machine (DNS rebinding)
-			// names its own host: the listener's loopback address is no guard against it.
+		if dev && s.LoopbackHosts && !access.LoopbackHost(c.Request().Host) {
 			return fmt.Errorf("%w: development mode answers requests to loopback names only, not %q", errForbidden, c.Request().Host)
 		}
 		caller, ok := s.Authenticate(bearer)
@@ -166,20 +162,6 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return next(c)
 	}
-}
-
-// loopbackHost reports whether a request's Host names this machine's loopback: localhost (or a
-// name under it), an address of 127.0.0.0/8, or ::1, with any port.
-func loopbackHost(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.Unmap().IsLoopback()
 }
 
 // bearerToken is the token of an Authorization header of the Bearer scheme (RFC 6750), whose

@@ -60,6 +60,9 @@ type Services struct {
 	// CaughtUp waits until the projection has applied the log as it is now, as an API read
 	// without minPosition does.
 	CaughtUp func(ctx context.Context, projection string) error
+	// Development: the server has no API keys, so every request is the principal "local" with
+	// every role, without signing in, and only on loopback names (access.LoopbackHost).
+	Development bool
 }
 
 // Console serves the console's pages. Construct it with New; it is an http.Handler for

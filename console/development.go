@@ -5,10 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"net/netip"
-	"strings"
 
 	"github.com/acme/orders/access"
 )
@@ -34,11 +31,12 @@ func newDevelopment() development {
 	return d
 }
 
-// developmentCaller is the caller of every request if the server is in development mode,
-// which the API tells by accepting a key that no one holds. It asks on every request, as a
-// session does, rather than once at the start, so that the console is never open without a key
-// on a server that has keys.
+// developmentCaller is the caller of every request if the server is in development mode: the
+// caller the API makes of any key there, asked for one that no one holds.
 func (c *Console) developmentCaller() (access.Caller, bool) {
+	if !c.svc.Development {
+		return access.Caller{}, false
+	}
 	return c.svc.Authenticate(c.dev.noKey)
 }
 
@@ -47,24 +45,9 @@ func (c *Console) developmentCaller() (access.Caller, bool) {
 // resolves to this machine (DNS rebinding) names its own host, and could otherwise read the
 // console's pages and their token: the API refuses those hosts in development mode too.
 func (c *Console) developmentVisit(w http.ResponseWriter, r *http.Request, caller access.Caller) (*visit, bool) {
-	if !loopbackHost(r.Host) {
+	if !access.LoopbackHost(r.Host) {
 		c.fail(w, r, nil, fmt.Errorf("%w, not %q", errNotLoopback, r.Host))
 		return nil, false
 	}
 	return &visit{caller: caller, csrf: c.dev.csrf, development: true}, true
-}
-
-// loopbackHost reports whether a request's Host names this machine's loopback: localhost (or a
-// name under it), an address of 127.0.0.0/8, or ::1, with any port: the API's own check in
-// development mode, which requests to the console do not pass through.
-func loopbackHost(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.Unmap().IsLoopback()
 }

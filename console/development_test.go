@@ -15,6 +15,7 @@ import (
 // inDevelopment makes f's console that of a server without keys: every key is the principal
 // "local" with every role, as api.Server.AuthenticateHash answers then.
 func (f *fixture) inDevelopment() {
+	f.c.svc.Development = true
 	f.c.svc.Authenticate = func([sha256.Size]byte) (access.Caller, bool) {
 		return access.Caller{Principal: "local", Roles: access.AllRoles}, true
 	}

@@ -169,7 +169,7 @@ func (cmd *serveCmd) server(ctx context.Context, e *env, store backend, metrics 
 		BodyMemory:     cmd.Limits.BodyMemory << 20,
 	}
 	services := console.Services{Orders: orders, Reads: srv.Reads, Projections: runner, Feed: store, Log: log,
-		Authenticate: srv.AuthenticateHash, CaughtUp: srv.CaughtUp}
+		Authenticate: srv.AuthenticateHash, CaughtUp: srv.CaughtUp, Development: len(keys) == 0}
 	if srv.Console, err = console.New(ctx, services, console.Config{MaxSessions: cmd.ConsoleSessions, MaxSessionsPerPrincipal: cmd.ConsoleSessionsEach, SessionTTL: cmd.ConsoleSessionTTL, SecureCookies: cmd.ConsoleSecureCookies}); err != nil {
 		return nil, err
 	}
