@@ -36,11 +36,13 @@ import (
 // positions of the log, so where both stores number their log 1, 2, 3… (the embedded store and
 // PostgreSQL; not KurrentDB) the copy keeps every event's position, and ends at the source's
 // head. The positions of the source's removed events are filled in the destination: with the
-// placeholders of the late streams, else with fillers, appended to a stream of their own and
-// deleted at once. A late stream's removed events all came before its first remaining one, so
-// there are enough such positions before it for its placeholders, and placing them earliest
-// first remaining event first (plan lists the late streams) always finds room. Every append's
-// result is checked against the source's positions.
+// placeholders of the late streams, else with fillers, appended to streams of their own and
+// deleted when the copy ends. A late stream's removed events all came before its first remaining
+// one, so there are enough such positions before it for its placeholders, and placing them
+// earliest first remaining event first (plan lists the late streams) always finds room. What
+// fills the positions before a run joins the run's append (see gapPlan), so that a log with a
+// removed event between every two (a key expired before each keyed command) takes no more
+// appends than one without. Every append's result is checked against the source's positions.
 type copier struct {
 	src   backend
 	dst   backend
@@ -57,8 +59,10 @@ type copier struct {
 	// placeheld holds the late streams of the destination whose placeholders are not
 	// truncated yet, with the revision of their last placeholder.
 	placeheld map[string]uint64
-	fillers   bool // the destination may hold fillers that a killed copy did not delete
-	stats     copyStats
+	// fillerRevs holds the filler streams the destination holds, this copy's or a killed one's,
+	// with their last revision: they are deleted when the copy ends.
+	fillerRevs map[string]uint64
+	stats      copyStats
 }
 
 // copyStats are the figures of a copy.
@@ -81,7 +85,8 @@ type lateStream struct {
 }
 
 func newCopier(src, dst backend, batch int, positions bool) *copier {
-	return &copier{src: src, dst: dst, batch: batch, positions: positions, placeheld: map[string]uint64{}, maxLate: 1_000_000}
+	return &copier{src: src, dst: dst, batch: batch, positions: positions, maxLate: 1_000_000,
+		placeheld: map[string]uint64{}, fillerRevs: map[string]uint64{}}
 }
 
 // run copies what the destination lacks of the source's log.
@@ -108,6 +113,9 @@ func (c *copier) run(ctx context.Context) (copyStats, error) {
 			return c.stats, err
 		}
 	}
+	if err := c.deleteFillers(ctx); err != nil {
+		return c.stats, err
+	}
 	for stream := range c.placeheld {
 		return c.stats, fmt.Errorf("the destination's stream %q holds placeholders of an interrupted copy, but the source no longer holds its events: it is not a copy of the source", stream)
 	}
@@ -118,7 +126,7 @@ func (c *copier) run(ctx context.Context) (copyStats, error) {
 const (
 	placeholderType = "store-copy.placeholder.v1"
 	fillerType      = "store-copy.filler.v1"
-	// fillerStream is the stream of the fillers, deleted as soon as they are written.
+	// fillerStream is the first stream of the fillers (see fillerAppend).
 	fillerStream = "store-copy-fillers"
 )
 
@@ -220,21 +228,22 @@ func (c *copier) copyAfter(ctx context.Context, after eventstore.Position) error
 
 // flush appends a batch of the source's events, in log order: each run of consecutive events of
 // one stream in one append, and runs of distinct streams together in one multi-stream append
-// where the destination has it. With positions, the positions of the source's removed events
-// before a run are filled first, and a run or a multi-stream append holds no such position.
+// where the destination has it, each after what fills the positions of the source's removed
+// events before it, if the copy keeps positions.
 func (c *copier) flush(ctx context.Context, batch []eventstore.RecordedEvent) error {
 	if len(batch) == 0 {
 		return nil
 	}
 	multi, _ := c.dst.(eventstore.MultiStreamAppender)
 	for runs := c.splitRuns(batch); len(runs) > 0; {
-		n := c.together(runs, multi != nil)
-		if c.positions {
-			if err := c.fillGap(ctx, runs[0][0].Position.Commit); err != nil {
-				return err
-			}
+		n := 1
+		var err error
+		if multi == nil {
+			err = c.appendAlone(ctx, runs[0])
+		} else {
+			n, err = c.appendTogether(ctx, multi, runs)
 		}
-		if err := c.appendRuns(ctx, multi, runs[:n]); err != nil {
+		if err != nil {
 			return err
 		}
 		runs = runs[n:]
@@ -265,47 +274,63 @@ func (c *copier) splitRuns(events []eventstore.RecordedEvent) [][]eventstore.Rec
 // adjacent reports whether b is at the position after a's.
 func adjacent(a, b eventstore.RecordedEvent) bool { return b.Position.Commit == a.Position.Commit+1 }
 
-// together returns how many runs, from the first, one multi-stream append takes: runs of
-// distinct streams (a multi-stream append names each stream once), at consecutive positions if
-// the copy keeps them.
-func (c *copier) together(runs [][]eventstore.RecordedEvent, multi bool) int {
-	if !multi {
-		return 1
-	}
-	seen := make(map[string]bool, len(runs))
-	for i, run := range runs {
-		if seen[run[0].Stream] || (i > 0 && c.positions && !adjacent(runs[i-1][len(runs[i-1])-1], run[0])) {
-			return i
+// appendAlone appends a run by itself, after the positions before it are filled.
+func (c *copier) appendAlone(ctx context.Context, run []eventstore.RecordedEvent) error {
+	if c.positions {
+		if err := c.fillGap(ctx, run[0].Position.Commit); err != nil {
+			return err
 		}
-		seen[run[0].Stream] = true
 	}
-	return len(runs)
+	return c.appendRun(ctx, run)
 }
 
-// appendRuns appends runs of distinct streams in one multi-stream append, or one by one where
-// one of them is a late stream without its placeholders (see appendRun), or multi is nil.
-func (c *copier) appendRuns(ctx context.Context, multi eventstore.MultiStreamAppender, runs [][]eventstore.RecordedEvent) error {
-	if multi == nil || len(runs) == 1 {
-		for _, run := range runs {
-			if err := c.appendRun(ctx, run); err != nil {
-				return err
+// appendTogether appends runs from the first in one multi-stream append, with what fills the
+// positions before each (see group), and returns how many it took. Where a run is a late stream
+// without its placeholders, it appends them one by one (see appendRun).
+func (c *copier) appendTogether(ctx context.Context, multi eventstore.MultiStreamAppender, runs [][]eventstore.RecordedEvent) (int, error) {
+	g := c.group(runs)
+	if g.runs == 0 {
+		// The positions before the first run cannot join it: filled first, they leave none.
+		if err := c.fillGap(ctx, runs[0][0].Position.Commit); err != nil {
+			return 0, err
+		}
+		g = c.group(runs)
+	}
+	if len(g.appends) == 1 {
+		return 1, c.appendRun(ctx, runs[0])
+	}
+	results, err := multi.MultiStreamAppend(ctx, g.appends...)
+	if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
+		for _, run := range runs[:g.runs] { // nothing was written
+			if err := c.appendAlone(ctx, run); err != nil {
+				return 0, err
 			}
 		}
-		return nil
-	}
-	appends := make([]eventstore.StreamAppend, len(runs))
-	for i, run := range runs {
-		appends[i] = eventstore.StreamAppend{Stream: run[0].Stream, Expected: expectedBefore(run[0].Revision), Events: eventData(run)}
-	}
-	results, err := multi.MultiStreamAppend(ctx, appends...)
-	if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
-		return c.appendRuns(ctx, nil, runs) // nothing was written
+		return g.runs, nil
 	}
 	if err != nil {
-		return fmt.Errorf("append to %d streams from %s@%d: %w", len(runs), runs[0][0].Stream, runs[0][0].Revision, err)
+		return 0, fmt.Errorf("append to %d streams from %s@%d: %w", len(g.appends), runs[0][0].Stream, runs[0][0].Revision, err)
 	}
-	for i, run := range runs {
-		if err := c.appended(ctx, run, results[i]); err != nil {
+	c.nextLate = g.nextLate
+	return g.runs, c.noteGroup(ctx, runs, g.appends, results)
+}
+
+// noteGroup checks the results of a group's multi-stream append, in its order, and notes what
+// it wrote: placeholders, fillers and runs.
+func (c *copier) noteGroup(ctx context.Context, runs [][]eventstore.RecordedEvent, appends []eventstore.StreamAppend, results []eventstore.AppendResult) error {
+	next := 0
+	for i, a := range appends {
+		var err error
+		switch a.Events[0].Type {
+		case placeholderType:
+			err = c.notePlaceholders(a, results[i])
+		case fillerType:
+			err = c.noteFillers(a, results[i])
+		default:
+			err = c.appended(ctx, runs[next], results[i])
+			next++
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -388,105 +413,6 @@ func (c *copier) settle(ctx context.Context, stream string, first uint64) error 
 		return fmt.Errorf("truncate the placeholders of %s before %d: %w", stream, first, err)
 	}
 	delete(c.placeheld, stream)
-	return nil
-}
-
-// fillGap fills the destination's positions before position p, which the source's removed
-// events held: with the placeholders of the late streams, earliest first event first, then
-// with fillers.
-func (c *copier) fillGap(ctx context.Context, p uint64) error {
-	if c.next > p {
-		return fmt.Errorf("the destination's next position is %d, past the source's %d: copy into a new store, whose positions can follow the source's", c.next, p)
-	}
-	for c.next < p {
-		n := min(p-c.next, uint64(c.batch))
-		var err error
-		if l, placed, ok := c.pendingLate(p); ok {
-			err = c.fill(ctx, l.stream, placed, min(n, l.first-placed))
-		} else {
-			err = c.fillWithFillers(ctx, n)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// pendingLate returns the late stream whose first event comes first at or after position p
-// among those that still lack placeholders, and how many it has.
-func (c *copier) pendingLate(p uint64) (lateStream, uint64, bool) {
-	for ; c.nextLate < len(c.late); c.nextLate++ {
-		l := c.late[c.nextLate]
-		if l.at < p {
-			continue // copied already
-		}
-		placed := uint64(0)
-		if rev, ok := c.placeheld[l.stream]; ok {
-			placed = rev + 1
-		}
-		if placed < l.first {
-			return l, placed, true
-		}
-	}
-	return lateStream{}, 0, false
-}
-
-// fill appends n placeholders to stream from revision from, in batches.
-func (c *copier) fill(ctx context.Context, stream string, from, n uint64) error {
-	if from == 0 {
-		c.stats.streams++
-		c.stats.late++
-	}
-	for end := from + n; from < end; {
-		k := min(end-from, uint64(c.batch))
-		res, err := c.dst.Append(ctx, stream, expectedBefore(from), placeholders(stream, from, k)...)
-		if err == nil && res.Revision != from+k-1 {
-			err = fmt.Errorf("the destination answered revision %d", res.Revision)
-		}
-		if err == nil {
-			err = c.advance(res.Position, k)
-		}
-		if err != nil {
-			return fmt.Errorf("append placeholders %s@%d..%d: %w", stream, from, from+k-1, err)
-		}
-		c.placeheld[stream] = res.Revision
-		c.stats.placeholders += k
-		from += k
-	}
-	return nil
-}
-
-// placeholders returns n placeholder events of stream from revision from, with ids derived
-// from both.
-func placeholders(stream string, from, n uint64) []eventstore.EventData {
-	events := make([]eventstore.EventData, n)
-	for i := range events {
-		name := fmt.Sprintf("%s\x00%d", stream, from+uint64(i))
-		events[i] = eventstore.EventData{ID: uuid.NewSHA1(copyIDSpace, []byte(name)), Type: placeholderType, Data: []byte("{}")}
-	}
-	return events
-}
-
-// fillWithFillers fills the destination's next n positions with fillers, and deletes them.
-func (c *copier) fillWithFillers(ctx context.Context, n uint64) error {
-	events := make([]eventstore.EventData, n)
-	for i := range events {
-		name := fmt.Sprintf("%s\x00%d", fillerStream, c.next+uint64(i))
-		events[i] = eventstore.EventData{ID: uuid.NewSHA1(copyIDSpace, []byte(name)), Type: fillerType, Data: []byte("{}")}
-	}
-	start := c.next
-	res, err := c.dst.Append(ctx, fillerStream, eventstore.NoStream, events...)
-	if err == nil {
-		err = c.advance(res.Position, n)
-	}
-	if err == nil {
-		err = c.dst.DeleteStream(ctx, fillerStream, eventstore.Exact(res.Revision))
-	}
-	if err != nil {
-		return fmt.Errorf("fill positions %d..%d: %w", start, start+n-1, err)
-	}
-	c.stats.fillers += n
 	return nil
 }
 

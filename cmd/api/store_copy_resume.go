@@ -48,13 +48,14 @@ func (c *copier) resume(ctx context.Context) (eventstore.Position, error) {
 }
 
 // noteOwn reports whether d, an event of the destination, is one the copy wrote of its own, and
-// notes what it says: a late stream's last placeholder so far, or fillers left undeleted.
+// notes what it says: a late stream's last placeholder so far, or a filler stream's last
+// filler, which a killed copy left undeleted.
 func (c *copier) noteOwn(d eventstore.RecordedEvent) bool {
 	switch d.Type {
 	case placeholderType:
 		c.placeheld[d.Stream] = d.Revision
 	case fillerType:
-		c.fillers = true
+		c.fillerRevs[d.Stream] = d.Revision
 	default:
 		return false
 	}
@@ -92,18 +93,12 @@ func differs(s, d eventstore.RecordedEvent, positions bool) string {
 	return ""
 }
 
-// positionAfter reads the destination's next position, and deletes the fillers that a killed
-// copy may have left.
+// positionAfter reads the destination's next position.
 func (c *copier) positionAfter(ctx context.Context) error {
 	head, err := c.dst.Head(ctx)
 	if err != nil {
 		return fmt.Errorf("read the destination's head: %w", err)
 	}
 	c.next = head.Commit + 1
-	if c.fillers {
-		if err := c.dst.DeleteStream(ctx, fillerStream, eventstore.Any); err != nil {
-			return fmt.Errorf("delete the fillers of an interrupted copy: %w", err)
-		}
-	}
 	return nil
 }

@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +23,7 @@ import (
 	"github.com/acme/orders/eventstore/postgres"
 	"github.com/acme/orders/eventstore/postgres/pgtest"
 	"github.com/acme/orders/eventstore/sqlite"
+	"github.com/acme/orders/idempotency"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 	"github.com/oklog/ulid/v2"
@@ -91,7 +95,7 @@ func openCopyPostgres(t *testing.T, url string) *postgres.Store {
 }
 
 // openCopySQLite opens the embedded store of dir; the caller closes it.
-func openCopySQLite(t *testing.T, dir string) *sqlite.Store {
+func openCopySQLite(t testing.TB, dir string) *sqlite.Store {
 	t.Helper()
 	s, err := sqlite.Open(dir, sqlite.Config{})
 	if err != nil {
@@ -111,15 +115,16 @@ const (
 
 // seedCopySource writes orders orders into a new data directory with the command handler,
 // each created with a line, given another and its quantity changed, one command of each order
-// after the other so that their streams interleave in the log; and, among them, the streams
-// above, truncated and deleted as the service truncates and deletes streams.
+// after the other so that their streams interleave in the log, each command after the claim of
+// its key, which then expires (expiringKeys); and, among them, the streams above, truncated and
+// deleted as the service truncates and deletes streams.
 func seedCopySource(t *testing.T, orders int) string {
 	t.Helper()
 	dir := t.TempDir()
 	s := openCopySQLite(t, dir)
 	defer s.Close()
 	ctx := context.Background()
-	h := &command.Handler{Store: s}
+	h := &command.Handler{Store: expiringKeys{t, s}}
 	eur := func(n int64) order.Money { return order.Money{Amount: n, Currency: "EUR"} }
 	ids := make([]string, orders)
 	for i := range ids {
@@ -156,6 +161,24 @@ func seedCopySource(t *testing.T, orders int) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// expiringKeys is a store whose every append of an order's events comes after the claim of a
+// key of its own, which is then deleted: the log has a removed event before each command's, as
+// the service's has once the sweeper has deleted the expired keys.
+type expiringKeys struct {
+	t *testing.T
+	*sqlite.Store
+}
+
+func (s expiringKeys) Append(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) (eventstore.AppendResult, error) {
+	key := "idempotency-" + events[0].ID.String()
+	copyAppend(s.t, s.Store, key, 1)
+	res, err := s.Store.Append(ctx, stream, expected, events...)
+	if err := s.Store.DeleteStream(ctx, key, eventstore.Exact(0)); err != nil {
+		s.t.Fatal(err)
+	}
+	return res, err
 }
 
 // copyTruncate truncates and deletes the streams as the constants above say.
@@ -425,6 +448,34 @@ func TestStoreCopyResumesAfterEveryWrite(t *testing.T) {
 	}
 }
 
+// A log whose every order was written with an idempotency key that has since expired copies in
+// as many writes as the same log before its keys expired, but for the deletes of the filler
+// streams: the position of a removed event is filled in the append of the events after it,
+// not by writes of its own. The copy is the source's log all the same, at its positions.
+func TestStoreCopyWritesDoNotGrowWithExpiredKeys(t *testing.T) {
+	ctx := context.Background()
+	orders := commandtest.Log(t, 100) // 1,000 events
+	writes := map[bool]int{}
+	for _, expire := range []bool{false, true} {
+		from := openCopySQLite(t, keysLog(t, orders, expire))
+		dst := &copyCutter{Store: openCopySQLite(t, t.TempDir()), cut: math.MaxInt}
+		if _, err := newCopier(from, dst, 64, true).run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(copyLogOf(t, from), copyLogOf(t, dst.Store)); diff != "" {
+			t.Errorf("keys expired %v: the log of the copy differs from the source's (-source +copy):\n%s", expire, diff)
+		}
+		writes[expire] = dst.writes
+		dst.Close()
+		from.Close()
+	}
+	t.Logf("writes of the copy: %d with the keys kept, %d with them expired", writes[false], writes[true])
+	if writes[true] > writes[false]+fillerStreams {
+		t.Errorf("the copy of the log whose keys expired made %d writes, of the log with its keys %d: want at most %d more, the deletes of the filler streams",
+			writes[true], writes[false], fillerStreams)
+	}
+}
+
 // copyWithPositions returns got with the positions of want, for a copy that does not keep them.
 func copyWithPositions(got, want []copiedEvent) []copiedEvent {
 	for i := range min(len(got), len(want)) {
@@ -497,7 +548,26 @@ func TestStoreCopyArguments(t *testing.T) {
 //
 //	go test ./cmd/api -run '^$' -bench StoreCopy -benchtime 3x
 func BenchmarkStoreCopy(b *testing.B) {
-	src := commandtest.Log(b, 1000)
+	benchmarkStoreCopy(b, commandtest.Log(b, 1000))
+}
+
+// BenchmarkStoreCopyExpiredKeys copies the same 1,000 orders from a log in which each was
+// written with the claim of an idempotency key of its own, in one append as the service writes a
+// keyed create, and every key then expired and was deleted, as the sweeper deletes it: a
+// removed position before each order. BenchmarkStoreCopyKeptKeys copies that log before the
+// keys expired: the same positions, 11,000 events. Run with BenchmarkStoreCopy (-bench
+// StoreCopy) to compare.
+func BenchmarkStoreCopyExpiredKeys(b *testing.B) {
+	benchmarkStoreCopy(b, keysLog(b, commandtest.Log(b, 1000), true))
+}
+
+func BenchmarkStoreCopyKeptKeys(b *testing.B) {
+	benchmarkStoreCopy(b, keysLog(b, commandtest.Log(b, 1000), false))
+}
+
+// benchmarkStoreCopy copies the embedded store of src into PostgreSQL, with the default batch,
+// and reports events/s.
+func benchmarkStoreCopy(b *testing.B, src string) {
 	server := pgtest.Start(b)
 	ctx := context.Background()
 	var events uint64
@@ -523,4 +593,69 @@ func BenchmarkStoreCopy(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+}
+
+// keysLog returns the data directory of an embedded store holding the streams of the store of
+// src, each appended whole with the claim of an idempotency key of its own, as the service
+// appends a keyed create; with expire, each key is then deleted as the sweeper deletes one that
+// expired. It is made on the first call and kept in the temporary directory for the next ones.
+func keysLog(tb testing.TB, src string, expire bool) string {
+	tb.Helper()
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("%s-keyed-expired-%v", filepath.Base(src), expire))
+	if _, err := os.Stat(filepath.Join(dir, "complete")); err == nil {
+		return dir
+	}
+	os.RemoveAll(dir)
+	from := openCopySQLite(tb, src)
+	defer from.Close()
+	streams := map[string][]eventstore.RecordedEvent{}
+	for e, err := range from.ReadAll(context.Background(), eventstore.ReadAllOptions{}) {
+		if err != nil {
+			tb.Fatal(err)
+		}
+		streams[e.Stream] = append(streams[e.Stream], e)
+	}
+	to := openCopySQLite(tb, dir)
+	var wg sync.WaitGroup
+	work := make(chan []eventstore.RecordedEvent)
+	for range 16 { // the store's writer commits the appends of concurrent writers together
+		wg.Go(func() {
+			for events := range work {
+				writeWithKeys(tb, to, events, expire)
+			}
+		})
+	}
+	for _, events := range streams {
+		work <- events
+	}
+	close(work)
+	wg.Wait()
+	to.Close()
+	if tb.Failed() {
+		tb.FailNow() // not marked complete: made again by the next call
+	}
+	if err := os.WriteFile(filepath.Join(dir, "complete"), nil, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return dir
+}
+
+// writeWithKeys appends the events of one stream to s with a key's claim, and with expire
+// deletes the key.
+func writeWithKeys(tb testing.TB, s *sqlite.Store, events []eventstore.RecordedEvent, expire bool) {
+	ctx := context.Background()
+	first := events[0]
+	key := idempotency.StreamName("bench", first.Stream)
+	claim, _ := json.Marshal(idempotency.Claimed{Principal: "bench", Key: first.Stream, Method: "POST",
+		Path: "/v1/orders", OrderID: first.Stream, ClaimedAt: first.Recorded, ExpiresAt: first.Recorded.Add(24 * time.Hour)})
+	_, err := s.MultiStreamAppend(ctx,
+		eventstore.StreamAppend{Stream: key, Expected: eventstore.NoStream,
+			Events: []eventstore.EventData{{ID: uuid.New(), Type: idempotency.TypeClaimed, Data: claim}}},
+		eventstore.StreamAppend{Stream: first.Stream, Expected: expectedBefore(first.Revision), Events: eventData(events)})
+	if err == nil && expire {
+		err = s.DeleteStream(ctx, key, eventstore.Exact(0))
+	}
+	if err != nil {
+		tb.Error(err)
+	}
 }
