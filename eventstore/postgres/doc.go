@@ -49,6 +49,12 @@
 // request is tried again in a transaction of its own, so that one request's fault stays its
 // own.
 //
+// A write's wait is bounded by Config.StatementTimeout from its call, not from the start of
+// its transaction: a transaction's statements are bounded by what is left to its earliest
+// request (SET LOCAL statement_timeout), and a request whose time ran out waiting for its turn
+// fails without one. Otherwise a write queued behind a transaction that waits out its timeout
+// (a table that another session holds locked) would wait out that one and then its own.
+//
 // # Subscriptions
 //
 // A subscription reads pages until it has caught up, then waits for a wake-up: the writer wakes

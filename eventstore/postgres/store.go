@@ -19,8 +19,9 @@ type Config struct {
 	// MaxConns caps the connections of the store's pool; 0 means 16. The listener connection
 	// (see the package documentation) comes on top.
 	MaxConns int32
-	// StatementTimeout bounds every statement, the writers' wait for the write lock
-	// included; 0 means 10 s.
+	// StatementTimeout bounds every statement, and each write's whole wait from its call to
+	// its outcome: its turn behind the transaction in progress, the write lock and its own
+	// transaction; 0 means 10 s.
 	StatementTimeout time.Duration
 	// ConnectTimeout bounds each connection attempt; 0 means 5 s.
 	ConnectTimeout time.Duration

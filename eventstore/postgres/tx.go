@@ -14,15 +14,25 @@ import (
 // Its scope is the database.
 const notifyChannel = "orders_events"
 
-// tryCommit makes pending in one transaction: it takes the write lock, reads what the requests
-// need, decides each in memory (setting its outcome), writes the outcome of all and commits.
-// It reports whether events were written. Its error is the transaction's: then nothing was
-// written, whatever the requests' outcomes say.
-func (s *Store) tryCommit(pending []*request) (wrote bool, err error) {
-	ctx := s.ctx
-	// READ COMMITTED, whatever the server's default: each statement after the lock must see
-	// what the writers before committed (see the package documentation).
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+// cancelGrace is how long past a transaction's deadline the writer waits for the server's
+// statement timeout before it cancels the transaction itself: a cancel from the client closes
+// the connection, while the server's timeout keeps it.
+const cancelGrace = 250 * time.Millisecond
+
+// tryCommit makes pending in one transaction, by due: it takes the write lock, reads what the
+// requests need, decides each in memory (setting its outcome), writes the outcome of all and
+// commits. It reports whether events were written. Its error is the transaction's: then nothing
+// was written, whatever the requests' outcomes say.
+func (s *Store) tryCommit(pending []*request, due time.Time) (wrote bool, err error) {
+	budget := time.Until(due)
+	if budget <= 0 {
+		return false, errWaitedOut
+	}
+	// The server times out each statement within the budget; the context, a little later, ends
+	// a transaction whose statements took it together.
+	ctx, cancel := context.WithDeadline(s.ctx, due.Add(cancelGrace))
+	defer cancel()
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: beginQuery(budget)})
 	if err != nil {
 		return false, fmt.Errorf("begin: %w", err)
 	}
@@ -41,6 +51,14 @@ func (s *Store) tryCommit(pending []*request) (wrote bool, err error) {
 		return false, fmt.Errorf("commit: %w", err)
 	}
 	return len(b.inserts) > 0, nil
+}
+
+// beginQuery begins a writing transaction at READ COMMITTED, whatever the server's default:
+// each statement after the lock must see what the writers before committed (see the package
+// documentation). Its statements are bounded by budget, in the same round trip; a statement
+// timeout of 0 would be none.
+func beginQuery(budget time.Duration) string {
+	return fmt.Sprintf("BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL statement_timeout = %d", max(budget.Milliseconds(), 1))
 }
 
 // readBatch takes the write lock and then reads, in one round trip, the log's head, the rows

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/acme/orders/eventstore/internal/writeq"
 
@@ -81,8 +82,28 @@ func (s *Store) submit(r *request) error {
 	if err := s.usable(r.Ctx); err != nil {
 		return err
 	}
+	// The writer bounds r's whole wait from now, its turn behind the transaction in progress
+	// included (see deadline); the caller's context keeps its own deadline.
+	r.Ctx = context.WithValue(r.Ctx, queuedKey{}, time.Now())
 	return writeq.Submit(r, s.requests, s.closing)
 }
+
+// queuedKey keys, in a request's context, when submit handed it to the writer.
+type queuedKey struct{}
+
+// deadline is when r's wait for its outcome ends: Config.StatementTimeout after it was queued.
+// Counted from the start of its own transaction instead, a request queued behind a transaction
+// that waits out its timeout (a table locked by another session) would wait two.
+func (s *Store) deadline(r *request) time.Time {
+	queued, ok := r.Ctx.Value(queuedKey{}).(time.Time)
+	if !ok {
+		queued = time.Now() // handed to the writer by a test, not through submit
+	}
+	return queued.Add(s.cfg.StatementTimeout)
+}
+
+// errWaitedOut fails a request whose deadline passed before a transaction could take it.
+var errWaitedOut = fmt.Errorf("%w: the writer had no turn for the write within the statement timeout", eventstore.ErrUnavailable)
 
 // writer is the only goroutine of the store that writes: it takes every request waiting at
 // the time, up to Config.MaxBatch, commits them in one transaction and answers each, until
@@ -112,26 +133,19 @@ func (s *Store) writer() {
 }
 
 // commit writes batch, each request's outcome set, and answers its requests. A request whose
-// caller gave up before the transaction began is left out. If the server rejects a value of a
+// caller gave up, or whose deadline passed, before the transaction began is left out; the
+// transaction ends by the earliest deadline of the others. If the server rejects a value of a
 // transaction of several requests, each is tried again alone: the fault is one request's, and
 // the others must not fail with it.
 func (s *Store) commit(batch []*request) {
-	pending := make([]*request, 0, len(batch))
-	for _, r := range batch {
-		if err := r.Ctx.Err(); err != nil {
-			r.Err = err
-			r.Answer()
-			continue
-		}
-		pending = append(pending, r)
-	}
+	pending, due := s.admit(batch)
 	if len(pending) == 0 {
 		return
 	}
-	wrote, err := s.tryCommit(pending)
+	wrote, err := s.tryCommit(pending, due)
 	if err != nil && len(pending) > 1 && dataRejected(err) {
 		for _, r := range pending {
-			w, err := s.tryCommit([]*request{r})
+			w, err := s.tryCommit([]*request{r}, s.deadline(r))
 			s.answer([]*request{r}, err)
 			wrote = wrote || w
 		}
@@ -144,6 +158,29 @@ func (s *Store) commit(batch []*request) {
 	if wrote {
 		s.wake()
 	}
+}
+
+// admit answers the requests of batch whose caller gave up or whose deadline has passed, and
+// returns the others, with the earliest of their deadlines.
+func (s *Store) admit(batch []*request) (pending []*request, due time.Time) {
+	now := time.Now()
+	for _, r := range batch {
+		d := s.deadline(r)
+		switch {
+		case r.Ctx.Err() != nil:
+			r.Err = r.Ctx.Err()
+		case !now.Before(d):
+			r.Err = errWaitedOut
+		default:
+			pending = append(pending, r)
+			if due.IsZero() || d.Before(due) {
+				due = d
+			}
+			continue
+		}
+		r.Answer()
+	}
+	return pending, due
 }
 
 // answer hands each request its outcome; err, if not nil, is the transaction's, and is every
