@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,6 +64,39 @@ func TestPostgresLockedTableAnswersWithinTimeout(t *testing.T) {
 	s.create(t, "locked-after", "c-locked")
 }
 
+// A failover that leaves the node's database read-only (a demoted primary: ALTER SYSTEM SET
+// default_transaction_read_only) makes /readyz 503, naming the reason, while every write is
+// refused, and 200 again by itself once the database takes writes.
+func TestPostgresReadOnlyDatabaseIsNotReady(t *testing.T) {
+	t.Parallel()
+	url := pgtest.StartOwn(t).NewDatabase(t) // ALTER SYSTEM is the whole server's
+	s := startServer(t, "", "--store", "postgres", "--postgres-url", url)
+	s.create(t, "readonly-before", "c-readonly")
+	wantStatus(t, s.do(t, "GET", "/readyz", "", nil), http.StatusOK)
+	admin := connectPG(t, url)
+	t.Cleanup(func() { setReadOnly(t, admin, false) }) // for the database to be dropped
+
+	setReadOnly(t, admin, true)
+	var ready *response
+	if !eventually(10*time.Second, func() bool {
+		ready = s.do(t, "GET", "/readyz", "", nil)
+		return ready.status == http.StatusServiceUnavailable
+	}) {
+		t.Fatalf("/readyz on a read-only database: %v; want 503", ready)
+	}
+	checkProblem(t, ready, http.StatusServiceUnavailable, "unavailable")
+	if !strings.Contains(ready.str("detail"), "takes no writes") {
+		t.Errorf("/readyz detail %q does not say that the database takes no writes", ready.str("detail"))
+	}
+	checkProblem(t, s.do(t, "POST", "/v1/orders", "readonly-during", orderFor("c-readonly")), http.StatusServiceUnavailable, "unavailable")
+
+	setReadOnly(t, admin, false)
+	if !eventually(10*time.Second, func() bool { return s.do(t, "GET", "/readyz", "", nil).status == http.StatusOK }) {
+		t.Error("/readyz once the database takes writes again: still not 200 after 10 s")
+	}
+	s.create(t, "readonly-after", "c-readonly")
+}
+
 // connectPG opens a connection of the test's own to the database at url.
 func connectPG(t *testing.T, url string) *pgx.Conn {
 	t.Helper()
@@ -72,4 +106,20 @@ func connectPG(t *testing.T, url string) *pgx.Conn {
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
+}
+
+// setReadOnly makes the server of conn read-only by default, or not, as a failover tool does
+// to a demoted primary, and has every session take it up (pg_reload_conf). It runs in cleanups
+// too, where the test's context has ended.
+func setReadOnly(t *testing.T, conn *pgx.Conn, on bool) {
+	t.Helper()
+	set := `ALTER SYSTEM RESET default_transaction_read_only`
+	if on {
+		set = `ALTER SYSTEM SET default_transaction_read_only = on`
+	}
+	for _, sql := range []string{set, `SELECT pg_reload_conf()`} {
+		if _, err := conn.Exec(context.Background(), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/acme/orders/console"
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/eventstore/kurrent"
+	"github.com/acme/orders/eventstore/postgres"
 	"github.com/acme/orders/eventstore/sqlite"
 	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/lease"
@@ -142,6 +143,10 @@ func (s *stops) run() {
 		(*s)[i]()
 	}
 }
+
+// The PostgreSQL store tells readiness when its server turns read-only (see api.Readiness):
+// a rename of its method must not silently end that.
+var _ api.WriteChecker = (*postgres.Store)(nil)
 
 // server makes the API server on store and starts what runs beside it (the projections, the
 // legacy scan, the console's sessions, the webhooks, the key sweeper, the reload of the keys

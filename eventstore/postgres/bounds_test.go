@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,4 +104,60 @@ func awaitOutcome(t *testing.T, appended <-chan outcome) outcome {
 		t.Fatalf("the append did not return within %v", patience)
 	}
 	panic("unreachable")
+}
+
+// A database turned read-only, as a failover leaves a demoted primary, refuses every write
+// while it answers Ping: CheckWritable says why, and says nothing once it takes writes again.
+func TestCheckWritableSeesReadOnlyDatabase(t *testing.T) {
+	url := pgtest.StartOwn(t).NewDatabase(t) // ALTER SYSTEM is the whole server's
+	s := mustOpen(t, url)
+	defer s.Close()
+	admin := connect(t, url)
+	t.Cleanup(func() { setReadOnly(t, admin, false) }) // for the database to be dropped
+	if err := s.CheckWritable(t.Context()); err != nil {
+		t.Fatalf("a writable database: %v", err)
+	}
+
+	setReadOnly(t, admin, true)
+	var err error
+	for deadline := time.Now().Add(patience); err == nil; err = s.CheckWritable(t.Context()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("CheckWritable still nil %v after the database turned read-only", patience)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !errors.Is(err, eventstore.ErrUnavailable) || !strings.Contains(err.Error(), "transaction_read_only is on") {
+		t.Errorf("CheckWritable on a read-only database: %v; want ErrUnavailable naming transaction_read_only", err)
+	}
+	if err := s.Ping(t.Context()); err != nil {
+		t.Errorf("Ping on a read-only database: %v; want nil, which is why readiness needs CheckWritable", err)
+	}
+	if _, err := s.Append(t.Context(), "refused", eventstore.NoStream, eventstoretest.NewEvents(1)...); !errors.Is(err, eventstore.ErrUnavailable) {
+		t.Errorf("append to a read-only database: %v; want ErrUnavailable", err)
+	}
+
+	setReadOnly(t, admin, false)
+	for deadline := time.Now().Add(patience); s.CheckWritable(t.Context()) != nil; {
+		if time.Now().After(deadline) {
+			t.Fatalf("CheckWritable still failing %v after the database took writes again", patience)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	eventstoretest.MustAppend(t, s, "taken", eventstore.NoStream, eventstoretest.NewEvents(1)...)
+}
+
+// setReadOnly makes the server of conn read-only by default, or not, as a failover tool does
+// to a demoted primary, and has every session take it up (pg_reload_conf). It runs in cleanups
+// too, where the test's context has ended.
+func setReadOnly(t *testing.T, conn *pgx.Conn, on bool) {
+	t.Helper()
+	set := `ALTER SYSTEM RESET default_transaction_read_only`
+	if on {
+		set = `ALTER SYSTEM SET default_transaction_read_only = on`
+	}
+	for _, sql := range []string{set, `SELECT pg_reload_conf()`} {
+		if _, err := conn.Exec(context.Background(), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
 }

@@ -160,6 +160,29 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
+// CheckWritable reports whether the database takes writes now, in one round trip as Ping: not
+// while the server is a standby (in recovery) or read-only by default
+// (default_transaction_read_only, as a failover leaves a demoted primary). Then every write
+// fails while reads and Ping succeed, and it returns an error matching
+// eventstore.ErrUnavailable that says why; otherwise it fails as Ping does.
+func (s *Store) CheckWritable(ctx context.Context) error {
+	if err := s.usable(ctx); err != nil {
+		return fmt.Errorf("check writable: %w", err)
+	}
+	var recovery bool
+	var readOnly string
+	err := s.pool.QueryRow(ctx, `SELECT pg_is_in_recovery(), current_setting('transaction_read_only')`).Scan(&recovery, &readOnly)
+	switch {
+	case err != nil:
+		return s.fault(ctx, fmt.Errorf("check writable: %w", err))
+	case recovery:
+		return fmt.Errorf("%w: the database takes no writes: it is a standby, in recovery", eventstore.ErrUnavailable)
+	case readOnly == "on":
+		return fmt.Errorf("%w: the database takes no writes: transaction_read_only is on", eventstore.ErrUnavailable)
+	}
+	return nil
+}
+
 // Head implements eventstore.Feed: the position of the last event assigned, which a delete or
 // a truncate may have removed since.
 func (s *Store) Head(ctx context.Context) (eventstore.Position, error) {
