@@ -9,13 +9,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/acme/orders/eventstore/sqlite"
+	"github.com/acme/orders/internal/testenv"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 )
@@ -56,14 +56,11 @@ func newTab(t *testing.T, browser context.Context) context.Context {
 	return ctx
 }
 
-// newBrowser starts a headless Debian chromium for the test, or skips the test if there is
-// none (.ci/run installs it, so CI runs these tests).
+// newBrowser starts a headless Debian chromium for the test, or skips or fails the test if
+// there is none (internal/testenv).
 func newBrowser(t *testing.T) context.Context {
 	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skip("chromium is not installed (apt-get install chromium): the console's browser tests need it")
-	}
+	path := testenv.LookPath(t, "chromium", "apt-get install chromium")
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),

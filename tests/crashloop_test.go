@@ -3,9 +3,7 @@ package tests
 import (
 	"context"
 	"math/rand/v2"
-	"os"
 	"os/exec"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,22 +12,6 @@ import (
 	"github.com/acme/orders/api/apitest"
 	"github.com/acme/orders/tests/load"
 )
-
-// crashLoopKills is how many times TestCrashLoop kills the server: a few in CI, and
-// ORDERS_CRASH_KILLS for the full run (at least 20, for the crash loop to mean something).
-func crashLoopKills(t *testing.T) int {
-	if v := os.Getenv("ORDERS_CRASH_KILLS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("ORDERS_CRASH_KILLS=%q: want a positive count", v)
-		}
-		return n
-	}
-	if testing.Short() {
-		return 2
-	}
-	return 5
-}
 
 // Clients run order lifecycles (retries with the same key, concurrent copies, payment
 // callbacks delivered many times) while the server is SIGKILLed at random moments and started
@@ -56,7 +38,7 @@ func TestCrashLoop(t *testing.T) {
 // crashLoop runs order lifecycles spread over nodes while one of them at a time, at random, is
 // SIGKILLed and started again, then checks the ledger and the replays of every command.
 func crashLoop(t *testing.T, nodes []*server) {
-	kills := crashLoopKills(t)
+	kills := soakSize(3, 20)
 	const clients = 16
 	stop := make(chan struct{})
 	var next atomic.Uint64

@@ -299,9 +299,9 @@ func TestBodiesOverTheLimitAreAnswered(t *testing.T) {
 	const (
 		mib        = 1 << 20
 		create     = `{"customerId":"c-big","currency":"EUR"}`
-		sequential = 30
+		sequential = 5
 		clients    = 4 // at once, each sending perClient
-		perClient  = 5
+		perClient  = 2
 		paced      = 2 // by a client that sends in pieces and reads once it has sent them all
 	)
 	var (

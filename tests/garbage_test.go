@@ -24,22 +24,6 @@ import (
 	"github.com/acme/orders/tests/load"
 )
 
-// garbageRequests is how many random requests TestHTTPGarbage sends; ORDERS_GARBAGE_REQUESTS
-// sets it for a longer run.
-func garbageRequests(t *testing.T) int {
-	if v := os.Getenv("ORDERS_GARBAGE_REQUESTS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("ORDERS_GARBAGE_REQUESTS=%q: want a positive count", v)
-		}
-		return n
-	}
-	if testing.Short() {
-		return 300
-	}
-	return 1500
-}
-
 // Random methods, paths, headers and bodies, valid and not, sent to the real binary: it never
 // answers 5xx and never panics, and every answer matches the OpenAPI document (apitest checks
 // the answers to routes it has, and that others are 404 or 405 problems). The seed is logged;
@@ -57,7 +41,7 @@ func TestHTTPGarbage(t *testing.T) {
 			t.Fatalf("ORDERS_GARBAGE_SEED=%q: %v", v, err)
 		}
 	}
-	n := garbageRequests(t)
+	n := soakSize(300, 3000)
 	t.Logf("%d requests, seed %d (ORDERS_GARBAGE_SEED=%d repeats them)", n, seed, seed)
 
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }

@@ -60,6 +60,20 @@ func buildAndRun(m *testing.M) int {
 	return pgtest.Main(m) // stops the PostgreSQL server of the shared-store tests, if one started
 }
 
+// soakEnv, set by .ci/run for its soak after the test command, makes the storms, crash loops
+// and fuzzing runs of the package as long as soakSize says.
+const soakEnv = "ORDERS_SOAK"
+
+// soakSize is the size of a storm, crash loop or fuzzing run: normal in the test command, enough
+// to show its property (a storm enough concurrency to collide, a crash loop a few kills), or
+// long under ORDERS_SOAK=1.
+func soakSize(normal, long int) int {
+	if os.Getenv(soakEnv) != "" {
+		return long
+	}
+	return normal
+}
+
 // moduleRoot is the directory of the go.mod this package belongs to.
 func moduleRoot() (string, error) {
 	out, err := exec.Command("go", "env", "GOMOD").Output()

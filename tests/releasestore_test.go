@@ -44,11 +44,15 @@ type recordedOrder struct {
 	Events json.RawMessage `json:"events"`
 }
 
-// TestWriteReleaseStore writes the store of the binary under test; see recordedStore.
+// TestWriteReleaseStore writes the store of the binary under test (see recordedStore) to
+// ORDERS_WRITE_STORE; without it, to a directory of its own, which it then serves as
+// TestReleaseStoresStayReadable serves a committed one: the store this build writes is one that
+// a later build can be tested against.
 func TestWriteReleaseStore(t *testing.T) {
-	out := os.Getenv("ORDERS_WRITE_STORE")
+	t.Parallel()
+	out, check := os.Getenv("ORDERS_WRITE_STORE"), false
 	if out == "" {
-		t.Skip("ORDERS_WRITE_STORE names no directory to write a release's store to")
+		out, check = filepath.Join(t.TempDir(), "store-head"), true
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Fatalf("%s exists: a release's store is written once", out)
@@ -69,6 +73,9 @@ func TestWriteReleaseStore(t *testing.T) {
 	}
 	if err := os.WriteFile(filepath.Join(out, "recorded.json"), append(j, '\n'), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if check {
+		serveReleaseStore(t, out)
 	}
 }
 

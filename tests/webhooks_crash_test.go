@@ -12,7 +12,7 @@ import (
 	"github.com/acme/orders/tests/load"
 )
 
-// The server is SIGKILLed 10 times while 1,000 orders of alice's go through their lives (and a
+// The server is SIGKILLed 3 times (10 in the soak) while 200 orders (1,000) of alice's go through their lives (and a
 // few of bob's) and deliveries run: alice's endpoint receives every event of her orders at least
 // once, every duplicate with the same webhook-id, so a receiver that stores ids has exactly one
 // effect per event; an order's events are first acknowledged in their order; and neither
@@ -34,7 +34,7 @@ func TestWebhooksSurviveCrashLoop(t *testing.T) {
 		return 200, 0
 	})
 
-	crashOrders, crashKills := webhookCrashSize()
+	crashOrders, crashKills := soakSize(200, 1000), soakSize(3, 10)
 	seed := rand.Uint64()
 	config := func(token, run string, orders int) load.Config {
 		return load.Config{
@@ -153,14 +153,6 @@ func TestWebhooksSurviveCrashLoop(t *testing.T) {
 	}
 	check("alice's receiver", ra, wantA, "cust-wa")
 	check("bob's receiver", rb, wantB, "cust-wb")
-}
-
-// webhookCrashSize is the crash loop's orders and kills: 1,000 and 10, or 200 and 3 with -short.
-func webhookCrashSize() (orders, kills int) {
-	if testing.Short() {
-		return 200, 3
-	}
-	return 1000, 10
 }
 
 // On the embedded store one server holds the data directory, so a restarted server takes its
