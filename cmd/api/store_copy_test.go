@@ -355,18 +355,24 @@ var errCut = errors.New("cut")
 
 // copyCutter is a destination that stops at its cut-th write (append, multi-stream append,
 // truncate or delete), as a copy killed there would: the write is not made, or with after it is
-// made but its answer is lost. Every write after it fails too.
+// made but its answer is lost. Every write after it fails too; of writes made at once, those
+// counted after it.
 type copyCutter struct {
 	*sqlite.Store
+	mu          sync.Mutex
 	cut, writes int
 	after       bool
 }
 
 func (c *copyCutter) write(w func() error) error {
-	if c.writes++; c.writes < c.cut {
+	c.mu.Lock()
+	c.writes++
+	n := c.writes
+	c.mu.Unlock()
+	if n < c.cut {
 		return w()
 	}
-	if c.writes == c.cut && c.after {
+	if n == c.cut && c.after {
 		w()
 	}
 	return errCut
