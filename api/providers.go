@@ -12,6 +12,7 @@ import (
 
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
+	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/fault"
 	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/providers"
@@ -37,11 +38,12 @@ type providerAnswer struct {
 
 // providerEvent serves POST /v1/provider-events/:provider: a payment provider's event, signed
 // by the provider rather than sent with an API key. The signature is verified over the body's
-// bytes before anything reads them; then the event runs once per event id, as the provider's
-// principal, through the keyed pipeline: as the command it reports (order.ProviderEvent) on
-// the order that started its payment, or, if it names no order of the principal or reports
-// nothing the service acts on, as a record in the provider log (idempotency.Unapplied). Either way
-// the provider is answered 2xx, so that it stops; only what a retry can fix is not.
+// bytes before anything reads them; then the event runs once per provider and event id, as
+// the provider's principal, through the keyed pipeline: as the command it reports
+// (order.ProviderEvent) on the order that started its payment, or, if it names no order of
+// the principal or reports nothing the service acts on, as a record in the provider log
+// (idempotency.Unapplied). Either way the provider is answered 2xx, so that it stops; only
+// what a retry can fix is not.
 func (s *Server) providerEvent(c echo.Context) error {
 	stateOf(c).command = order.ProviderEvent{}.CommandName()
 	name := c.Param("provider")
@@ -72,12 +74,17 @@ func (s *Server) takeProviderEvent(c echo.Context, ctx context.Context, p provid
 	// The event's key is answered first: a redelivery of an event recorded in the provider log
 	// replays that record, even once the event's order is known.
 	r := s.providerKeyRequest(c, p, ev, orderID)
+	if reason != "" {
+		r.OrderID = "" // the key names no order
+	}
+	if r.Key, err = s.providerEventKey(ctx, p, ev, r); err != nil {
+		return "failed", err
+	}
 	var w idempotency.Work = s.providerCommand(c, p, ev, r)
 	if reason != "" {
 		w = idempotency.Unapplied{Event: providers.Unapplied{Provider: p.Name, Principal: p.Principal, EventID: ev.ID,
 			EventType: ev.Type, PaymentID: ev.PaymentID, OrderID: orderID, Reason: reason, ReceivedAt: time.Now().UTC()},
 			Render: renderUnapplied}
-		r.OrderID = "" // the key names no order
 	}
 	ans, err := s.pipeline().Do(ctx, r, w)
 	noteCause(ctx, ans.Err)
@@ -102,7 +109,7 @@ func (s *Server) verifiedEvent(c echo.Context, p providers.Provider) (providers.
 		return providers.Event{}, err
 	}
 	ev, err := p.Read(c.Request().Header, body)
-	if err == nil && (len(ev.ID) > order.MaxIDLen || strings.Contains(ev.ID, " ") || idempotency.ValidateKey(providerKey(ev)) != nil) {
+	if err == nil && (len(ev.ID) > order.MaxIDLen || strings.Contains(ev.ID, " ") || idempotency.ValidateKey(ev.ID) != nil) {
 		err = fmt.Errorf("%w: event id %q is not 1 to %d printable ASCII characters without spaces", providers.ErrMalformed, ev.ID, order.MaxIDLen)
 	}
 	if err != nil {
@@ -112,8 +119,63 @@ func (s *Server) verifiedEvent(c echo.Context, p providers.Provider) (providers.
 	return ev, nil
 }
 
-// providerKey is the idempotency key of a provider's event, among its principal's keys.
-func providerKey(ev providers.Event) string { return "provider:" + ev.ID }
+// providerKeySeparator separates the parts of a provider event's key. It is U+00B7, MIDDLE
+// DOT: not printable ASCII, so that no client's Idempotency-Key can hold it
+// (idempotency.ValidateKey) and no command of the principal's own can claim an event's key
+// before the event comes. The provider's name ([a-z0-9-]) and the event id (printable ASCII,
+// checked by verifiedEvent) hold none either, so the key reads back unambiguously.
+const providerKeySeparator = "\u00b7"
+
+// providerKey is the idempotency key of p's event ev among its principal's keys:
+// provider·<provider>·<event id>. It names the provider because event ids are unique among
+// one provider's events only: two providers of a principal may send events of the same id.
+func providerKey(p providers.Provider, ev providers.Event) string {
+	return "provider" + providerKeySeparator + p.Name + providerKeySeparator + ev.ID
+}
+
+// legacyProviderKey is the key that earlier releases gave ev, whatever its provider: one that
+// a client's Idempotency-Key can also be.
+func legacyProviderKey(ev providers.Event) string { return "provider:" + ev.ID }
+
+// providerEventKey is the key that the delivery of p's event ev, with key request r, runs
+// under: providerKey's, unless an earlier release recorded this very event under
+// legacyProviderKey's. Then that key, so that a redelivery is answered as the first delivery
+// was rather than applied again. The legacy key holds this event if its first claim has the
+// delivery's fingerprint, which names the provider (its path) and the event as read: another
+// provider's event of the same id, or a client's own command with that key, never matches.
+// Once the key's stream is swept, past its TTL, the event's order tells it, as its events
+// carry the key. It costs a read of a stream that is almost always missing, and one of the
+// order's.
+func (s *Server) providerEventKey(ctx context.Context, p providers.Provider, ev providers.Event, r idempotency.Request) (string, error) {
+	legacy := legacyProviderKey(ev)
+	e, found, err := eventstore.First(ctx, s.Keys.Store, idempotency.StreamName(p.Principal, legacy))
+	if err != nil {
+		return "", err
+	}
+	if found {
+		// The first event of a key is its claim (idempotency.Claimed, or Recorded, which
+		// holds one), whose fingerprint stands for the key's whole life.
+		var first idempotency.Claimed
+		if err := json.Unmarshal(e.Data, &first); err != nil {
+			return "", fmt.Errorf("read the claim of %s: %w", e.Stream, err)
+		}
+		if first.Fingerprint == r.Fingerprint {
+			return legacy, nil
+		}
+		return providerKey(p, ev), nil
+	}
+	if r.OrderID != "" {
+		md := command.Metadata{Principal: p.Principal, IdempotencyKey: legacy, Fingerprint: r.Fingerprint}
+		rep, err := s.Orders.Find(ctx, r.OrderID, order.ProviderEvent{}, md)
+		if err != nil {
+			return "", err
+		}
+		if rep != nil && !errors.Is(rep.Err, fault.KeyReused) {
+			return legacy, nil
+		}
+	}
+	return providerKey(p, ev), nil
+}
 
 // providerOrder finds the order of ev: the one of p's principal that started its payment, or
 // the one its metadata names if the principal created it. reason, if not "", is why the event
@@ -144,11 +206,12 @@ func unappliedAnswer(u providers.Unapplied) providerAnswer {
 }
 
 // providerKeyRequest is what the pipeline needs to know of the delivery of p's event ev, on
-// order orderID ("" for none): its key is providerKey's, of p's principal.
+// order orderID ("" for none): its key is providerKey's, of p's principal (but see
+// providerEventKey).
 func (s *Server) providerKeyRequest(c echo.Context, p providers.Provider, ev providers.Event, orderID string) idempotency.Request {
 	req := c.Request()
 	return idempotency.Request{
-		Principal: p.Principal, Key: providerKey(ev), Method: req.Method, Path: req.URL.Path,
+		Principal: p.Principal, Key: providerKey(p, ev), Method: req.Method, Path: req.URL.Path,
 		Fingerprint: providerFingerprint(req, ev), OrderID: orderID, Claimant: s.Node + "/" + requestID(c),
 	}
 }

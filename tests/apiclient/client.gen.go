@@ -699,6 +699,12 @@ func (e RetryWebhookDelivery202JSONResponseBodyStatus) Valid() bool {
 // Amount Minor units of the order's currency (cents for EUR).
 type Amount = int64
 
+// CallerKey One of the caller's keys: an Idempotency-Key it sent (1–255 printable ASCII characters),
+// or the key of an event of one of its payment providers, `provider·<provider>·<event id>`
+// (see `POST /v1/provider-events/{provider}`), whose middle dots (U+00B7) no
+// Idempotency-Key can hold.
+type CallerKey = string
+
 // ChangeLineQuantityRequest defines model for ChangeLineQuantityRequest.
 type ChangeLineQuantityRequest struct {
 	Quantity Quantity `json:"quantity"`
@@ -845,8 +851,11 @@ type IdempotencyKeySummary struct {
 	// ExpiresAt When the key is forgotten (`--key-ttl` after its first claim).
 	ExpiresAt time.Time `json:"expiresAt"`
 
-	// Key 1–255 printable ASCII characters (0x20–0x7E).
-	Key    IdempotencyKey              `json:"key"`
+	// Key One of the caller's keys: an Idempotency-Key it sent (1–255 printable ASCII characters),
+	// or the key of an event of one of its payment providers, `provider·<provider>·<event id>`
+	// (see `POST /v1/provider-events/{provider}`), whose middle dots (U+00B7) no
+	// Idempotency-Key can hold.
+	Key    CallerKey                   `json:"key"`
 	Method IdempotencyKeySummaryMethod `json:"method"`
 
 	// OrderId The order the request acts on; for a create, the order it creates. Absent for the
@@ -3835,7 +3844,7 @@ type ClientInterface interface {
 
 	// GetReadiness Readiness
 	//
-	// 200 when the event store can take writes, 503 otherwise.
+	// 200 when the service can take commands: the event store answers and takes writes (a PostgreSQL database turned read-only, as after a failover, does not), no projection has failed, the key sweeper works and the data directory takes writes. 503 otherwise, the problem's detail naming the reason.
 	//
 	// Corresponds with GET /readyz (the `GetReadiness` operationId).
 	GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3850,7 +3859,7 @@ type ClientInterface interface {
 	// (waiting at most 2 s; see *Read models*).
 	//
 	// Corresponds with GET /v1/idempotency-keys/{key} (the `GetIdempotencyKey` operationId).
-	GetIdempotencyKey(ctx context.Context, key IdempotencyKey, params *GetIdempotencyKeyParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetIdempotencyKey(ctx context.Context, key CallerKey, params *GetIdempotencyKeyParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListOrders List orders
 	//
@@ -4180,7 +4189,7 @@ type ClientInterface interface {
 	// read again on SIGHUP), which gives its principal, its scheme and its signing secrets,
 	// one or, during a rotation, two. **No API key and no Idempotency-Key**: the signature
 	// authenticates the delivery, which acts as the provider's principal, and the provider's
-	// event id is its key.
+	// name and event id are its key.
 	//
 	// **Verification** comes first, from the headers and the raw body's bytes, before anything
 	// parses the body: the HMAC-SHA256 the scheme signs (below), keyed with one of the
@@ -4197,14 +4206,17 @@ type ClientInterface interface {
 	// An unknown provider, a missing or wrong signature, or a timestamp out of bounds → **401**
 	// `delivery-unverified`; nothing is recorded.
 	//
-	// **Once per event**: the provider's event id (`webhook-id`; a Stripe event's `id`), 1 to
-	// 128 printable ASCII characters without spaces, is the delivery's Idempotency-Key among its principal's
-	// keys, as `provider:<event id>`, with the rules of *Idempotency*: a redelivery of an event
-	// that reached its order gets the first answer byte for byte, with
-	// `Idempotent-Replayed: true`; deliveries of one event at once have one effect, the others
-	// waiting for it or answered **409** `idempotency-key-in-flight`; the id with an event read
-	// otherwise (another type, payment, amount…), or from another of the principal's providers
-	// → **422** `idempotency-key-reused`.
+	// **Once per event**: the provider's name and its event id (`webhook-id`; a Stripe event's
+	// `id`, 1 to 128 printable ASCII characters without spaces) are the delivery's key among its
+	// principal's keys, as `provider·<provider>·<event id>` (`GET /v1/idempotency-keys/{key}`
+	// reads it), with the rules of *Idempotency*: a redelivery of an event that reached its
+	// order gets the first answer byte for byte, with `Idempotent-Replayed: true`; deliveries
+	// of one event at once have one effect, the others waiting for it or answered **409**
+	// `idempotency-key-in-flight`; the id with an event read otherwise (another type, payment,
+	// amount…) → **422** `idempotency-key-reused`. Two providers' events of the same id are two
+	// events; the key's middle dots (U+00B7) are a character that no Idempotency-Key can hold,
+	// so no command of the principal's own can take an event's key. An event that an earlier
+	// release recorded under its key then, `provider:<event id>`, is still answered from it.
 	//
 	// **Events** (the body, in the provider's scheme; amounts in minor units):
 	// - Standard Webhooks: `payment.succeeded` (`paymentId`, `amount`, `currency`),
@@ -4256,7 +4268,7 @@ type ClientInterface interface {
 	// read again on SIGHUP), which gives its principal, its scheme and its signing secrets,
 	// one or, during a rotation, two. **No API key and no Idempotency-Key**: the signature
 	// authenticates the delivery, which acts as the provider's principal, and the provider's
-	// event id is its key.
+	// name and event id are its key.
 	//
 	// **Verification** comes first, from the headers and the raw body's bytes, before anything
 	// parses the body: the HMAC-SHA256 the scheme signs (below), keyed with one of the
@@ -4273,14 +4285,17 @@ type ClientInterface interface {
 	// An unknown provider, a missing or wrong signature, or a timestamp out of bounds → **401**
 	// `delivery-unverified`; nothing is recorded.
 	//
-	// **Once per event**: the provider's event id (`webhook-id`; a Stripe event's `id`), 1 to
-	// 128 printable ASCII characters without spaces, is the delivery's Idempotency-Key among its principal's
-	// keys, as `provider:<event id>`, with the rules of *Idempotency*: a redelivery of an event
-	// that reached its order gets the first answer byte for byte, with
-	// `Idempotent-Replayed: true`; deliveries of one event at once have one effect, the others
-	// waiting for it or answered **409** `idempotency-key-in-flight`; the id with an event read
-	// otherwise (another type, payment, amount…), or from another of the principal's providers
-	// → **422** `idempotency-key-reused`.
+	// **Once per event**: the provider's name and its event id (`webhook-id`; a Stripe event's
+	// `id`, 1 to 128 printable ASCII characters without spaces) are the delivery's key among its
+	// principal's keys, as `provider·<provider>·<event id>` (`GET /v1/idempotency-keys/{key}`
+	// reads it), with the rules of *Idempotency*: a redelivery of an event that reached its
+	// order gets the first answer byte for byte, with `Idempotent-Replayed: true`; deliveries
+	// of one event at once have one effect, the others waiting for it or answered **409**
+	// `idempotency-key-in-flight`; the id with an event read otherwise (another type, payment,
+	// amount…) → **422** `idempotency-key-reused`. Two providers' events of the same id are two
+	// events; the key's middle dots (U+00B7) are a character that no Idempotency-Key can hold,
+	// so no command of the principal's own can take an event's key. An event that an earlier
+	// release recorded under its key then, `provider:<event id>`, is still answered from it.
 	//
 	// **Events** (the body, in the provider's scheme; amounts in minor units):
 	// - Standard Webhooks: `payment.succeeded` (`paymentId`, `amount`, `currency`),
@@ -4604,7 +4619,7 @@ func (c *Client) GetProblemType(ctx context.Context, code string, reqEditors ...
 
 // GetReadiness Readiness
 //
-// 200 when the event store can take writes, 503 otherwise.
+// 200 when the service can take commands: the event store answers and takes writes (a PostgreSQL database turned read-only, as after a failover, does not), no projection has failed, the key sweeper works and the data directory takes writes. 503 otherwise, the problem's detail naming the reason.
 //
 // Corresponds with GET /readyz (the `GetReadiness` operationId).
 func (c *Client) GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4629,7 +4644,7 @@ func (c *Client) GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn
 // (waiting at most 2 s; see *Read models*).
 //
 // Corresponds with GET /v1/idempotency-keys/{key} (the `GetIdempotencyKey` operationId).
-func (c *Client) GetIdempotencyKey(ctx context.Context, key IdempotencyKey, params *GetIdempotencyKeyParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+func (c *Client) GetIdempotencyKey(ctx context.Context, key CallerKey, params *GetIdempotencyKeyParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetIdempotencyKeyRequest(c.Server, key, params)
 	if err != nil {
 		return nil, err
@@ -5249,7 +5264,7 @@ func (c *Client) ListUnappliedProviderEvents(ctx context.Context, params *ListUn
 // read again on SIGHUP), which gives its principal, its scheme and its signing secrets,
 // one or, during a rotation, two. **No API key and no Idempotency-Key**: the signature
 // authenticates the delivery, which acts as the provider's principal, and the provider's
-// event id is its key.
+// name and event id are its key.
 //
 // **Verification** comes first, from the headers and the raw body's bytes, before anything
 // parses the body: the HMAC-SHA256 the scheme signs (below), keyed with one of the
@@ -5266,14 +5281,17 @@ func (c *Client) ListUnappliedProviderEvents(ctx context.Context, params *ListUn
 // An unknown provider, a missing or wrong signature, or a timestamp out of bounds → **401**
 // `delivery-unverified`; nothing is recorded.
 //
-// **Once per event**: the provider's event id (`webhook-id`; a Stripe event's `id`), 1 to
-// 128 printable ASCII characters without spaces, is the delivery's Idempotency-Key among its principal's
-// keys, as `provider:<event id>`, with the rules of *Idempotency*: a redelivery of an event
-// that reached its order gets the first answer byte for byte, with
-// `Idempotent-Replayed: true`; deliveries of one event at once have one effect, the others
-// waiting for it or answered **409** `idempotency-key-in-flight`; the id with an event read
-// otherwise (another type, payment, amount…), or from another of the principal's providers
-// → **422** `idempotency-key-reused`.
+// **Once per event**: the provider's name and its event id (`webhook-id`; a Stripe event's
+// `id`, 1 to 128 printable ASCII characters without spaces) are the delivery's key among its
+// principal's keys, as `provider·<provider>·<event id>` (`GET /v1/idempotency-keys/{key}`
+// reads it), with the rules of *Idempotency*: a redelivery of an event that reached its
+// order gets the first answer byte for byte, with `Idempotent-Replayed: true`; deliveries
+// of one event at once have one effect, the others waiting for it or answered **409**
+// `idempotency-key-in-flight`; the id with an event read otherwise (another type, payment,
+// amount…) → **422** `idempotency-key-reused`. Two providers' events of the same id are two
+// events; the key's middle dots (U+00B7) are a character that no Idempotency-Key can hold,
+// so no command of the principal's own can take an event's key. An event that an earlier
+// release recorded under its key then, `provider:<event id>`, is still answered from it.
 //
 // **Events** (the body, in the provider's scheme; amounts in minor units):
 //   - Standard Webhooks: `payment.succeeded` (`paymentId`, `amount`, `currency`),
@@ -5335,7 +5353,7 @@ func (c *Client) ReceiveProviderEventWithBody(ctx context.Context, provider stri
 // read again on SIGHUP), which gives its principal, its scheme and its signing secrets,
 // one or, during a rotation, two. **No API key and no Idempotency-Key**: the signature
 // authenticates the delivery, which acts as the provider's principal, and the provider's
-// event id is its key.
+// name and event id are its key.
 //
 // **Verification** comes first, from the headers and the raw body's bytes, before anything
 // parses the body: the HMAC-SHA256 the scheme signs (below), keyed with one of the
@@ -5352,14 +5370,17 @@ func (c *Client) ReceiveProviderEventWithBody(ctx context.Context, provider stri
 // An unknown provider, a missing or wrong signature, or a timestamp out of bounds → **401**
 // `delivery-unverified`; nothing is recorded.
 //
-// **Once per event**: the provider's event id (`webhook-id`; a Stripe event's `id`), 1 to
-// 128 printable ASCII characters without spaces, is the delivery's Idempotency-Key among its principal's
-// keys, as `provider:<event id>`, with the rules of *Idempotency*: a redelivery of an event
-// that reached its order gets the first answer byte for byte, with
-// `Idempotent-Replayed: true`; deliveries of one event at once have one effect, the others
-// waiting for it or answered **409** `idempotency-key-in-flight`; the id with an event read
-// otherwise (another type, payment, amount…), or from another of the principal's providers
-// → **422** `idempotency-key-reused`.
+// **Once per event**: the provider's name and its event id (`webhook-id`; a Stripe event's
+// `id`, 1 to 128 printable ASCII characters without spaces) are the delivery's key among its
+// principal's keys, as `provider·<provider>·<event id>` (`GET /v1/idempotency-keys/{key}`
+// reads it), with the rules of *Idempotency*: a redelivery of an event that reached its
+// order gets the first answer byte for byte, with `Idempotent-Replayed: true`; deliveries
+// of one event at once have one effect, the others waiting for it or answered **409**
+// `idempotency-key-in-flight`; the id with an event read otherwise (another type, payment,
+// amount…) → **422** `idempotency-key-reused`. Two providers' events of the same id are two
+// events; the key's middle dots (U+00B7) are a character that no Idempotency-Key can hold,
+// so no command of the principal's own can take an event's key. An event that an earlier
+// release recorded under its key then, `provider:<event id>`, is still answered from it.
 //
 // **Events** (the body, in the provider's scheme; amounts in minor units):
 //   - Standard Webhooks: `payment.succeeded` (`paymentId`, `amount`, `currency`),
@@ -5972,7 +5993,7 @@ func NewGetReadinessRequest(server string) (*http.Request, error) {
 }
 
 // NewGetIdempotencyKeyRequest constructs an http.Request for the GetIdempotencyKey method
-func NewGetIdempotencyKeyRequest(server string, key IdempotencyKey, params *GetIdempotencyKeyParams) (*http.Request, error) {
+func NewGetIdempotencyKeyRequest(server string, key CallerKey, params *GetIdempotencyKeyParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -8404,7 +8425,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetReadinessWithResponse Readiness
 	//
-	// 200 when the event store can take writes, 503 otherwise.
+	// 200 when the service can take commands: the event store answers and takes writes (a PostgreSQL database turned read-only, as after a failover, does not), no projection has failed, the key sweeper works and the data directory takes writes. 503 otherwise, the problem's detail naming the reason.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8423,7 +8444,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/idempotency-keys/{key} (the `GetIdempotencyKey` operationId).
-	GetIdempotencyKeyWithResponse(ctx context.Context, key IdempotencyKey, params *GetIdempotencyKeyParams, reqEditors ...RequestEditorFn) (*GetIdempotencyKeyResponse, error)
+	GetIdempotencyKeyWithResponse(ctx context.Context, key CallerKey, params *GetIdempotencyKeyParams, reqEditors ...RequestEditorFn) (*GetIdempotencyKeyResponse, error)
 
 	// ListOrdersWithResponse List orders
 	//
@@ -8765,7 +8786,7 @@ type ClientWithResponsesInterface interface {
 	// read again on SIGHUP), which gives its principal, its scheme and its signing secrets,
 	// one or, during a rotation, two. **No API key and no Idempotency-Key**: the signature
 	// authenticates the delivery, which acts as the provider's principal, and the provider's
-	// event id is its key.
+	// name and event id are its key.
 	//
 	// **Verification** comes first, from the headers and the raw body's bytes, before anything
 	// parses the body: the HMAC-SHA256 the scheme signs (below), keyed with one of the
@@ -8782,14 +8803,17 @@ type ClientWithResponsesInterface interface {
 	// An unknown provider, a missing or wrong signature, or a timestamp out of bounds → **401**
 	// `delivery-unverified`; nothing is recorded.
 	//
-	// **Once per event**: the provider's event id (`webhook-id`; a Stripe event's `id`), 1 to
-	// 128 printable ASCII characters without spaces, is the delivery's Idempotency-Key among its principal's
-	// keys, as `provider:<event id>`, with the rules of *Idempotency*: a redelivery of an event
-	// that reached its order gets the first answer byte for byte, with
-	// `Idempotent-Replayed: true`; deliveries of one event at once have one effect, the others
-	// waiting for it or answered **409** `idempotency-key-in-flight`; the id with an event read
-	// otherwise (another type, payment, amount…), or from another of the principal's providers
-	// → **422** `idempotency-key-reused`.
+	// **Once per event**: the provider's name and its event id (`webhook-id`; a Stripe event's
+	// `id`, 1 to 128 printable ASCII characters without spaces) are the delivery's key among its
+	// principal's keys, as `provider·<provider>·<event id>` (`GET /v1/idempotency-keys/{key}`
+	// reads it), with the rules of *Idempotency*: a redelivery of an event that reached its
+	// order gets the first answer byte for byte, with `Idempotent-Replayed: true`; deliveries
+	// of one event at once have one effect, the others waiting for it or answered **409**
+	// `idempotency-key-in-flight`; the id with an event read otherwise (another type, payment,
+	// amount…) → **422** `idempotency-key-reused`. Two providers' events of the same id are two
+	// events; the key's middle dots (U+00B7) are a character that no Idempotency-Key can hold,
+	// so no command of the principal's own can take an event's key. An event that an earlier
+	// release recorded under its key then, `provider:<event id>`, is still answered from it.
 	//
 	// **Events** (the body, in the provider's scheme; amounts in minor units):
 	// - Standard Webhooks: `payment.succeeded` (`paymentId`, `amount`, `currency`),
@@ -8841,7 +8865,7 @@ type ClientWithResponsesInterface interface {
 	// read again on SIGHUP), which gives its principal, its scheme and its signing secrets,
 	// one or, during a rotation, two. **No API key and no Idempotency-Key**: the signature
 	// authenticates the delivery, which acts as the provider's principal, and the provider's
-	// event id is its key.
+	// name and event id are its key.
 	//
 	// **Verification** comes first, from the headers and the raw body's bytes, before anything
 	// parses the body: the HMAC-SHA256 the scheme signs (below), keyed with one of the
@@ -8858,14 +8882,17 @@ type ClientWithResponsesInterface interface {
 	// An unknown provider, a missing or wrong signature, or a timestamp out of bounds → **401**
 	// `delivery-unverified`; nothing is recorded.
 	//
-	// **Once per event**: the provider's event id (`webhook-id`; a Stripe event's `id`), 1 to
-	// 128 printable ASCII characters without spaces, is the delivery's Idempotency-Key among its principal's
-	// keys, as `provider:<event id>`, with the rules of *Idempotency*: a redelivery of an event
-	// that reached its order gets the first answer byte for byte, with
-	// `Idempotent-Replayed: true`; deliveries of one event at once have one effect, the others
-	// waiting for it or answered **409** `idempotency-key-in-flight`; the id with an event read
-	// otherwise (another type, payment, amount…), or from another of the principal's providers
-	// → **422** `idempotency-key-reused`.
+	// **Once per event**: the provider's name and its event id (`webhook-id`; a Stripe event's
+	// `id`, 1 to 128 printable ASCII characters without spaces) are the delivery's key among its
+	// principal's keys, as `provider·<provider>·<event id>` (`GET /v1/idempotency-keys/{key}`
+	// reads it), with the rules of *Idempotency*: a redelivery of an event that reached its
+	// order gets the first answer byte for byte, with `Idempotent-Replayed: true`; deliveries
+	// of one event at once have one effect, the others waiting for it or answered **409**
+	// `idempotency-key-in-flight`; the id with an event read otherwise (another type, payment,
+	// amount…) → **422** `idempotency-key-reused`. Two providers' events of the same id are two
+	// events; the key's middle dots (U+00B7) are a character that no Idempotency-Key can hold,
+	// so no command of the principal's own can take an event's key. An event that an earlier
+	// release recorded under its key then, `provider:<event id>`, is still answered from it.
 	//
 	// **Events** (the body, in the provider's scheme; amounts in minor units):
 	// - Standard Webhooks: `payment.succeeded` (`paymentId`, `amount`, `currency`),
@@ -14997,7 +15024,7 @@ func (c *ClientWithResponses) GetProblemTypeWithResponse(ctx context.Context, co
 
 // GetReadinessWithResponse Readiness
 //
-// 200 when the event store can take writes, 503 otherwise.
+// 200 when the service can take commands: the event store answers and takes writes (a PostgreSQL database turned read-only, as after a failover, does not), no projection has failed, the key sweeper works and the data directory takes writes. 503 otherwise, the problem's detail naming the reason.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -15022,7 +15049,7 @@ func (c *ClientWithResponses) GetReadinessWithResponse(ctx context.Context, reqE
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/idempotency-keys/{key} (the `GetIdempotencyKey` operationId).
-func (c *ClientWithResponses) GetIdempotencyKeyWithResponse(ctx context.Context, key IdempotencyKey, params *GetIdempotencyKeyParams, reqEditors ...RequestEditorFn) (*GetIdempotencyKeyResponse, error) {
+func (c *ClientWithResponses) GetIdempotencyKeyWithResponse(ctx context.Context, key CallerKey, params *GetIdempotencyKeyParams, reqEditors ...RequestEditorFn) (*GetIdempotencyKeyResponse, error) {
 	rsp, err := c.GetIdempotencyKey(ctx, key, params, reqEditors...)
 	if err != nil {
 		return nil, err
@@ -15538,7 +15565,7 @@ func (c *ClientWithResponses) ListUnappliedProviderEventsWithResponse(ctx contex
 // read again on SIGHUP), which gives its principal, its scheme and its signing secrets,
 // one or, during a rotation, two. **No API key and no Idempotency-Key**: the signature
 // authenticates the delivery, which acts as the provider's principal, and the provider's
-// event id is its key.
+// name and event id are its key.
 //
 // **Verification** comes first, from the headers and the raw body's bytes, before anything
 // parses the body: the HMAC-SHA256 the scheme signs (below), keyed with one of the
@@ -15555,14 +15582,17 @@ func (c *ClientWithResponses) ListUnappliedProviderEventsWithResponse(ctx contex
 // An unknown provider, a missing or wrong signature, or a timestamp out of bounds → **401**
 // `delivery-unverified`; nothing is recorded.
 //
-// **Once per event**: the provider's event id (`webhook-id`; a Stripe event's `id`), 1 to
-// 128 printable ASCII characters without spaces, is the delivery's Idempotency-Key among its principal's
-// keys, as `provider:<event id>`, with the rules of *Idempotency*: a redelivery of an event
-// that reached its order gets the first answer byte for byte, with
-// `Idempotent-Replayed: true`; deliveries of one event at once have one effect, the others
-// waiting for it or answered **409** `idempotency-key-in-flight`; the id with an event read
-// otherwise (another type, payment, amount…), or from another of the principal's providers
-// → **422** `idempotency-key-reused`.
+// **Once per event**: the provider's name and its event id (`webhook-id`; a Stripe event's
+// `id`, 1 to 128 printable ASCII characters without spaces) are the delivery's key among its
+// principal's keys, as `provider·<provider>·<event id>` (`GET /v1/idempotency-keys/{key}`
+// reads it), with the rules of *Idempotency*: a redelivery of an event that reached its
+// order gets the first answer byte for byte, with `Idempotent-Replayed: true`; deliveries
+// of one event at once have one effect, the others waiting for it or answered **409**
+// `idempotency-key-in-flight`; the id with an event read otherwise (another type, payment,
+// amount…) → **422** `idempotency-key-reused`. Two providers' events of the same id are two
+// events; the key's middle dots (U+00B7) are a character that no Idempotency-Key can hold,
+// so no command of the principal's own can take an event's key. An event that an earlier
+// release recorded under its key then, `provider:<event id>`, is still answered from it.
 //
 // **Events** (the body, in the provider's scheme; amounts in minor units):
 //   - Standard Webhooks: `payment.succeeded` (`paymentId`, `amount`, `currency`),
@@ -15620,7 +15650,7 @@ func (c *ClientWithResponses) ReceiveProviderEventWithBodyWithResponse(ctx conte
 // read again on SIGHUP), which gives its principal, its scheme and its signing secrets,
 // one or, during a rotation, two. **No API key and no Idempotency-Key**: the signature
 // authenticates the delivery, which acts as the provider's principal, and the provider's
-// event id is its key.
+// name and event id are its key.
 //
 // **Verification** comes first, from the headers and the raw body's bytes, before anything
 // parses the body: the HMAC-SHA256 the scheme signs (below), keyed with one of the
@@ -15637,14 +15667,17 @@ func (c *ClientWithResponses) ReceiveProviderEventWithBodyWithResponse(ctx conte
 // An unknown provider, a missing or wrong signature, or a timestamp out of bounds → **401**
 // `delivery-unverified`; nothing is recorded.
 //
-// **Once per event**: the provider's event id (`webhook-id`; a Stripe event's `id`), 1 to
-// 128 printable ASCII characters without spaces, is the delivery's Idempotency-Key among its principal's
-// keys, as `provider:<event id>`, with the rules of *Idempotency*: a redelivery of an event
-// that reached its order gets the first answer byte for byte, with
-// `Idempotent-Replayed: true`; deliveries of one event at once have one effect, the others
-// waiting for it or answered **409** `idempotency-key-in-flight`; the id with an event read
-// otherwise (another type, payment, amount…), or from another of the principal's providers
-// → **422** `idempotency-key-reused`.
+// **Once per event**: the provider's name and its event id (`webhook-id`; a Stripe event's
+// `id`, 1 to 128 printable ASCII characters without spaces) are the delivery's key among its
+// principal's keys, as `provider·<provider>·<event id>` (`GET /v1/idempotency-keys/{key}`
+// reads it), with the rules of *Idempotency*: a redelivery of an event that reached its
+// order gets the first answer byte for byte, with `Idempotent-Replayed: true`; deliveries
+// of one event at once have one effect, the others waiting for it or answered **409**
+// `idempotency-key-in-flight`; the id with an event read otherwise (another type, payment,
+// amount…) → **422** `idempotency-key-reused`. Two providers' events of the same id are two
+// events; the key's middle dots (U+00B7) are a character that no Idempotency-Key can hold,
+// so no command of the principal's own can take an event's key. An event that an earlier
+// release recorded under its key then, `provider:<event id>`, is still answered from it.
 //
 // **Events** (the body, in the provider's scheme; amounts in minor units):
 //   - Standard Webhooks: `payment.succeeded` (`paymentId`, `amount`, `currency`),
