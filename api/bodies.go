@@ -92,6 +92,10 @@ func answerDraining(c echo.Context, err error, body io.Reader) {
 // defaultBodyMemory is the default of Server.BodyMemory.
 const defaultBodyMemory = 16 << 20
 
+// defaultProviderBodyMemory is the default of Server.ProviderBodyMemory: four bodies of the
+// largest size at once, where a provider's events are a few KiB.
+const defaultProviderBodyMemory = 4 << 20
+
 const (
 	// freeBody is how much of every body is read without the budget, so that the small bodies
 	// of everyday commands never wait behind large ones; the number of connections bounds them.
@@ -112,26 +116,41 @@ type bodyBudget struct {
 	sem  *semaphore.Weighted
 }
 
-func (s *Server) bodyBudget() *bodyBudget {
-	b := &s.bodies
+// of is b, made on first use with size bytes, or def if size is not positive.
+func (b *bodyBudget) of(size, def int64) *bodyBudget {
 	b.once.Do(func() {
-		b.size = s.BodyMemory
+		b.size = size
 		if b.size <= 0 {
-			b.size = defaultBodyMemory
+			b.size = def
 		}
 		b.sem = semaphore.NewWeighted(b.size)
 	})
 	return b
 }
 
-// readBody reads the request's body. Its bytes past the first freeBody are taken from the
+// bodyBudget is the budget of the bodies of authenticated requests.
+func (s *Server) bodyBudget() *bodyBudget { return s.bodies.of(s.BodyMemory, defaultBodyMemory) }
+
+// providerBodyBudget is the budget of the bodies of payment providers' deliveries, which are
+// read before they are verified: anyone can send one, and with a budget of their own they
+// cannot take the room of the commands of authenticated clients.
+func (s *Server) providerBodyBudget() *bodyBudget {
+	return s.providerBodies.of(s.ProviderBodyMemory, defaultProviderBodyMemory)
+}
+
+// readBody reads the request's body within the budget of authenticated requests' bodies (see
+// readBodyWithin).
+func (s *Server) readBody(c echo.Context) (body []byte, release func(), err error) {
+	return readBodyWithin(c, s.bodyBudget())
+}
+
+// readBodyWithin reads the request's body. Its bytes past the first freeBody are taken from
 // budget as the buffer grows to receive them, not as Content-Length announces them: a client
 // that announces a large body and sends it slowly holds only what it sent. A body larger than
 // the whole budget takes all of it. release gives the bytes back; call it once the body is
 // checked and fingerprinted, before the command runs.
-func (s *Server) readBody(c echo.Context) (body []byte, release func(), err error) {
+func readBodyWithin(c echo.Context, budget *bodyBudget) (body []byte, release func(), err error) {
 	req := c.Request()
-	budget := s.bodyBudget()
 	var held int64
 	want := req.ContentLength // -1 when unknown (chunked)
 	size := int64(freeBody)

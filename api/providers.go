@@ -37,13 +37,14 @@ type providerAnswer struct {
 }
 
 // providerEvent serves POST /v1/provider-events/:provider: a payment provider's event, signed
-// by the provider rather than sent with an API key. The signature is verified over the body's
-// bytes before anything reads them; then the event runs once per provider and event id, as
-// the provider's principal, through the keyed pipeline: as the command it reports
-// (order.ProviderEvent) on the order that started its payment, or, if it names no order of
-// the principal or reports nothing the service acts on, as a record in the provider log
-// (idempotency.Unapplied). Either way the provider is answered 2xx, so that it stops; only
-// what a retry can fix is not.
+// by the provider rather than sent with an API key. What can be checked without the body (the
+// provider, the scheme's headers, the signed timestamp) is checked before the body is read,
+// within a budget of its own; the signature is verified over the body's bytes before anything
+// parses them. Then the event runs once per provider and event id, as the provider's
+// principal, through the keyed pipeline: as the command it reports (order.ProviderEvent) on
+// the order that started its payment, or, if it names no order of the principal or reports
+// nothing the service acts on, as a record in the provider log (idempotency.Unapplied). Either way
+// the provider is answered 2xx, so that it stops; only what a retry can fix is not.
 func (s *Server) providerEvent(c echo.Context) error {
 	stateOf(c).command = order.ProviderEvent{}.CommandName()
 	name := c.Param("provider")
@@ -97,18 +98,26 @@ func (s *Server) takeProviderEvent(c echo.Context, ctx context.Context, p provid
 	return providerOutcome(ans), s.write(c, ans.Outcome, ans.Replayed)
 }
 
-// verifiedEvent reads the body of a delivery of p, verifies it and reads its event.
+// verifiedEvent checks the headers of a delivery of p, then reads its body, verifies it and
+// reads its event. The body is read within the providers' own budget (providerBodyBudget),
+// and only once the headers could be the provider's: a sender without them, or with a stale
+// timestamp, has none of its body read.
 func (s *Server) verifiedEvent(c echo.Context, p providers.Provider) (providers.Event, error) {
-	body, release, err := s.readBody(c)
+	h := c.Request().Header
+	if err := p.CheckHeaders(h, time.Now()); err != nil {
+		s.countProviderEvent(p.Name, "unverified")
+		return providers.Event{}, err
+	}
+	body, release, err := readBodyWithin(c, s.providerBodyBudget())
 	if err != nil {
 		return providers.Event{}, err
 	}
 	defer release()
-	if err := p.Verify(c.Request().Header, body, time.Now()); err != nil {
+	if err := p.Verify(h, body, time.Now()); err != nil {
 		s.countProviderEvent(p.Name, "unverified")
 		return providers.Event{}, err
 	}
-	ev, err := p.Read(c.Request().Header, body)
+	ev, err := p.Read(h, body)
 	if err == nil && (len(ev.ID) > order.MaxIDLen || strings.Contains(ev.ID, " ") || idempotency.ValidateKey(ev.ID) != nil) {
 		err = fmt.Errorf("%w: event id %q is not 1 to %d printable ASCII characters without spaces", providers.ErrMalformed, ev.ID, order.MaxIDLen)
 	}

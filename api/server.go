@@ -75,6 +75,10 @@ type Server struct {
 	// first 16 KiB of each (see readBody); 0 means 16 MiB.
 	BodyMemory int64
 	bodies     bodyBudget
+	// ProviderBodyMemory bounds, the same way, the bytes of payment providers' deliveries,
+	// which are read before they are verified (see providerBodyBudget); 0 means 4 MiB.
+	ProviderBodyMemory int64
+	providerBodies     bodyBudget
 }
 
 // Hooks run at the points of a keyed command where a crash matters most.

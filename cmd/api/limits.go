@@ -12,13 +12,14 @@ import (
 // limitFlags bound what one request or one connection may take of the server, so that slow or
 // stuck clients cannot hold its connections and goroutines.
 type limitFlags struct {
-	RequestTimeout    time.Duration `default:"30s" env:"API_REQUEST_TIMEOUT" help:"Deadline of a request's work (a command always runs to its end, within its own 30 s bound)."`
-	ReadHeaderTimeout time.Duration `default:"10s" env:"API_READ_HEADER_TIMEOUT" help:"How long a client may take to send a request's headers; a slower connection is closed."`
-	ReadTimeout       time.Duration `default:"30s" env:"API_READ_TIMEOUT" help:"How long a client may take to send a whole request, body included; a slower connection is closed."`
-	IdleTimeout       time.Duration `default:"60s" env:"API_IDLE_TIMEOUT" help:"How long a keep-alive connection may wait for its next request before it is closed."`
-	MaxConnections    int           `default:"0" env:"API_MAX_CONNECTIONS" help:"Most connections open at once, idle ones included; one more is answered 503 with Retry-After and closed. 0: the open-file limit (RLIMIT_NOFILE) less 256 for the store's files and twice --webhooks-attempts for the deliveries' connections, at most 4096."`
-	BodyMemory        int64         `default:"16" env:"API_BODY_MEMORY" help:"MiB of command bodies read and checked at once, past the first 16 KiB of each; a body that finds no room within 1 s is answered 503 with Retry-After."`
-	MemoryLimit       int64         `default:"160" env:"API_MEMORY_LIMIT" help:"MiB of memory the Go runtime keeps the process under by collecting garbage sooner as it nears them (its soft limit; GOMEMLIMIT wins if set); 0: none. --key-memory, --order-memory and --body-memory together must fit in half of it: the rest is the work of the requests in flight."`
+	RequestTimeout     time.Duration `default:"30s" env:"API_REQUEST_TIMEOUT" help:"Deadline of a request's work (a command always runs to its end, within its own 30 s bound)."`
+	ReadHeaderTimeout  time.Duration `default:"10s" env:"API_READ_HEADER_TIMEOUT" help:"How long a client may take to send a request's headers; a slower connection is closed."`
+	ReadTimeout        time.Duration `default:"30s" env:"API_READ_TIMEOUT" help:"How long a client may take to send a whole request, body included; a slower connection is closed."`
+	IdleTimeout        time.Duration `default:"60s" env:"API_IDLE_TIMEOUT" help:"How long a keep-alive connection may wait for its next request before it is closed."`
+	MaxConnections     int           `default:"0" env:"API_MAX_CONNECTIONS" help:"Most connections open at once, idle ones included; one more is answered 503 with Retry-After and closed. 0: the open-file limit (RLIMIT_NOFILE) less 256 for the store's files and twice --webhooks-attempts for the deliveries' connections, at most 4096."`
+	BodyMemory         int64         `default:"16" env:"API_BODY_MEMORY" help:"MiB of command bodies read and checked at once, past the first 16 KiB of each; a body that finds no room within 1 s is answered 503 with Retry-After."`
+	ProviderBodyMemory int64         `default:"4" env:"API_PROVIDER_BODY_MEMORY" help:"MiB of payment providers' deliveries read and verified at once, past the first 16 KiB of each, apart from --body-memory; a delivery that finds no room within 1 s is answered 503 with Retry-After."`
+	MemoryLimit        int64         `default:"160" env:"API_MEMORY_LIMIT" help:"MiB of memory the Go runtime keeps the process under by collecting garbage sooner as it nears them (its soft limit; GOMEMLIMIT wins if set); 0: none. --key-memory, --order-memory, --body-memory and --provider-body-memory together must fit in half of it: the rest is the work of the requests in flight."`
 }
 
 // setMemoryLimit sets the runtime's soft memory limit from --memory-limit, unless GOMEMLIMIT
@@ -35,7 +36,7 @@ func (f limitFlags) setMemoryLimit(bounded int64, getenv func(string) string) (i
 	case f.MemoryLimit == 0:
 		return debug.SetMemoryLimit(math.MaxInt64), nil
 	case 2*bounded > f.MemoryLimit:
-		return 0, fmt.Errorf("--key-memory, --order-memory and --body-memory take %d MiB, more than half of --memory-limit (%d MiB)", bounded, f.MemoryLimit)
+		return 0, fmt.Errorf("--key-memory, --order-memory, --body-memory and --provider-body-memory take %d MiB, more than half of --memory-limit (%d MiB)", bounded, f.MemoryLimit)
 	}
 	debug.SetMemoryLimit(f.MemoryLimit << 20)
 	return f.MemoryLimit << 20, nil

@@ -69,7 +69,7 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	memoryLimit, err := cmd.Limits.setMemoryLimit(int64(cmd.KeyMemory)+int64(cmd.OrderMemory)+cmd.Limits.BodyMemory, e.getenv)
+	memoryLimit, err := cmd.Limits.setMemoryLimit(int64(cmd.KeyMemory)+int64(cmd.OrderMemory)+cmd.Limits.BodyMemory+cmd.Limits.ProviderBodyMemory, e.getenv)
 	if err != nil {
 		return err
 	}
@@ -172,6 +172,8 @@ func (cmd *serveCmd) server(ctx context.Context, e *env, store backend, metrics 
 		Metrics:        metrics,
 		RequestTimeout: cmd.Limits.RequestTimeout,
 		BodyMemory:     cmd.Limits.BodyMemory << 20,
+		// Not verified yet when they are read: a budget of their own.
+		ProviderBodyMemory: cmd.Limits.ProviderBodyMemory << 20,
 	}
 	services := console.Services{Orders: orders, Reads: srv.Reads, Projections: runner, Feed: store, Log: log,
 		Authenticate: srv.AuthenticateHash, CaughtUp: srv.CaughtUp, Development: len(keys) == 0}

@@ -4204,7 +4204,12 @@ type ClientInterface interface {
 	//   text, `whsec_` and all.
 	//
 	// An unknown provider, a missing or wrong signature, or a timestamp out of bounds → **401**
-	// `delivery-unverified`; nothing is recorded.
+	// `delivery-unverified`; nothing is recorded. Whatever can be checked without the body
+	// (the provider, the scheme's headers and their form, the timestamp) is checked before a
+	// byte of it is read; the bodies of deliveries not verified yet are read within a memory
+	// budget of their own (`--provider-body-memory`, 4 MiB past the first 16 KiB of each), so
+	// that they never take the room of the API's commands: a delivery that finds no room
+	// within 1 s → **503** with `Retry-After`.
 	//
 	// **Once per event**: the provider's name and its event id (`webhook-id`; a Stripe event's
 	// `id`, 1 to 128 printable ASCII characters without spaces) are the delivery's key among its
@@ -4283,7 +4288,12 @@ type ClientInterface interface {
 	//   text, `whsec_` and all.
 	//
 	// An unknown provider, a missing or wrong signature, or a timestamp out of bounds → **401**
-	// `delivery-unverified`; nothing is recorded.
+	// `delivery-unverified`; nothing is recorded. Whatever can be checked without the body
+	// (the provider, the scheme's headers and their form, the timestamp) is checked before a
+	// byte of it is read; the bodies of deliveries not verified yet are read within a memory
+	// budget of their own (`--provider-body-memory`, 4 MiB past the first 16 KiB of each), so
+	// that they never take the room of the API's commands: a delivery that finds no room
+	// within 1 s → **503** with `Retry-After`.
 	//
 	// **Once per event**: the provider's name and its event id (`webhook-id`; a Stripe event's
 	// `id`, 1 to 128 printable ASCII characters without spaces) are the delivery's key among its
@@ -5279,7 +5289,12 @@ func (c *Client) ListUnappliedProviderEvents(ctx context.Context, params *ListUn
 //     text, `whsec_` and all.
 //
 // An unknown provider, a missing or wrong signature, or a timestamp out of bounds → **401**
-// `delivery-unverified`; nothing is recorded.
+// `delivery-unverified`; nothing is recorded. Whatever can be checked without the body
+// (the provider, the scheme's headers and their form, the timestamp) is checked before a
+// byte of it is read; the bodies of deliveries not verified yet are read within a memory
+// budget of their own (`--provider-body-memory`, 4 MiB past the first 16 KiB of each), so
+// that they never take the room of the API's commands: a delivery that finds no room
+// within 1 s → **503** with `Retry-After`.
 //
 // **Once per event**: the provider's name and its event id (`webhook-id`; a Stripe event's
 // `id`, 1 to 128 printable ASCII characters without spaces) are the delivery's key among its
@@ -5368,7 +5383,12 @@ func (c *Client) ReceiveProviderEventWithBody(ctx context.Context, provider stri
 //     text, `whsec_` and all.
 //
 // An unknown provider, a missing or wrong signature, or a timestamp out of bounds → **401**
-// `delivery-unverified`; nothing is recorded.
+// `delivery-unverified`; nothing is recorded. Whatever can be checked without the body
+// (the provider, the scheme's headers and their form, the timestamp) is checked before a
+// byte of it is read; the bodies of deliveries not verified yet are read within a memory
+// budget of their own (`--provider-body-memory`, 4 MiB past the first 16 KiB of each), so
+// that they never take the room of the API's commands: a delivery that finds no room
+// within 1 s → **503** with `Retry-After`.
 //
 // **Once per event**: the provider's name and its event id (`webhook-id`; a Stripe event's
 // `id`, 1 to 128 printable ASCII characters without spaces) are the delivery's key among its
@@ -8801,7 +8821,12 @@ type ClientWithResponsesInterface interface {
 	//   text, `whsec_` and all.
 	//
 	// An unknown provider, a missing or wrong signature, or a timestamp out of bounds → **401**
-	// `delivery-unverified`; nothing is recorded.
+	// `delivery-unverified`; nothing is recorded. Whatever can be checked without the body
+	// (the provider, the scheme's headers and their form, the timestamp) is checked before a
+	// byte of it is read; the bodies of deliveries not verified yet are read within a memory
+	// budget of their own (`--provider-body-memory`, 4 MiB past the first 16 KiB of each), so
+	// that they never take the room of the API's commands: a delivery that finds no room
+	// within 1 s → **503** with `Retry-After`.
 	//
 	// **Once per event**: the provider's name and its event id (`webhook-id`; a Stripe event's
 	// `id`, 1 to 128 printable ASCII characters without spaces) are the delivery's key among its
@@ -8880,7 +8905,12 @@ type ClientWithResponsesInterface interface {
 	//   text, `whsec_` and all.
 	//
 	// An unknown provider, a missing or wrong signature, or a timestamp out of bounds → **401**
-	// `delivery-unverified`; nothing is recorded.
+	// `delivery-unverified`; nothing is recorded. Whatever can be checked without the body
+	// (the provider, the scheme's headers and their form, the timestamp) is checked before a
+	// byte of it is read; the bodies of deliveries not verified yet are read within a memory
+	// budget of their own (`--provider-body-memory`, 4 MiB past the first 16 KiB of each), so
+	// that they never take the room of the API's commands: a delivery that finds no room
+	// within 1 s → **503** with `Retry-After`.
 	//
 	// **Once per event**: the provider's name and its event id (`webhook-id`; a Stripe event's
 	// `id`, 1 to 128 printable ASCII characters without spaces) are the delivery's key among its
@@ -15580,7 +15610,12 @@ func (c *ClientWithResponses) ListUnappliedProviderEventsWithResponse(ctx contex
 //     text, `whsec_` and all.
 //
 // An unknown provider, a missing or wrong signature, or a timestamp out of bounds → **401**
-// `delivery-unverified`; nothing is recorded.
+// `delivery-unverified`; nothing is recorded. Whatever can be checked without the body
+// (the provider, the scheme's headers and their form, the timestamp) is checked before a
+// byte of it is read; the bodies of deliveries not verified yet are read within a memory
+// budget of their own (`--provider-body-memory`, 4 MiB past the first 16 KiB of each), so
+// that they never take the room of the API's commands: a delivery that finds no room
+// within 1 s → **503** with `Retry-After`.
 //
 // **Once per event**: the provider's name and its event id (`webhook-id`; a Stripe event's
 // `id`, 1 to 128 printable ASCII characters without spaces) are the delivery's key among its
@@ -15665,7 +15700,12 @@ func (c *ClientWithResponses) ReceiveProviderEventWithBodyWithResponse(ctx conte
 //     text, `whsec_` and all.
 //
 // An unknown provider, a missing or wrong signature, or a timestamp out of bounds → **401**
-// `delivery-unverified`; nothing is recorded.
+// `delivery-unverified`; nothing is recorded. Whatever can be checked without the body
+// (the provider, the scheme's headers and their form, the timestamp) is checked before a
+// byte of it is read; the bodies of deliveries not verified yet are read within a memory
+// budget of their own (`--provider-body-memory`, 4 MiB past the first 16 KiB of each), so
+// that they never take the room of the API's commands: a delivery that finds no room
+// within 1 s → **503** with `Retry-After`.
 //
 // **Once per event**: the provider's name and its event id (`webhook-id`; a Stripe event's
 // `id`, 1 to 128 printable ASCII characters without spaces) are the delivery's key among its
