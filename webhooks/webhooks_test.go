@@ -5,12 +5,15 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -230,5 +233,45 @@ func TestHugeAnswerHeadersFailTheAttemptOverHTTP2(t *testing.T) {
 	a := post(context.Background(), client, srv.URL, "id", []byte("{}"), [][]byte{{1}}, time.Second, 1<<10)
 	if a.Error == "" || a.Status != 0 || !strings.Contains(a.Error, "connection error") {
 		t.Errorf("attempt %+v; want it failed for its headers", a)
+	}
+}
+
+// An attempt answered with a megabyte of headers is a failed attempt like any other: the
+// delivery is sent again, with the same webhook-id, as the retry schedule says, and the order's
+// later events follow once the receiver answers plainly.
+func TestHugeAnswerHeadersAreRetried(t *testing.T) {
+	var mu sync.Mutex
+	var ids []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ids = append(ids, r.Header.Get("webhook-id")); len(ids) == 1 {
+			w.Header().Set("X-Big", strings.Repeat("a", 1<<20))
+		}
+	}))
+	defer srv.Close()
+	cfg := DefaultConfig()
+	cfg.Schedule, cfg.AllowPrivate, cfg.SingleNode = []time.Duration{0, 10 * time.Millisecond}, true, true
+	store := openStore(t)
+	sealer, _ := NewSealer(make([]byte, 32))
+	s := &Service{Store: store, Feed: store, Config: &cfg, Node: "n", Log: slog.New(slog.DiscardHandler),
+		Endpoints: &Endpoints{Store: store, Sealer: sealer, Config: &cfg, Now: time.Now}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	defer func() { cancel(); <-done }()
+	if _, err := register(ctx, s.Endpoints, "shop", "key-huge", srv.URL+"/hook", []string{AllEvents}, ""); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.Run(ctx); close(done) }()
+	appendShopOrders(t, store, 0, 5) // one order of 5 events
+	eventually(t, "the order's 5 events delivered after one retry", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(ids) >= 6
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ids) != 6 || ids[0] != ids[1] || len(slices.Compact(slices.Clone(ids))) != 5 {
+		t.Errorf("webhook-ids received %q; want the first sent again, then the other four", ids)
 	}
 }
