@@ -106,7 +106,7 @@ func (ks APIKeys) lookupHash(sum [sha256.Size]byte) (APIKey, bool) {
 }
 
 // principal and roles are the caller of the request, as authenticate found it.
-func principal(c echo.Context) string { return stateOf(c).principal }
+func principal(c echo.Context) string { return stateOf(c).Principal }
 
 func roles(c echo.Context) access.Roles { return stateOf(c).roles }
 
@@ -156,7 +156,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return errUnauthorized
 		}
 		r := stateOf(c)
-		r.principal, r.roles = caller.Principal, caller.Roles
+		r.Principal, r.roles = caller.Principal, caller.Roles
 		if err := s.authorize(c); err != nil {
 			return err
 		}

@@ -17,7 +17,7 @@ import (
 // handler.
 func NoteCaller(r *http.Request, c access.Caller) {
 	if st := requestOf(r.Context()); st != nil {
-		st.principal, st.roles = c.Principal, c.Roles
+		st.Principal, st.roles = c.Principal, c.Roles
 	}
 }
 

@@ -57,7 +57,7 @@ func (s *Server) providerEvent(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	stateOf(c).principal = p.Principal // for the request's log lines
+	stateOf(c).Principal = p.Principal // for the request's log lines
 	// The command runs to its end even if the provider hangs up (see command).
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), commandTimeout)
 	defer cancel()

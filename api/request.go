@@ -3,12 +3,12 @@ package api
 import (
 	"context"
 	"crypto/rand"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/acme/orders/access"
+	"github.com/acme/orders/internal/requestlog"
 	"github.com/labstack/echo/v4"
 )
 
@@ -32,12 +32,13 @@ type request struct {
 	cancel context.CancelFunc
 	ended  bool
 
-	id        string // X-Request-Id
-	principal string // "" until authenticate
-	roles     access.Roles
-	command   string // the command's name, once the request is parsed
-	outcome   string // the problem code of a stored outcome that is replayed or sent
-	cause     atomic.Pointer[error]
+	// ID is the X-Request-Id; Principal is "" until authenticate. Every line logged with the
+	// request's context carries them, through requestlog, whichever package logs it.
+	requestlog.Request
+	roles   access.Roles
+	command string // the command's name, once the request is parsed
+	outcome string // the problem code of a stored outcome that is replayed or sent
+	cause   atomic.Pointer[error]
 }
 
 // requestKey is the context key of a request's own state.
@@ -56,8 +57,11 @@ func (r *request) Done() <-chan struct{} { return r.context().Done() }
 func (r *request) Err() error { return r.context().Err() }
 
 func (r *request) Value(key any) any {
-	if key == (requestKey{}) {
+	switch key {
+	case requestKey{}:
 		return r
+	case requestlog.Key{}:
+		return &r.Request
 	}
 	return r.context().Value(key)
 }
@@ -123,37 +127,9 @@ func (s *Server) startRequests(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		c.Response().Header()[echo.HeaderXRequestID] = []string{id}
 		now := time.Now()
-		r := &request{parent: req.Context(), start: now, deadline: now.Add(timeout), id: id}
+		r := &request{parent: req.Context(), start: now, deadline: now.Add(timeout), Request: requestlog.Request{ID: id}}
 		defer r.end()
 		c.SetRequest(req.WithContext(r))
 		return next(c)
 	}
-}
-
-// RequestLogger returns log, whose records logged with an API request's context (by this
-// package, or any it calls with that context, such as the keys' steps) carry the request's
-// id and principal.
-func RequestLogger(log *slog.Logger) *slog.Logger {
-	if _, ok := log.Handler().(requestAttrs); ok {
-		return log
-	}
-	return slog.New(requestAttrs{log.Handler()})
-}
-
-// requestAttrs adds the request's id and principal to the records logged with its context.
-type requestAttrs struct{ slog.Handler }
-
-func (h requestAttrs) Handle(ctx context.Context, rec slog.Record) error {
-	if r := requestOf(ctx); r != nil {
-		rec.AddAttrs(slog.String("request_id", r.id), slog.String("principal", r.principal))
-	}
-	return h.Handler.Handle(ctx, rec)
-}
-
-func (h requestAttrs) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return requestAttrs{h.Handler.WithAttrs(attrs)}
-}
-
-func (h requestAttrs) WithGroup(name string) slog.Handler {
-	return requestAttrs{h.Handler.WithGroup(name)}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/idempotency"
+	"github.com/acme/orders/internal/requestlog"
 	"github.com/acme/orders/projections"
 	"github.com/acme/orders/providers"
 	"github.com/acme/orders/webhooks"
@@ -91,7 +92,7 @@ func (s *Server) Handler() http.Handler {
 	e.HTTPErrorHandler = s.handleError
 	s.failures = newLogLimiter(time.Second)
 	if s.Log != nil {
-		s.Log = RequestLogger(s.Log)
+		s.Log = requestlog.Logger(s.Log)
 	}
 	routes := map[string]bool{} // the route patterns, filled below once every route is added
 	e.Use(s.startRequests)
@@ -183,7 +184,7 @@ func writeProblem(c echo.Context, p Problem, header http.Header) {
 }
 
 // requestID is the request's X-Request-Id (see startRequests).
-func requestID(c echo.Context) string { return stateOf(c).id }
+func requestID(c echo.Context) string { return stateOf(c).ID }
 
 // maxRequestID is the longest X-Request-Id taken from a client.
 const maxRequestID = 128

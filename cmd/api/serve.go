@@ -20,6 +20,7 @@ import (
 	"github.com/acme/orders/eventstore/postgres"
 	"github.com/acme/orders/eventstore/sqlite"
 	"github.com/acme/orders/idempotency"
+	"github.com/acme/orders/internal/requestlog"
 	"github.com/acme/orders/lease"
 	"github.com/acme/orders/projections"
 	"github.com/acme/orders/providers"
@@ -57,7 +58,7 @@ type serveCmd struct {
 
 func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	// Lines logged with a request's context, by any package, name the request.
-	log := api.RequestLogger(slog.New(slog.NewJSONHandler(e.stderr, nil)))
+	log := requestlog.Logger(slog.New(slog.NewJSONHandler(e.stderr, nil)))
 	keys, err := cmd.readFiles()
 	if err != nil {
 		return err
