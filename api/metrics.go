@@ -2,12 +2,11 @@ package api
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/eventstore/metered"
 	"github.com/acme/orders/projections"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,13 +18,13 @@ import (
 // /metrics. Make them with NewMetrics; a Server without them serves no /metrics.
 type Metrics struct {
 	Registry *prometheus.Registry
-	handler  http.Handler
+	// Store are the event store's metrics, on Registry, for main to hand to the store: their
+	// code is below the pipeline, so that no append runs code of the API.
+	Store   *metered.Metrics
+	handler http.Handler
 
 	commands       *prometheus.CounterVec
 	providerEvents *prometheus.CounterVec
-	appends        *prometheus.HistogramVec
-	batches        prometheus.Histogram
-	wal            *prometheus.GaugeVec
 	requests       *prometheus.HistogramVec
 
 	connsOpen    prometheus.Gauge
@@ -45,20 +44,6 @@ func NewMetrics() *Metrics {
 			Name: "orders_provider_events_total",
 			Help: "Payment providers' deliveries by provider (its name in the providers file; \"\" for a name it does not hold) and outcome: applied, unapplied (recorded, not applied), replayed (a redelivery), retry (409: in flight, or too early), refused (another 4xx), unverified (401), malformed (400), failed (5xx).",
 		}, []string{"provider", "outcome"}),
-		appends: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "orders_eventstore_append_seconds",
-			Help:    "Latency of event store appends (durable on return), by result: ok, wrong-expected-revision or error.",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16), // 0.1 ms to 3.3 s
-		}, []string{"result"}),
-		batches: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "orders_eventstore_batch_size",
-			Help:    "Appends and deletes committed together by one group commit of the embedded store (one disk sync), or by one transaction of this node's PostgreSQL writer.",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 10), // 1 to 512
-		}),
-		wal: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "orders_eventstore_wal_frames",
-			Help: "Frames (pages) in the embedded store's write-ahead log: all of them, and those not yet copied into the database file (not_copied). Both fall when the log starts over.",
-		}, []string{"frames"}),
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "orders_http_request_duration_seconds",
 			Help:    "Latency of HTTP requests by method (other for any but GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS), route (its pattern, never its values; unmatched for any other path) and status.",
@@ -77,7 +62,8 @@ func NewMetrics() *Metrics {
 			Help: "HTTP connections refused because --max-connections were open: answered 503 and closed.",
 		}),
 	}
-	m.Registry.MustRegister(m.commands, m.providerEvents, m.appends, m.batches, m.wal, m.requests,
+	m.Store = metered.New(m.Registry)
+	m.Registry.MustRegister(m.commands, m.providerEvents, m.requests,
 		m.connsOpen, m.connsMax, m.connsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
@@ -101,61 +87,6 @@ func (m *Metrics) connRefused() {
 	if m != nil {
 		m.connsRefused.Inc()
 	}
-}
-
-// ObserveBatch records the size of a group commit: give it to sqlite.Config.OnBatch.
-func (m *Metrics) ObserveBatch(size int) { m.batches.Observe(float64(size)) }
-
-// ObserveWAL records the size of the embedded store's write-ahead log: give it to
-// sqlite.Config.OnWAL.
-func (m *Metrics) ObserveWAL(frames, notCopied int) {
-	m.wal.WithLabelValues("all").Set(float64(frames))
-	m.wal.WithLabelValues("not_copied").Set(float64(notCopied))
-}
-
-// TimeAppends returns s with the latency of its appends recorded. A store that appends to
-// several streams at once stays one.
-func (m *Metrics) TimeAppends(s eventstore.Store) eventstore.Store {
-	t := timedStore{s, m}
-	if ms, ok := s.(eventstore.MultiStreamAppender); ok {
-		return timedMultiStore{t, ms}
-	}
-	return t
-}
-
-type timedStore struct {
-	eventstore.Store
-	m *Metrics
-}
-
-func (s timedStore) Append(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) (eventstore.AppendResult, error) {
-	start := time.Now()
-	res, err := s.Store.Append(ctx, stream, expected, events...)
-	s.m.observeAppend(start, err)
-	return res, err
-}
-
-type timedMultiStore struct {
-	timedStore
-	multi eventstore.MultiStreamAppender
-}
-
-func (s timedMultiStore) MultiStreamAppend(ctx context.Context, appends ...eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
-	start := time.Now()
-	res, err := s.multi.MultiStreamAppend(ctx, appends...)
-	s.m.observeAppend(start, err)
-	return res, err
-}
-
-func (m *Metrics) observeAppend(start time.Time, err error) {
-	result := "ok"
-	switch {
-	case errors.Is(err, eventstore.ErrWrongExpectedRevision):
-		result = "wrong-expected-revision"
-	case err != nil:
-		result = "error"
-	}
-	m.appends.WithLabelValues(result).Observe(time.Since(start).Seconds())
 }
 
 // WatchProjections exports the checkpoint, the head and the lag of r's projections, read from

@@ -88,7 +88,7 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	}
 	defer release()
 	metrics := api.NewMetrics()
-	store, err := cmd.Backend.openWith(ctx, cmd.Data, log, sqlite.Config{OnBatch: metrics.ObserveBatch, OnWAL: metrics.ObserveWAL, Writeback: cmd.writeback()})
+	store, err := cmd.Backend.openWith(ctx, cmd.Data, log, sqlite.Config{OnBatch: metrics.Store.ObserveBatch, OnWAL: metrics.Store.ObserveWAL, Writeback: cmd.writeback()})
 	if err != nil {
 		return err
 	}
@@ -153,7 +153,7 @@ var _ api.WriteChecker = (*postgres.Store)(nil)
 // legacy scan, the console's sessions, the webhooks, the key sweeper, the reload of the keys
 // file), adding their stops to started.
 func (cmd *serveCmd) server(ctx context.Context, e *env, store backend, metrics *api.Metrics, keys api.APIKeys, log *slog.Logger, started *stops) (*api.Server, error) {
-	timed := metrics.TimeAppends(store)
+	timed := metrics.Store.TimeAppends(store)
 	node := nodeName()
 	idem := &idempotency.Keys{Store: timed, TTL: cmd.KeyTTL, Lease: lease.Terms{Length: cmd.KeyLease, Node: node, Sole: cmd.Backend.embedded()},
 		Wait: cmd.KeyWait, RememberBytes: cmp.Or(int64(cmd.KeyMemory)<<20, -1), Log: log, Steps: idempotency.NewSteps(metrics.Registry)}
