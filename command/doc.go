@@ -19,7 +19,5 @@
 // a payment starts, is claimed as keys are: an event in a stream named after it, appended with
 // expected revision "no stream" and with the order's events, where the store can, in one step
 // (clientref.go, paymentid.go). A refused claim is read: this order's is a retry, another's
-// refuses the command. Client-reference claims from before they were per principal are read
-// by every create until a scan of the log has found that the store holds none
-// (clientreflegacy.go).
+// refuses the command.
 package command

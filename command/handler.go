@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/acme/orders/fault"
@@ -45,10 +44,6 @@ type Handler struct {
 	orders     *bytecache.Cache[string, cachedOrder] // see orderCache
 
 	queues queues
-
-	// noLegacyRefs is set once the store is known to hold no legacy client-reference claim
-	// (ScanLegacyClientRefs).
-	noLegacyRefs atomic.Bool
 }
 
 // Result is the outcome of a command.

@@ -62,7 +62,7 @@ func paymentIDClaim(id string, c order.StartPayment, md Metadata) (eventstore.St
 
 // claim returns the append that claims what c's events make the order's alone, if anything:
 // a create's client reference, or the payment id a payment starts.
-func (h *Handler) claim(ctx context.Context, id string, c order.Command, md Metadata) (*eventstore.StreamAppend, error) {
+func claim(id string, c order.Command, md Metadata) (*eventstore.StreamAppend, error) {
 	var a eventstore.StreamAppend
 	var err error
 	switch c := c.(type) {
@@ -70,7 +70,7 @@ func (h *Handler) claim(ctx context.Context, id string, c order.Command, md Meta
 		if c.ClientRef == "" {
 			return nil, nil
 		}
-		a, err = h.clientRefClaim(ctx, c, md)
+		a, err = clientRefClaim(c, md)
 	case order.StartPayment:
 		a, err = paymentIDClaim(id, c, md)
 	default:

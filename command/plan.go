@@ -152,16 +152,16 @@ func (p *Plan) turn(ctx context.Context) (err error) {
 		p.finish(Result{State: o.State, Revision: o.Revision(), Position: o.Position}, decideErr)
 		return nil
 	}
-	return p.encode(ctx, o, cached, events, decideErr)
+	return p.encode(o, cached, events, decideErr)
 }
 
 // encode makes the appends of events decided on o: what the command claims, then the events
 // with their metadata and hash chain.
-func (p *Plan) encode(ctx context.Context, o Order, cached bool, events []order.Event, decideErr error) error {
+func (p *Plan) encode(o Order, cached bool, events []order.Event, decideErr error) error {
 	p.claim = nil
 	if !p.claimed {
 		var err error
-		if p.claim, err = p.h.claim(ctx, p.id, p.c, p.md); err != nil {
+		if p.claim, err = claim(p.id, p.c, p.md); err != nil {
 			return err
 		}
 	}

@@ -612,18 +612,16 @@ func TestProjectionStatus(t *testing.T) {
 		empty = s.projections(t)
 		for _, p := range empty {
 			if p.State != "live" || !caughtUp(p) {
-				return false // the start's marker may reach one projection before another
+				return false
 			}
 		}
 		return len(empty) > 0
 	}) {
 		knownBug(t, bugNeverLiveAtHead, "on an empty log: %+v", empty)
 	}
-	// The log holds nothing, or only the marker that the start's scan for legacy client
-	// references writes on a store without any (command.NoLegacyClientRefsStream).
 	for name, p := range empty {
-		if !caughtUp(p) || p.Head > 1 || p.Generation != 1 {
-			t.Errorf("projection %s on an empty log: %+v; want generation 1 at head 0 or 1, caught up", name, p)
+		if !caughtUp(p) || p.Head != 0 || p.Generation != 1 {
+			t.Errorf("projection %s on an empty log: %+v; want generation 1 at head 0, caught up", name, p)
 		}
 	}
 

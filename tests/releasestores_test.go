@@ -34,8 +34,7 @@ var orderFieldsAdded = map[string]any{"channel": "unknown"}
 // Every committed store of an earlier release (testdata/store-*, see TestWriteReleaseStore)
 // is served by the binary under test: the same orders and events as the release recorded
 // (apart from upcasting's documented, additive fields), the read models rebuilt from it, its
-// keys replayed with their bodies, new commands on its orders, the marker of no legacy
-// client-reference claims written by the scan at start, and an audit without findings.
+// keys replayed with their bodies, new commands on its orders, and an audit without findings.
 //
 // A release's keys are as old as its store, so the store is served with a key TTL that covers
 // its age on whatever day the test runs; TestReleaseKeysPastTTL shows what they do past it.
@@ -54,9 +53,6 @@ func TestReleaseStoresStayReadable(t *testing.T) {
 func serveReleaseStore(t *testing.T, store string) {
 	rec, dir := openReleaseStore(t, store)
 	s := startServer(t, dir, "--key-ttl", keyTTLCovering(t, rec).String())
-	// Release stores hold per-principal client-reference claims only: the scan at
-	// start finds no legacy one and writes the marker.
-	waitForLegacyScan(t, s, legacyNone)
 	checkRecordedOrders(t, s, rec)
 	checkListed(t, s, rec)
 	checkReplays(t, s, rec)
@@ -69,9 +65,6 @@ func serveReleaseStore(t *testing.T, store string) {
 
 	commandOldOrders(t, s, rec)
 	s.current().stop(t)
-	if !hasLegacyMarker(t, dir) {
-		t.Error("the store has no marker of no legacy client-reference claims after the scan")
-	}
 	out, code = runAPI(t, "audit", "verify", "--data", dir)
 	if code != 0 || !strings.Contains(out, "no findings") {
 		t.Fatalf("audit verify: exit %d:\n%s", code, out)

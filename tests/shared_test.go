@@ -186,10 +186,6 @@ func testConcurrentCreatesOnSeveralNodes(t *testing.T, args func(...string) []st
 			t.Errorf("node %d: order %s has events %v; want one set: created and one line added", i, id, types(evs))
 		}
 	}
-	// Every node scanned the new store for legacy client-reference claims and found none.
-	for _, node := range nodes {
-		waitForLegacyScan(t, node, legacyNone)
-	}
 }
 
 // One node dies after appending the order's events but before storing the outcome, or right

@@ -150,8 +150,8 @@ func (s *stops) run() {
 var _ api.WriteChecker = (*postgres.Store)(nil)
 
 // server makes the API server on store and starts what runs beside it (the projections, the
-// legacy scan, the console's sessions, the webhooks, the key sweeper, the reload of the keys
-// file), adding their stops to started.
+// console's sessions, the webhooks, the key sweeper, the reload of the keys file), adding their
+// stops to started.
 func (cmd *serveCmd) server(ctx context.Context, e *env, store backend, metrics *api.Metrics, keys api.APIKeys, log *slog.Logger, started *stops) (*api.Server, error) {
 	timed := metrics.Store.TimeAppends(store)
 	node := nodeName()
@@ -164,7 +164,6 @@ func (cmd *serveCmd) server(ctx context.Context, e *env, store backend, metrics 
 	started.add(stopProjections)
 	metrics.WatchProjections(runner)
 	orders := &command.Handler{Store: timed, CachedOrderBytes: cmp.Or(int64(cmd.OrderMemory)<<20, -1)}
-	started.add(startLegacyScan(ctx, orders, store, log))
 	srv := &api.Server{
 		Store: store, Feed: store, Projections: runner, Reads: projections.Queries{DB: runner.DB},
 		Orders: orders, Keys: idem, IDs: command.NewOrderIDs(), Log: log,
@@ -250,39 +249,6 @@ func startSweeper(ctx context.Context, idem *idempotency.Keys, feed eventstore.F
 		}
 	}()
 	return func() { cancel(); <-swept }
-}
-
-// startLegacyScan runs orders.ScanLegacyClientRefs until it succeeds, or until stop, which
-// waits for it to end. A failed scan is logged and tried again later (up to a minute between
-// tries); until one succeeds, creates keep reading legacy client-reference claims, as they must
-// while the store may hold one.
-func startLegacyScan(ctx context.Context, orders *command.Handler, feed eventstore.Feed, log *slog.Logger) (stop func()) {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for wait := time.Second; ; wait = min(2*wait, time.Minute) {
-			scan, err := orders.ScanLegacyClientRefs(ctx, feed)
-			switch {
-			case ctx.Err() != nil:
-				return
-			case err != nil:
-				log.Warn("scan for legacy client-reference claims failed; retrying", "error", err, "retry_in", wait.String())
-			case scan.None:
-				log.Info("no legacy client-reference claims: creates read none", "marker_written", scan.Written, "claims_scanned", scan.Claims)
-				return
-			default:
-				log.Info("legacy client-reference claims found: creates keep reading them", "stream", scan.Legacy.Stream, "position", scan.Legacy.Position.Commit)
-				return
-			}
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
 }
 
 // withSweeper adds the key sweeper to the readiness check ready: not ready while it keeps
