@@ -9,8 +9,8 @@ import (
 	"testing"
 )
 
-// keyed is a keyed POST to path with body, served by h.
-func keyed(h http.Handler, path, key string, body io.Reader, size int64) *httptest.ResponseRecorder {
+// keyedPost is a keyed POST to path with body, served by h.
+func keyedPost(h http.Handler, path, key string, body io.Reader, size int64) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(http.MethodPost, path, body)
 	req.ContentLength = size
 	req.Header.Set("Content-Type", "application/json")
@@ -31,18 +31,18 @@ func TestLargeBodiesWaitForRoom(t *testing.T) {
 	// A body that arrives slowly holds what it has sent, here the whole budget.
 	r, w := io.Pipe()
 	first := make(chan *httptest.ResponseRecorder)
-	go func() { first <- keyed(h, "/v1/orders", "slow", r, int64(len(large))) }()
+	go func() { first <- keyedPost(h, "/v1/orders", "slow", r, int64(len(large))) }()
 	if _, err := io.WriteString(w, large[:150<<10]); err != nil { // returns once the server read it
 		t.Fatal(err)
 	}
 
-	busy := keyed(h, "/v1/orders", "large", strings.NewReader(large), int64(len(large)))
+	busy := keyedPost(h, "/v1/orders", "large", strings.NewReader(large), int64(len(large)))
 	if busy.Code != http.StatusServiceUnavailable || busy.Header().Get("Retry-After") == "" ||
 		!strings.Contains(busy.Body.String(), "/problems/unavailable") {
 		t.Errorf("a large body while the budget is full: %d %v %s; want 503 unavailable with Retry-After", busy.Code, busy.Header(), busy.Body)
 	}
 	small := `{"customerId":"c-1","currency":"EUR"}`
-	if rec := keyed(h, "/v1/orders", "small", strings.NewReader(small), int64(len(small))); rec.Code != http.StatusCreated {
+	if rec := keyedPost(h, "/v1/orders", "small", strings.NewReader(small), int64(len(small))); rec.Code != http.StatusCreated {
 		t.Errorf("a small body while the budget is full: %d %s; want 201", rec.Code, rec.Body)
 	}
 
@@ -54,7 +54,7 @@ func TestLargeBodiesWaitForRoom(t *testing.T) {
 	if rec := <-first; rec.Code != http.StatusBadRequest {
 		t.Errorf("the slow body: %d %s; want 400", rec.Code, rec.Body)
 	}
-	if rec := keyed(h, "/v1/orders", "large", strings.NewReader(large), int64(len(large))); rec.Code != http.StatusBadRequest {
+	if rec := keyedPost(h, "/v1/orders", "large", strings.NewReader(large), int64(len(large))); rec.Code != http.StatusBadRequest {
 		t.Errorf("a large body once the budget is free: %d %s; want 400", rec.Code, rec.Body)
 	}
 	if b := srv.bodyBudget(); !b.sem.TryAcquire(b.size) {
@@ -68,20 +68,20 @@ func TestBodyIsCheckedBeforeItsKey(t *testing.T) {
 	srv, _ := newServer(t, nil)
 	h := srv.Handler()
 	good := `{"customerId":"c-1","currency":"EUR"}`
-	if rec := keyed(h, "/v1/orders", "k", strings.NewReader(good), -1); rec.Code != http.StatusCreated {
+	if rec := keyedPost(h, "/v1/orders", "k", strings.NewReader(good), -1); rec.Code != http.StatusCreated {
 		t.Fatalf("create: %d %s", rec.Code, rec.Body)
 	}
 	for _, bad := range []string{
 		`{"customerId":"c-1","currency":"EUR","discount":10}`,
 		`{"customerId":"c-1","currency":"EUR","lines":` + strings.Repeat(`[1,`, 1000) + `]`,
 	} {
-		rec := keyed(h, "/v1/orders", "k", strings.NewReader(bad), -1)
+		rec := keyedPost(h, "/v1/orders", "k", strings.NewReader(bad), -1)
 		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "/problems/malformed-request") {
 			t.Errorf("%.60s… with a used key: %d %s; want 400 malformed-request", bad, rec.Code, rec.Body)
 		}
 	}
 	// The retry of the good request is still a replay, by chunks or not.
-	rec := keyed(h, "/v1/orders", "k", bytes.NewReader([]byte(good)), int64(len(good)))
+	rec := keyedPost(h, "/v1/orders", "k", bytes.NewReader([]byte(good)), int64(len(good)))
 	if rec.Code != http.StatusCreated || rec.Header().Get("Idempotent-Replayed") != "true" {
 		t.Errorf("retry: %d %v %s; want the replayed 201", rec.Code, rec.Header(), rec.Body)
 	}

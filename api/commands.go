@@ -18,6 +18,7 @@ import (
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/idempotency"
+	"github.com/acme/orders/keyed"
 	"github.com/labstack/echo/v4"
 )
 
@@ -36,7 +37,7 @@ type route struct {
 const commandTimeout = 30 * time.Second
 
 // command serves a route: check the request, then run it once per Idempotency-Key through the
-// pipeline (idempotency.Pipeline), which owns the key's protocol.
+// pipeline (keyed.Pipeline), which owns the key's protocol.
 func (s *Server) command(rt route) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		in, replay, err := s.intake(c, rt)
@@ -92,12 +93,12 @@ func (s *Server) keyRequest(c echo.Context, rt route, in commandRequest, id stri
 // keyed is the command of a keyed request, as the pipeline runs it: its answers are respond's,
 // with the errors of an order its caller may not see or that If-Match cannot match told as run
 // tells them.
-func (s *Server) keyed(rt route, in commandRequest) idempotency.OrderCommand {
+func (s *Server) keyed(rt route, in commandRequest) keyed.OrderCommand {
 	var opts []command.Option
 	if in.ifMatch.tags {
 		opts = append(opts, command.At(in.ifMatch.revisions...))
 	}
-	return idempotency.OrderCommand{
+	return keyed.OrderCommand{
 		Command: in.cmd, Metadata: in.md, Options: opts, Create: rt.create,
 		Render: func(orderID string, res command.Result, err error) idempotency.Outcome {
 			res, err = refusal(in.cmd, orderID, in.ifMatch, res, err)
@@ -107,9 +108,9 @@ func (s *Server) keyed(rt route, in commandRequest) idempotency.OrderCommand {
 }
 
 // pipeline is the keyed-command pipeline of the server's keys.
-func (s *Server) pipeline() *idempotency.Pipeline {
+func (s *Server) pipeline() *keyed.Pipeline {
 	s.pipelineOnce.Do(func() {
-		s.keyedPipeline = &idempotency.Pipeline{Keys: s.Keys, Orders: s.Orders, Hooks: s.Hooks}
+		s.keyedPipeline = &keyed.Pipeline{Keys: s.Keys, Orders: s.Orders, Hooks: s.Hooks}
 	})
 	return s.keyedPipeline
 }

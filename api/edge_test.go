@@ -161,6 +161,9 @@ func TestRequestMetricLabelsAreBounded(t *testing.T) {
 // outcome, written by Server.write.
 type orderAppendsFail struct{ eventstore.Store }
 
+// SetMaxAge keeps no age: these tests do not reach a key's expiry.
+func (f orderAppendsFail) SetMaxAge(context.Context, string, time.Duration) error { return nil }
+
 func (f orderAppendsFail) Append(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) (eventstore.AppendResult, error) {
 	if strings.HasPrefix(stream, "order-") {
 		return eventstore.AppendResult{}, fmt.Errorf("%w: no space left on device", eventstore.ErrUnavailable)

@@ -15,6 +15,7 @@ import (
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/fault"
 	"github.com/acme/orders/idempotency"
+	"github.com/acme/orders/keyed"
 	"github.com/acme/orders/providers"
 	"github.com/labstack/echo/v4"
 )
@@ -43,7 +44,7 @@ type providerAnswer struct {
 // parses them. Then the event runs once per provider and event id, as the provider's
 // principal, through the keyed pipeline: as the command it reports (order.ProviderEvent) on
 // the order that started its payment, or, if it names no order of the principal or reports
-// nothing the service acts on, as a record in the provider log (idempotency.Unapplied). Either way
+// nothing the service acts on, as a record in the provider log (keyed.Unapplied). Either way
 // the provider is answered 2xx, so that it stops; only what a retry can fix is not.
 func (s *Server) providerEvent(c echo.Context) error {
 	stateOf(c).command = order.ProviderEvent{}.CommandName()
@@ -81,9 +82,9 @@ func (s *Server) takeProviderEvent(c echo.Context, ctx context.Context, p provid
 	if r.Key, err = s.providerEventKey(ctx, p, ev, r); err != nil {
 		return "failed", err
 	}
-	var w idempotency.Work = s.providerCommand(c, p, ev, r)
+	var w keyed.Work = s.providerCommand(c, p, ev, r)
 	if reason != "" {
-		w = idempotency.Unapplied{Event: providers.Unapplied{Provider: p.Name, Principal: p.Principal, EventID: ev.ID,
+		w = keyed.Unapplied{Event: providers.Unapplied{Provider: p.Name, Principal: p.Principal, EventID: ev.ID,
 			EventType: ev.Type, PaymentID: ev.PaymentID, OrderID: orderID, Reason: reason, ReceivedAt: time.Now().UTC()},
 			Render: renderUnapplied}
 	}
@@ -248,10 +249,10 @@ func providerFingerprint(req *http.Request, ev providers.Event) string {
 
 // providerCommand is ev as the pipeline runs it with key request r: the command it reports on
 // its order.
-func (s *Server) providerCommand(c echo.Context, p providers.Provider, ev providers.Event, r idempotency.Request) idempotency.OrderCommand {
+func (s *Server) providerCommand(c echo.Context, p providers.Provider, ev providers.Event, r idempotency.Request) keyed.OrderCommand {
 	md := command.Metadata{Principal: r.Principal, CorrelationID: requestID(c), IdempotencyKey: r.Key, Fingerprint: r.Fingerprint}
 	report := reportOf(ev)
-	return idempotency.OrderCommand{
+	return keyed.OrderCommand{
 		Command:  order.ProviderEvent{Provider: p.Name, EventID: ev.ID, EventType: ev.Type, Report: report},
 		Metadata: md,
 		Render: func(orderID string, res command.Result, err error) idempotency.Outcome {
@@ -300,7 +301,7 @@ func reportOf(ev providers.Event) order.Command {
 }
 
 // providerOutcome is the metrics outcome of an answer to a provider event.
-func providerOutcome(ans idempotency.Answer) string {
+func providerOutcome(ans keyed.Answer) string {
 	switch {
 	case ans.Replayed:
 		return "replayed"

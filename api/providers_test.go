@@ -125,7 +125,7 @@ func TestProviderBodiesHaveABudgetOfTheirOwn(t *testing.T) {
 		t.Errorf("a large delivery while the deliveries' budget is full: %d %s; want 503 with Retry-After", busy.Code, busy.Body)
 	}
 	create := largeCreate(100)
-	if rec := keyed(h, "/v1/orders", "create", strings.NewReader(create), int64(len(create))); rec.Code != http.StatusCreated {
+	if rec := keyedPost(h, "/v1/orders", "create", strings.NewReader(create), int64(len(create))); rec.Code != http.StatusCreated {
 		t.Errorf("a create of %d bytes while the deliveries' budget is full: %d %s; want 201", len(create), rec.Code, rec.Body)
 	}
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/eventstore"
@@ -23,6 +24,9 @@ type failingOutcomes struct {
 	eventstore.Store
 	fail atomic.Bool
 }
+
+// SetMaxAge keeps no age: these tests do not reach a key's expiry.
+func (f *failingOutcomes) SetMaxAge(context.Context, string, time.Duration) error { return nil }
 
 func (f *failingOutcomes) Append(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) (eventstore.AppendResult, error) {
 	if f.fail.Load() && len(events) > 0 && events[len(events)-1].Type == idempotency.TypeCompleted {

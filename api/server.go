@@ -16,6 +16,7 @@ import (
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/internal/requestlog"
+	"github.com/acme/orders/keyed"
 	"github.com/acme/orders/projections"
 	"github.com/acme/orders/providers"
 	"github.com/acme/orders/webhooks"
@@ -69,8 +70,8 @@ type Server struct {
 	providerSet atomic.Pointer[providers.Set] // see SetProviders
 
 	pipelineOnce  sync.Once
-	keyedPipeline *idempotency.Pipeline // see pipeline
-	failures      *logLimiter           // the log lines of 5xx answers (see answerFailures)
+	keyedPipeline *keyed.Pipeline // see pipeline
+	failures      *logLimiter     // the log lines of 5xx answers (see answerFailures)
 
 	// BodyMemory bounds the bytes of command bodies being read and checked at once, past the
 	// first 16 KiB of each (see readBody); 0 means 16 MiB.
@@ -83,7 +84,7 @@ type Server struct {
 }
 
 // Hooks run at the points of a keyed command where a crash matters most.
-type Hooks = idempotency.Hooks
+type Hooks = keyed.Hooks
 
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler {

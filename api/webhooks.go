@@ -14,6 +14,7 @@ import (
 	"github.com/acme/orders/fault"
 
 	"github.com/acme/orders/idempotency"
+	"github.com/acme/orders/keyed"
 	"github.com/acme/orders/webhooks"
 	"github.com/labstack/echo/v4"
 )
@@ -112,7 +113,7 @@ func (s *Server) registerEndpoint(c echo.Context) error {
 		return err
 	}
 	id := webhooks.EndpointID(principal(c), key)
-	reg := idempotency.Registration{Endpoints: es, Principal: principal(c), URL: *b.URL, Events: b.Events,
+	reg := keyed.Registration{Endpoints: es, Principal: principal(c), URL: *b.URL, Events: b.Events,
 		Description: b.Description, Render: renderRegistration}
 	return s.endpointChange(c, key, id, body, reg, "")
 }
@@ -120,7 +121,7 @@ func (s *Server) registerEndpoint(c echo.Context) error {
 // endpointChange runs a keyed change of endpoint id through the pipeline and writes its
 // answer: a success with the secret it drew (the registration's, or the rotation's with key
 // rotation), while it may be shown, as the answer stored holds none.
-func (s *Server) endpointChange(c echo.Context, key, id string, body []byte, w idempotency.Work, rotation string) error {
+func (s *Server) endpointChange(c echo.Context, key, id string, body []byte, w keyed.Work, rotation string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), commandTimeout)
 	defer cancel()
 	ans, err := s.pipeline().Do(ctx, s.endpointRequest(c, key, id, body), w)
@@ -257,7 +258,7 @@ func (s *Server) rotateSecret(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rot := idempotency.Rotation{Endpoints: s.Webhooks.Endpoints, Principal: principal(c), All: changesAll(c), Key: key, Render: renderRotation}
+	rot := keyed.Rotation{Endpoints: s.Webhooks.Endpoints, Principal: principal(c), All: changesAll(c), Key: key, Render: renderRotation}
 	return s.endpointChange(c, key, id, nil, rot, key)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"strings"
+	"time"
 )
 
 // Store appends to, reads and deletes streams.
@@ -45,13 +46,14 @@ type Store interface {
 // KurrentDB's multi-stream append does. The embedded store is one; callers make one Append
 // per stream on a store that is not.
 type MultiStreamAppender interface {
-	// MultiStreamAppend makes each append as Append would, all or nothing: when it returns nil,
+	// MultiStreamAppend makes each append as Append would, and sets the maximum age of the
+	// streams of those with a MaxAge (see StreamAppend.MaxAge), all or nothing: when it returns nil,
 	// the events of every append are durable (written, or found stored by an earlier append of
 	// the same ids, as Append answers a repeat), and results[i] is appends[i]'s. When it
 	// returns an error, none of them was written, except that an append cancelled by its
 	// context may still have been written whole. A *WrongExpectedRevisionError names the
 	// stream whose expected revision did not match. Naming a stream twice, or none, matches
-	// ErrInvalidArgument; the other errors are Append's.
+	// ErrInvalidArgument, and so does a negative MaxAge; the other errors are Append's.
 	//
 	// A call is a repeat only as a whole: when some of its appends repeat an earlier append's
 	// events and others are new, the first repeated one is refused as a
@@ -81,11 +83,42 @@ func PartialRepeat(results []AppendResult) int {
 	return -1
 }
 
-// StreamAppend is one stream's part of a MultiStreamAppend.
+// StreamAppend is one stream's part of a MultiStreamAppend, or an append of Write.
 type StreamAppend struct {
 	Stream   string
 	Expected ExpectedRevision
 	Events   []EventData
+
+	// MaxAge, when above 0, sets the stream's maximum age with the append, for the stream from
+	// then on (until another MaxAge replaces it); 0 leaves the stream's as it is (none for a
+	// new stream), and a negative one is ErrInvalidArgument. The semantics are KurrentDB's
+	// $maxAge:
+	//
+	//   - ReadStream does not return an event once it is older than the stream's maximum age,
+	//     counted from when it was recorded, whenever the age was set: a shorter one hides
+	//     older events at once.
+	//   - A stream whose events are all past it (its last one is) is expired: it reads as not
+	//     found, and counts as a deleted stream for expected revisions: it takes an append
+	//     with NoStream or Any, whose revisions go on after its last; StreamExists and an exact
+	//     revision, its last one included, are refused with Actual NoStream. A stream recreated
+	//     so keeps its maximum age.
+	//   - ReadAll and SubscribeAll may still yield the events of an expired stream until the
+	//     store forgets them, and until then their ids stay taken: the embedded store and
+	//     PostgreSQL forget expired streams a few at a time with their writes; KurrentDB keeps
+	//     them in $all until a scavenge.
+	//
+	// A store may round the age up: KurrentDB to whole seconds, PostgreSQL to microseconds.
+	MaxAge time.Duration
+}
+
+// MaxAgeSetter is a Store that sets a stream's maximum age apart from an append, as KurrentDB
+// does in the stream's metadata. Write calls it, on a store that is not a MultiStreamAppender,
+// for an append with a MaxAge.
+type MaxAgeSetter interface {
+	// SetMaxAge sets stream's maximum age to d, with the semantics of StreamAppend.MaxAge,
+	// whether the stream exists yet or not. A d of 0 or less, or an empty stream name, is
+	// ErrInvalidArgument; the other errors are Append's.
+	SetMaxAge(ctx context.Context, stream string, d time.Duration) error
 }
 
 // Feed is the global log, for projections.
@@ -176,12 +209,30 @@ func First(ctx context.Context, s Store, stream string) (e RecordedEvent, found 
 // Write makes appends: all or nothing, in one step, where s appends to several streams at once
 // (MultiStreamAppender); else one after the other, in order, up to the first refusal. It
 // returns the result of each, or that refusal, which names its stream.
+//
+// An append with a MaxAge goes through MultiStreamAppend on a store that has it, even alone,
+// so that the age is set in the append's own step. On another store Write sets the stream's
+// maximum age (MaxAgeSetter) just before the append, where a refusal of the append leaves it
+// set; a store that cannot set one fails the call with ErrInvalidArgument, writing nothing.
 func Write(ctx context.Context, s Store, appends ...StreamAppend) ([]AppendResult, error) {
-	if ms, multi := s.(MultiStreamAppender); multi && len(appends) > 1 {
+	maxAge, err := maxAges(appends)
+	if err != nil {
+		return nil, err
+	}
+	if ms, multi := s.(MultiStreamAppender); multi && (len(appends) > 1 || maxAge) {
 		return ms.MultiStreamAppend(ctx, appends...)
+	}
+	setter, canSet := s.(MaxAgeSetter)
+	if maxAge && !canSet {
+		return nil, fmt.Errorf("%w: the store cannot set a stream's maximum age", ErrInvalidArgument)
 	}
 	results := make([]AppendResult, len(appends))
 	for i, a := range appends {
+		if a.MaxAge > 0 {
+			if err := setter.SetMaxAge(ctx, a.Stream, a.MaxAge); err != nil {
+				return nil, err
+			}
+		}
 		res, err := s.Append(ctx, a.Stream, a.Expected, a.Events...)
 		if err != nil {
 			return nil, err
@@ -189,4 +240,16 @@ func Write(ctx context.Context, s Store, appends ...StreamAppend) ([]AppendResul
 		results[i] = res
 	}
 	return results, nil
+}
+
+// maxAges reports whether an append sets a maximum age, and refuses a negative one.
+func maxAges(appends []StreamAppend) (bool, error) {
+	set := false
+	for _, a := range appends {
+		if a.MaxAge < 0 {
+			return false, fmt.Errorf("%w: append to %q: negative max age %v", ErrInvalidArgument, a.Stream, a.MaxAge)
+		}
+		set = set || a.MaxAge > 0
+	}
+	return set, nil
 }

@@ -24,13 +24,12 @@ func TestDecide(t *testing.T) {
 	released := keyState{exists: true, first: claim, current: claim, released: true}
 
 	holdings := map[string]Holding{
-		"none":    {},
-		"here":    {Here: true},
-		"pending": {Here: true, Unwritten: true},
+		"none": {},
+		"here": {Here: true},
 	}
 	// The protocol, one row per phase × holding × fingerprint (same: the request's fingerprint
-	// is the key's). A pending claim stands for nothing until its append is made, so a
-	// duplicate of its holder waits whatever its fingerprint.
+	// is the key's). A claim held here is written by its holder, which tells what the key
+	// holds: its duplicates here wait, whatever their fingerprints.
 	type cell struct {
 		phase   Phase
 		holding string
@@ -44,34 +43,24 @@ func TestDecide(t *testing.T) {
 	}{
 		{Unclaimed, "none", true, StepClaim},
 		{Unclaimed, "none", false, StepClaim},
-		{Unclaimed, "here", true, StepClaim},
-		{Unclaimed, "here", false, StepClaim},
-		{Unclaimed, "pending", true, StepClaim},
-		{Unclaimed, "pending", false, StepClaim},
+		{Unclaimed, "here", true, StepWait},
+		{Unclaimed, "here", false, StepWait},
 		{Running, "none", true, StepWait},
 		{Running, "none", false, StepRefuse},
 		{Running, "here", true, StepWait},
-		{Running, "here", false, StepRefuse},
-		{Running, "pending", true, StepWait},
-		{Running, "pending", false, StepWait},
+		{Running, "here", false, StepWait},
 		{Abandoned, "none", true, StepTakeOver},
 		{Abandoned, "none", false, StepRefuse},
-		{Abandoned, "here", true, StepTakeOver},
-		{Abandoned, "here", false, StepRefuse},
-		{Abandoned, "pending", true, StepWait},
-		{Abandoned, "pending", false, StepWait},
+		{Abandoned, "here", true, StepWait},
+		{Abandoned, "here", false, StepWait},
 		{Finished, "none", true, StepReplay},
 		{Finished, "none", false, StepRefuse},
-		{Finished, "here", true, StepReplay},
-		{Finished, "here", false, StepRefuse},
-		{Finished, "pending", true, StepWait},
-		{Finished, "pending", false, StepWait},
-		{Expired, "none", true, StepForget},
-		{Expired, "none", false, StepForget},
-		{Expired, "here", true, StepForget},
-		{Expired, "here", false, StepForget},
-		{Expired, "pending", true, StepForget},
-		{Expired, "pending", false, StepForget},
+		{Finished, "here", true, StepWait},
+		{Finished, "here", false, StepWait},
+		{Expired, "none", true, StepClaimExpired},
+		{Expired, "none", false, StepClaimExpired},
+		{Expired, "here", true, StepWait},
+		{Expired, "here", false, StepWait},
 	}
 	want := map[cell]Step{}
 	for _, r := range rows {

@@ -103,10 +103,7 @@ func (s *keyState) apply(e eventstore.RecordedEvent) error {
 		if err := json.Unmarshal(e.Data, &c); err != nil {
 			return fmt.Errorf("%s@%d: %w", e.Stream, e.Revision, err)
 		}
-		if s.first.Claimant == "" {
-			s.first = c
-		}
-		s.current, s.released = c, false
+		s.claim(c)
 	case TypeCompleted:
 		var c Completed
 		if err := json.Unmarshal(e.Data, &c); err != nil {
@@ -120,10 +117,7 @@ func (s *keyState) apply(e eventstore.RecordedEvent) error {
 		if err := json.Unmarshal(e.Data, &r); err != nil {
 			return fmt.Errorf("%s@%d: %w", e.Stream, e.Revision, err)
 		}
-		if s.first.Claimant == "" {
-			s.first = r.Claimed
-		}
-		s.current, s.released = r.Claimed, false
+		s.claim(r.Claimed)
 		if s.done == nil {
 			s.done = &Completed{Outcome: r.Outcome, OrderID: r.OrderID, CompletedAt: r.ClaimedAt, At: r.At}
 		}
@@ -131,6 +125,16 @@ func (s *keyState) apply(e eventstore.RecordedEvent) error {
 		s.released = true
 	}
 	return nil
+}
+
+// claim folds a claim: a takeover within the key's life, or the first claim of a new life once
+// the key expired (or its first claim is no longer read: the store let it age out), which
+// leaves nothing of the old life.
+func (s *keyState) claim(c Claimed) {
+	if s.first.Claimant == "" || !c.ClaimedAt.Before(s.first.ExpiresAt) {
+		*s = keyState{exists: true, revision: s.revision, first: c}
+	}
+	s.current, s.released = c, false
 }
 
 // newEvent is an event of a key stream with its encoded data.

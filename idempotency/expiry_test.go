@@ -30,23 +30,23 @@ func kurrentStore(t *testing.T) *kurrent.Store {
 	return s
 }
 
-// On KurrentDB a key expires through its stream's $maxAge, with no sweeper: once its events
+// On KurrentDB a key expires through its stream's $maxAge: once its events
 // are past it, a request with the key is a new request, even with another fingerprint.
 func TestKeyExpiresByMaxAge(t *testing.T) {
 	s := kurrentStore(t)
 	// RememberBytes: -1, so that every Begin asks the store.
-	keys := &idempotency.Keys{Store: s, TTL: time.Second, Wait: 50 * time.Millisecond, RememberBytes: -1, Expire: s.SetMaxAge}
+	keys := &idempotency.Keys{Store: s, TTL: time.Second, Wait: 50 * time.Millisecond, RememberBytes: -1}
 	// Begin would claim an expired key forever if the store refused its NoStream claim.
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	c, _, err := keys.Begin(ctx, request("fp"))
+	c, _, err := begin(ctx, keys, request("fp"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := keys.Complete(ctx, c, created); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := keys.Begin(ctx, request("other")); !errors.Is(err, fault.KeyReused) {
+	if _, _, err := begin(ctx, keys, request("other")); !errors.Is(err, fault.KeyReused) {
 		t.Fatalf("another request before expiry: %v; want ErrKeyReused", err)
 	}
 
@@ -62,28 +62,28 @@ func TestKeyExpiresByMaxAge(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	again, replay, err := keys.Begin(ctx, request("other"))
+	again, replay, err := begin(ctx, keys, request("other"))
 	if err != nil || again == nil || replay != nil || again.Takeover || again.OrderID != "order-other" {
 		t.Fatalf("another request after expiry: %+v, %+v, %v; want a new claim", again, replay, err)
 	}
-	if again.Revision != 2 {
-		t.Errorf("new claim at revision %d; want 2, after the expired claim and outcome", again.Revision)
+	if again.Expected != eventstore.Exact(2) {
+		t.Errorf("new claim at %v; want revision 2, after the expired claim and outcome", again.Expected)
 	}
 	other := idempotency.Outcome{Status: 201, Body: "{\"id\":\"other\"}\n"}
 	if err := keys.Complete(ctx, again, other); err != nil {
 		t.Fatal(err)
 	}
-	if _, replay, err := keys.Begin(ctx, request("other")); err != nil || replay == nil || replay.Body != other.Body {
+	if _, replay, err := begin(ctx, keys, request("other")); err != nil || replay == nil || replay.Body != other.Body {
 		t.Fatalf("replay of the new request: %+v, %v", replay, err)
 	}
-	if _, _, err := keys.Begin(ctx, request("fp")); !errors.Is(err, fault.KeyReused) {
+	if _, _, err := begin(ctx, keys, request("fp")); !errors.Is(err, fault.KeyReused) {
 		t.Fatalf("the first request after the key's new life: %v; want ErrKeyReused", err)
 	}
 }
 
 // hidingFirst hides the first event of every stream from reads, as $maxAge does for a key's
 // Claimed when a later Completed is still young enough to be read.
-type hidingFirst struct{ eventstore.Store }
+type hidingFirst struct{ *kurrent.Store }
 
 func (h hidingFirst) ReadStream(ctx context.Context, stream string, opts eventstore.ReadStreamOptions) iter.Seq2[eventstore.RecordedEvent, error] {
 	return func(yield func(eventstore.RecordedEvent, error) bool) {
@@ -99,13 +99,13 @@ func (h hidingFirst) ReadStream(ctx context.Context, stream string, opts eventst
 }
 
 // A key whose first claim is hidden (past $maxAge, which is at least the TTL) but whose outcome
-// is not counts as expired, even by a clock that says otherwise: its stream is deleted at the
-// revision read, and the request claims the key anew.
+// is not counts as expired, even by a clock that says otherwise: the request claims the key
+// anew at the revision read, and the key is then the new claim's, its old outcome no longer.
 func TestKeyWithoutItsFirstClaimIsExpired(t *testing.T) {
 	s := kurrentStore(t)
-	keys := &idempotency.Keys{Store: s, TTL: time.Hour, Wait: 50 * time.Millisecond, RememberBytes: -1, Expire: s.SetMaxAge}
+	keys := &idempotency.Keys{Store: s, TTL: time.Hour, Wait: 50 * time.Millisecond, RememberBytes: -1}
 	ctx := context.Background()
-	c, _, err := keys.Begin(ctx, request("fp"))
+	c, _, err := begin(ctx, keys, request("fp"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,13 +114,18 @@ func TestKeyWithoutItsFirstClaimIsExpired(t *testing.T) {
 	}
 
 	keys.Store = hidingFirst{s}
-	again, replay, err := keys.Begin(ctx, request("other"))
+	again, replay, err := begin(ctx, keys, request("other"))
 	if err != nil || again == nil || replay != nil || again.Takeover {
 		t.Fatalf("another request when the first claim is hidden: %+v, %+v, %v; want a new claim", again, replay, err)
 	}
-	keys.Store = s
-	got, err := first(s, c.Stream)
-	if err != nil || got.Revision != again.Revision || got.Revision != 2 {
-		t.Errorf("the key's stream starts with %s@%d (%v); want the new claim at revision 2, the old events deleted", got.Type, got.Revision, err)
+	if again.Expected != eventstore.Exact(2) {
+		t.Errorf("new claim at %v; want revision 2", again.Expected)
+	}
+	other := idempotency.Outcome{Status: 201, Body: "{\"id\":\"other\"}\n"}
+	if err := keys.Complete(ctx, again, other); err != nil {
+		t.Fatal(err)
+	}
+	if _, replay, err := begin(ctx, keys, request("other")); err != nil || replay == nil || replay.Body != other.Body {
+		t.Fatalf("replay of the new request: %+v, %v; want its own outcome", replay, err)
 	}
 }

@@ -3,7 +3,6 @@ package idempotency
 import (
 	"slices"
 	"sync"
-	"time"
 )
 
 // holds are the claims this process holds on keys, and the requests of this process waiting
@@ -15,55 +14,31 @@ type holds struct {
 	// holding has, by key stream, the claims of this process not yet let go: usually one, but
 	// requests that found the key new at once each hold theirs until the store has refused all
 	// but one, so that the key never looks unheld here while one of them stands.
-	holding map[string][]held
+	holding map[string][]*Claim
 }
 
-// hold notes a claim of this process, or its new state, so that its duplicates here wait for
-// it without reading the key stream; drop ends that when the claim completes or is released.
-func (h *holds) hold(stream string, claim held) {
+// hold notes a claim of this process, so that its duplicates here wait for it without reading
+// the key stream; drop ends that when the claim is kept, completed or let go.
+func (h *holds) hold(c *Claim) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.holding == nil {
-		h.holding = make(map[string][]held)
+		h.holding = make(map[string][]*Claim)
 	}
-	claims := h.holding[stream]
-	for i, held := range claims {
-		if held.claim == claim.claim {
-			claims[i] = claim
-			return
-		}
-	}
-	h.holding[stream] = append(claims, claim)
+	h.holding[c.Stream] = append(h.holding[c.Stream], c)
 }
 
-// heldHere returns the claim of this process on the key stream, if one holds it still: within
-// its lease and before the key expires, by this process's clock (the claim's times keep their
-// monotonic reading); a written claim before one whose append is on its way. A claim whose
-// holder never let go (it panicked) is forgotten once its lease ends, and the key stream is
-// read again.
-func (h *holds) heldHere(stream string, now time.Time) (held, bool) {
+// heldHere reports whether a claim of this process holds the key stream.
+func (h *holds) heldHere(stream string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	claims := slices.DeleteFunc(h.holding[stream], func(c held) bool {
-		return !c.claimed.LeaseUntil.After(now) || !c.claimed.ExpiresAt.After(now)
-	})
-	if len(claims) == 0 {
-		delete(h.holding, stream)
-		return held{}, false
-	}
-	h.holding[stream] = claims
-	for _, c := range claims {
-		if !c.unwritten {
-			return c, true
-		}
-	}
-	return claims[len(claims)-1], true
+	return len(h.holding[stream]) > 0
 }
 
 // drop ends the hold of claim c and wakes the requests here waiting for the key.
 func (h *holds) drop(c *Claim) {
 	h.mu.Lock()
-	claims := slices.DeleteFunc(h.holding[c.Stream], func(held held) bool { return held.claim == c })
+	claims := slices.DeleteFunc(h.holding[c.Stream], func(held *Claim) bool { return held == c })
 	if len(claims) == 0 {
 		delete(h.holding, c.Stream)
 	} else {

@@ -2,7 +2,6 @@ package idempotency
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,9 +16,10 @@ import (
 // Keys runs the key protocol on an event store. Set Store; the other fields have defaults.
 type Keys struct {
 	Store eventstore.Store
-	// TTL is how long a key is kept from its first claim; 0 means 24 hours. It is the TTL of
-	// every key this process reads, whatever TTL the key was claimed under, so that an operator's
-	// change of it holds for the keys already kept (see Keys.expiry).
+	// TTL is how long a key is kept from its first claim; 0 means 24 hours. The key's append
+	// gives its stream the TTL as its maximum age (eventstore.StreamAppend.MaxAge), so the store
+	// forgets the key then; a key written before the store kept its age expires by the TTL of
+	// the process that reads it (see Keys.expiry).
 	TTL time.Duration
 	// Lease is the terms of the claims' lease (see package lease): a claim holds its key until
 	// another request has seen it unchanged for Lease.Length (0 means 10 seconds), or at once
@@ -30,149 +30,122 @@ type Keys struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Log, if set, hears each step of a key's life (see Event) with the key's hash (KeyHash),
-	// logged with the request's context, and each failed round of Sweep; Steps, if set,
-	// counts both.
+	// logged with the request's context; Steps, if set, counts them.
 	Log   *slog.Logger
 	Steps *Steps
 	// RememberBytes bounds the memory that completed keys take, so that their replays need no
-	// read of the store; 0 means RememberDefault (32 MiB), a negative number none. An eighth of
-	// it keeps keys read from the store for a replay (see memory). An outcome larger than 64
-	// KiB (or than a 64th of the budget) stays in the store: its replay reads it.
+	// read of the store; 0 means RememberDefault (32 MiB), a negative number none. An outcome
+	// larger than 64 KiB (or than a 64th of the budget) stays in the store: its replay reads it.
 	RememberBytes int64
-	// Expire, if set, has the store itself drop the events of a key stream once they are older
-	// than ttl (KurrentDB's $maxAge), in place of a sweeper; a stream whose events are all gone
-	// must read as not found and take a claim with NoStream. Begin calls it with the TTL before
-	// its first claim of a key, so that no key stream is ever without its expiry, whatever
-	// crash follows; it costs a write for a new key, and a refused write and a read when the key
-	// turns out to exist (see eventstore/kurrent's SetMaxAge). An error fails the Begin with
-	// nothing claimed. Takeovers and outcomes need no call: the expiry is the stream's.
-	Expire func(ctx context.Context, stream string, ttl time.Duration) error
 
 	completed completed // the memory of completed keys
 
 	holds holds // the claims this process holds, and its requests waiting for them
 
 	sightings lease.Sightings // of the claims of others, whose holders requests here wait for
-
-	sweeper sweeper // the sweeper's state, with a mutex of its own
-}
-
-// held is a claim of this process that has not been completed or released yet.
-type held struct {
-	claimed  Claimed
-	revision uint64
-	claim    *Claim
-	// unwritten: the claim is not written yet (Request.Defer), so the store has not said whether
-	// the key was free: its fingerprint stands for nothing until then.
-	unwritten bool
 }
 
 // waiters are the requests of this process waiting for one key's holder.
 type waiters struct {
-	changed chan struct{} // closed and replaced when this process completes or releases the key
+	changed chan struct{} // closed and replaced when this process lets a claim of the key go
 	n       int
 }
 
-// Request is what Begin needs to know of an HTTP request.
+// Request is what Begin needs to know of a keyed request.
 type Request struct {
-	Principal, Key    string
-	Method, Path      string
-	Fingerprint       string
-	OrderID           string // the order the request acts on, or the id drawn for a create's
-	Claimant          string // who claims, for the record (node and request id)
-	FindInOrderStream func(ctx context.Context, orderID string) (*Outcome, error)
+	Principal, Key string
+	Method, Path   string
+	Fingerprint    string
+	OrderID        string // the subject the request acts on, or the id drawn for a create's
+	Claimant       string // who claims, for the record (node and request id)
 	// Digest identifies the request's bytes (DigestOf), if known: once the key is
 	// completed here, a retry with these very bytes is replayed from memory without its
 	// fingerprint (Keys.RecallBytes).
 	Digest Digest
-	// Defer lets Begin leave the claim of a key that looks new unwritten, on a store that
-	// appends to several streams at once: the caller then makes the claim's append along
-	// with the command's events (Claim.Append, Claim.Appended), so that a new key costs the
-	// store no write of its own. A command that writes nothing has its claim written with
-	// its outcome by Complete.
-	Defer bool
+	// ReadFirst: the key may exist (its claim was refused), so Begin reads its stream before
+	// it claims the key; otherwise a key that this process does not know is taken for new,
+	// and its claim written at once.
+	ReadFirst bool
 }
 
-// Claim is a key this request holds: run the command, then Complete or Release.
+// Claim is a key a request of this process holds, nothing written yet: the request writes its
+// record at Expected, which the store refuses if another request claimed the key meanwhile
+// (Refused), and then lets the claim go (Keys.Kept, Keys.Drop; on a store that writes the
+// claim first, Keys.WriteClaim and then Keys.Complete or Keys.Release).
 type Claim struct {
 	Stream   string
-	Revision uint64 // of this request's Claimed event
+	Expected eventstore.ExpectedRevision // NoStream for a new key; the stream's revision for a takeover
 	OrderID  string
 	// Takeover is set when the key was taken over from a request that died or gave up; the
 	// command may already have taken effect, which the order's stream will tell.
 	Takeover bool
-	// Sole is set by Complete when it recorded the outcome of a claim that was neither a
-	// takeover nor taken over: no other request can have run the command meanwhile.
+	// Sole is set once the outcome is recorded by a claim that was neither a takeover nor
+	// taken over: no other request can have run the command meanwhile.
 	Sole bool
 	// Prior is set by Complete when another run of the key had recorded its outcome first:
 	// that one stands, and is what retries get.
 	Prior *Outcome
 
-	first     Claimed                  // this claim, standing for the key's first: fingerprint and expiry
-	digest    Digest                   // of the request's bytes, whose fingerprint is the first's (Request.Digest)
-	unwritten *eventstore.StreamAppend // the claim's append, while it is not made (Request.Defer)
-	// along: the claim's unwritten append records the key's outcome too (AppendWithOutcome); withOutcome:
-	// that append is made.
-	along, withOutcome bool
-	keys               *Keys
+	first  Claimed // this claim, standing for the key's first: fingerprint and expiry
+	digest Digest  // of the request's bytes, whose fingerprint is the first's (Request.Digest)
+	keys   *Keys
 }
 
-// Append returns the claim's append while it is not made: Begin left it to the caller, to
-// make with the command's own (Request.Defer), all or nothing. Call Appended once it is made.
-func (c *Claim) Append() (eventstore.StreamAppend, bool) {
-	if c.unwritten == nil {
-		return eventstore.StreamAppend{}, false
-	}
-	c.along = false // this append is the claim alone, whatever an AppendWithOutcome before it gave
-	return *c.unwritten, true
+// hold makes a claim of the key stream at expected for r and holds it in this process.
+func (k *Keys) hold(r Request, stream string, expected eventstore.ExpectedRevision, orderID string, now, expires time.Time, takeover bool) *Claim {
+	claimed := Claimed{Principal: r.Principal, Key: r.Key, Method: r.Method, Path: r.Path, Fingerprint: r.Fingerprint,
+		OrderID: orderID, Claimant: r.Claimant, ClaimedAt: now, LeaseUntil: now.Add(k.lease().Length), ExpiresAt: expires}
+	c := &Claim{Stream: stream, Expected: expected, OrderID: orderID, Takeover: takeover, first: claimed, digest: r.Digest, keys: k}
+	k.holds.hold(c)
+	return c
 }
 
-// AppendWithOutcome is Append for an append that records the key's outcome out as well, in one event
-// with the claim (Recorded), so that the key is completed in the very step that makes the
-// command's effect, and Complete writes nothing. Use it only where what the command's events
-// will say is certain before the store writes them: another run's events in their place would
-// leave an outcome that is not theirs. Out's Position is that of an event of the same append,
+// Record is the append of the key's record: its claim and the outcome out in one event
+// (Recorded), at the claim's expected revision, giving the key stream the TTL as its maximum
+// age. Write it in one atomic append with the command's events, so that the key is recorded
+// in the very step that makes the command's effect: out must be what those events come to,
+// certain before the store writes them. Out's Position is that of an event of the same append,
 // which only the store tells: at names it, and a read of the key takes it from there.
-// AppendWithOutcome returns false once the claim's append is made.
-func (c *Claim) AppendWithOutcome(out Outcome, at At) (eventstore.StreamAppend, bool) {
-	if c.unwritten == nil {
-		return eventstore.StreamAppend{}, false
+func (c *Claim) Record(out Outcome, at At) (eventstore.StreamAppend, error) {
+	if at.PositionStream != "" {
+		out.Position = 0 // read from the event at names
 	}
-	out.Position = 0
 	data, err := Recorded{Claimed: c.first, Outcome: out, At: at}.encode()
 	if err != nil {
-		return c.Append() // Complete records it, or tells why it cannot
+		return eventstore.StreamAppend{}, err
 	}
-	c.along = true
-	a := *c.unwritten
-	a.Events = []eventstore.EventData{newEvent(TypeRecorded, data)}
-	return a, true
+	return c.append(TypeRecorded, data), nil
 }
 
-// HasOutcome reports whether the claim's append, made, recorded the key's outcome too
-// (AppendWithOutcome): Complete then only ends the claim.
-func (c *Claim) HasOutcome() bool { return c.withOutcome }
-
-// Appended records that the claim's append was made, with its result; ctx is the request's, for
-// the key's log and count (Keys.Log, Keys.Steps), which hear only now that the key is claimed. If it was AppendWithOutcome's, the
-// key's outcome is recorded too.
-func (c *Claim) Appended(ctx context.Context, res eventstore.AppendResult) {
-	c.unwritten = nil
-	c.Revision = res.Revision
-	c.withOutcome = c.along
-	c.keys.holds.hold(c.Stream, held{claimed: c.first, revision: c.Revision, claim: c})
-	c.keys.observe(ctx, EventClaimed, c.Stream)
+func (c *Claim) append(typ string, data []byte) eventstore.StreamAppend {
+	return eventstore.StreamAppend{Stream: c.Stream, Expected: c.Expected,
+		Events: []eventstore.EventData{newEvent(typ, data)}, MaxAge: c.keys.ttl()}
 }
 
-// Refused reports whether err is the refusal of the claim's append, left unmade by Begin,
-// because its key stream exists after all (a key of an earlier run that neither this
-// process's memory nor the sweeper's table of claimed keys held): nothing was written.
-// Release the claim and call Begin again for what the key holds: the claim noted the key as
-// claimed, so Begin reads it first.
+// Refused reports whether err is the store's refusal of the claim's append, because another
+// request claimed the key meanwhile or the key existed after all: nothing was written. Drop
+// the claim and Begin again with Request.ReadFirst, for what the key holds.
 func (c *Claim) Refused(err error) bool {
 	var wrong *eventstore.WrongExpectedRevisionError
-	return c.unwritten != nil && errors.As(err, &wrong) && wrong.Stream == c.Stream
+	return errors.As(err, &wrong) && wrong.Stream == c.Stream
 }
+
+// Kept lets go of a claim whose record (Record) was written, with out, the outcome answered.
+func (k *Keys) Kept(ctx context.Context, c *Claim, out Outcome) {
+	c.Sole = !c.Takeover
+	event := EventClaimed
+	if c.Takeover {
+		event = EventTakenOver
+	}
+	k.observe(ctx, event, c.Stream)
+	k.remember(c.Stream, c.first, &Completed{Outcome: out}, c.digest)
+	k.observe(ctx, EventCompleted, c.Stream)
+	k.holds.drop(c)
+}
+
+// Drop lets go of a claim whose record was not written: the answer is not kept, or the store
+// refused the claim.
+func (k *Keys) Drop(c *Claim) { k.holds.drop(c) }
 
 func (k *Keys) ttl() time.Duration { return or(k.TTL, 24*time.Hour) }
 
@@ -229,6 +202,12 @@ func (k *Keys) RecallBytes(ctx context.Context, principal, key string, d Digest)
 	return done.outcome(), true
 }
 
+// Replay answers r from the memory of completed keys, without touching the store: the
+// outcome to replay, or fault.KeyReused. ok is false if the key is not remembered.
+func (k *Keys) Replay(ctx context.Context, r Request) (*Outcome, bool, error) {
+	return k.replay(ctx, StreamName(r.Principal, r.Key), r.Fingerprint)
+}
+
 // replay answers a request whose key this process remembers completed, without touching the
 // store: the outcome to replay, or fault.KeyReused. ok is false if the key is not remembered.
 func (k *Keys) replay(ctx context.Context, stream, fingerprint string) (*Outcome, bool, error) {
@@ -251,145 +230,6 @@ func (k *Keys) replay(ctx context.Context, stream, fingerprint string) (*Outcome
 	}
 	k.observe(ctx, EventReplayed, stream)
 	return out, true, nil
-}
-
-// claim claims the key stream at expected, with the append of its Claimed event, unless defer
-// leaves that append to the caller (Request.Defer): the claim then holds the key in this process
-// only, and the key is noted as claimed at once (sweeper.claimed), as it may be written any time.
-func (k *Keys) claim(ctx context.Context, stream string, expected eventstore.ExpectedRevision, r Request, orderID string, now, expires time.Time, deferred bool) (*Claim, error) {
-	claimed := Claimed{Principal: r.Principal, Key: r.Key, Method: r.Method, Path: r.Path, Fingerprint: r.Fingerprint,
-		OrderID: orderID, Claimant: r.Claimant, ClaimedAt: now, LeaseUntil: now.Add(k.lease().Length), ExpiresAt: expires}
-	data, err := claimed.encode()
-	if err != nil {
-		return nil, err
-	}
-	// A takeover's claim has the original's fingerprint and expiry: it stands for it. It is held
-	// here before its append, so that no request here sees it in the store unheld, as that of
-	// a request of this process that is gone.
-	a := eventstore.StreamAppend{Stream: stream, Expected: expected, Events: []eventstore.EventData{newEvent(TypeClaimed, data)}}
-	c := &Claim{Stream: stream, OrderID: orderID, first: claimed, digest: r.Digest, keys: k, unwritten: &a}
-	k.holds.hold(stream, held{claimed: claimed, claim: c, unwritten: true})
-	if deferred {
-		k.sweeper.noteKnown(stream)
-		return c, nil
-	}
-	res, err := k.Store.Append(ctx, stream, expected, a.Events...)
-	if !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
-		// An append that failed otherwise (its context cancelled, say) may have been written.
-		k.sweeper.noteKnown(stream)
-	}
-	if err != nil {
-		k.holds.drop(c)
-		return nil, err
-	}
-	c.unwritten, c.Revision = nil, res.Revision
-	k.holds.hold(stream, held{claimed: claimed, revision: res.Revision, claim: c})
-	return c, nil
-}
-
-// Complete records the outcome of the claim's request. If another request recorded an outcome
-// first (a retry that found the effect in the order's stream), that one stands: Complete sets
-// Prior, to answer with, and records nothing. If another request took the key over (the
-// claim's lease ran out), Complete records nothing and returns ErrTakenOver: this outcome may
-// have been decided on an older state of the order than the taker's, whose outcome stands.
-//
-// A claim left unmade (Claim.Append) is appended with its outcome, in one append. If that is
-// refused because the key stream exists after all, Complete records nothing and returns an
-// error for which Claim.Refused is true.
-func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
-	switch {
-	case c.unwritten != nil:
-		return k.completeUnwritten(ctx, c, out)
-	case c.withOutcome:
-		k.endWithOutcome(ctx, c, &Completed{Outcome: out}) // recorded with the claim: out must be the outcome given it
-		return nil
-	}
-	defer k.holds.drop(c)
-	err := k.complete(ctx, c.Stream, c.Revision, c.OrderID, out)
-	if err == nil {
-		if !c.Takeover {
-			c.Sole = true
-		}
-		k.remember(c.Stream, c.first, &Completed{Outcome: out}, c.digest, false)
-		k.observe(ctx, EventCompleted, c.Stream)
-		return nil
-	}
-	if !errors.Is(err, eventstore.ErrWrongExpectedRevision) {
-		return err
-	}
-	st, err := k.read(ctx, c.Stream)
-	switch {
-	case err != nil:
-		return err
-	case st.done != nil:
-		if err := k.position(ctx, st.done); err != nil {
-			return err
-		}
-		k.remember(c.Stream, st.first, st.done, Digest{}, false)
-		c.Prior = &st.done.Outcome
-		return nil
-	case !st.exists:
-		// Expired and deleted meanwhile, past its TTL: no retry expects its outcome any more.
-		return nil
-	}
-	return ErrTakenOver
-}
-
-func (k *Keys) completeUnwritten(ctx context.Context, c *Claim, out Outcome) error {
-	data, err := Recorded{Claimed: c.first, Outcome: out}.encode()
-	var res eventstore.AppendResult
-	if err == nil {
-		res, err = k.Store.Append(ctx, c.Stream, c.unwritten.Expected, newEvent(TypeRecorded, data))
-	}
-	if err != nil {
-		k.holds.drop(c)
-		return err
-	}
-	c.unwritten, c.Revision = nil, res.Revision
-	k.observe(ctx, EventClaimed, c.Stream)
-	k.endWithOutcome(ctx, c, &Completed{Outcome: out})
-	return nil
-}
-
-// endWithOutcome ends a claim whose outcome is recorded with its own claim, so that no other request
-// can have run the key: it is kept.
-func (k *Keys) endWithOutcome(ctx context.Context, c *Claim, done *Completed) {
-	c.Sole = true
-	k.remember(c.Stream, c.first, done, c.digest, false)
-	k.observe(ctx, EventCompleted, c.Stream)
-	k.holds.drop(c)
-}
-
-func (k *Keys) complete(ctx context.Context, stream string, rev uint64, orderID string, out Outcome) error {
-	data, err := Completed{Outcome: out, OrderID: orderID, CompletedAt: k.now()}.encode()
-	if err != nil {
-		return err
-	}
-	e := newEvent(TypeCompleted, data)
-	_, err = k.Store.Append(ctx, stream, eventstore.Exact(rev), e)
-	return err
-}
-
-// Release gives the key up without an outcome (the request failed with a 5xx), so that a
-// retry runs the command again at once instead of waiting for the lease.
-func (k *Keys) Release(ctx context.Context, c *Claim, reason string) error {
-	defer k.holds.drop(c)
-	if c.unwritten != nil {
-		return nil // never written: nothing to give up in the store
-	}
-	data, err := json.Marshal(Released{Reason: reason, ReleasedAt: k.now()})
-	if err != nil {
-		return err
-	}
-	e := newEvent(TypeReleased, data)
-	_, err = k.Store.Append(ctx, c.Stream, eventstore.Exact(c.Revision), e)
-	if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
-		return nil // taken over: the taker decides
-	}
-	if err == nil {
-		k.observe(ctx, EventReleased, c.Stream)
-	}
-	return err
 }
 
 func (k *Keys) read(ctx context.Context, stream string) (keyState, error) {
@@ -421,7 +261,7 @@ func (k *Keys) expiry(c Claimed) time.Time {
 
 // position gives an outcome recorded with the command's events (Claim.AppendWithOutcome) the log
 // position of the event it names, read from that event: before the outcome is answered or
-// remembered, and only then (a sweep or a decision needs no position).
+// remembered, and only then (a decision needs no position).
 func (k *Keys) position(ctx context.Context, done *Completed) error {
 	if done.PositionStream == "" {
 		return nil

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"maps"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,7 +15,6 @@ import (
 	"github.com/acme/orders/fault"
 	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/lease"
-	"github.com/google/uuid"
 )
 
 // clock is a settable time source.
@@ -49,6 +46,7 @@ func newKeys(t *testing.T) (*idempotency.Keys, *clock, *sqlite.Store) {
 	return &idempotency.Keys{Store: s, TTL: time.Hour, Lease: lease.Terms{Length: 10 * time.Second, Node: "test"}, Wait: 50 * time.Millisecond, Now: clk.Now}, clk, s
 }
 
+// request is a request with the key k1.
 func request(fingerprint string) idempotency.Request {
 	return idempotency.Request{
 		Principal: "shop-1", Key: "k1", Method: "POST", Path: "/v1/orders", Fingerprint: fingerprint,
@@ -56,35 +54,54 @@ func request(fingerprint string) idempotency.Request {
 	}
 }
 
+// begin is Begin with the claim written at once, as on a store that writes claims first; a
+// claim the store refuses begins again, reading the key first.
+func begin(ctx context.Context, k *idempotency.Keys, r idempotency.Request) (*idempotency.Claim, *idempotency.Outcome, error) {
+	c, out, err := k.Begin(ctx, r)
+	if c == nil {
+		return c, out, err
+	}
+	if err := k.WriteClaim(ctx, c); err != nil {
+		k.Drop(c)
+		if c.Refused(err) {
+			r.ReadFirst = true
+			return begin(ctx, k, r)
+		}
+		return nil, nil, err
+	}
+	return c, nil, nil
+}
+
 var created = idempotency.Outcome{Status: 201, Headers: map[string]string{"Location": "/v1/orders/x"}, Body: "{\"id\":\"x\"}\n"}
 
 func TestClaimCompleteReplay(t *testing.T) {
 	keys, _, _ := newKeys(t)
 	ctx := context.Background()
-	claim, replay, err := keys.Begin(ctx, request("fp"))
+	claim, replay, err := begin(ctx, keys, request("fp"))
 	if err != nil || replay != nil || claim == nil || claim.OrderID != "order-fp" || claim.Takeover {
 		t.Fatalf("first Begin: %+v, %+v, %v", claim, replay, err)
 	}
 	// Held, not done: a duplicate waits its bound, then hears the key is in flight.
-	if _, _, err := keys.Begin(ctx, request("fp")); !errors.Is(err, idempotency.ErrInFlight) {
+	if _, _, err := begin(ctx, keys, request("fp")); !errors.Is(err, idempotency.ErrInFlight) {
 		t.Fatalf("duplicate while held: got %v, want ErrInFlight", err)
 	}
-	if _, _, err := keys.Begin(ctx, request("other")); !errors.Is(err, fault.KeyReused) {
-		t.Fatalf("other request while held: got %v, want ErrKeyReused", err)
+	// So does a request with another body: the holder's write tells what the key holds.
+	if _, _, err := begin(ctx, keys, request("other")); !errors.Is(err, idempotency.ErrInFlight) {
+		t.Fatalf("other request while held: got %v, want ErrInFlight", err)
 	}
 	if err := keys.Complete(ctx, claim, created); err != nil || !claim.Sole {
 		t.Fatalf("Complete: %v, kept %v", err, claim.Sole)
 	}
-	_, replay, err = keys.Begin(ctx, request("fp"))
+	_, replay, err = begin(ctx, keys, request("fp"))
 	if err != nil || replay == nil || replay.Body != created.Body || replay.Status != 201 || replay.Headers["Location"] != "/v1/orders/x" {
 		t.Fatalf("after completion: %+v, %v", replay, err)
 	}
-	if _, _, err := keys.Begin(ctx, request("other")); !errors.Is(err, fault.KeyReused) {
+	if _, _, err := begin(ctx, keys, request("other")); !errors.Is(err, fault.KeyReused) {
 		t.Fatalf("other request after completion: got %v, want ErrKeyReused", err)
 	}
 	other := request("fp")
 	other.Principal = "shop-2"
-	if c, _, err := keys.Begin(ctx, other); err != nil || c == nil {
+	if c, _, err := begin(ctx, keys, other); err != nil || c == nil {
 		t.Fatalf("another principal's key: %+v, %v", c, err)
 	}
 }
@@ -96,7 +113,7 @@ func heldWithCounts(t *testing.T) (*idempotency.Keys, *countingStore, *idempoten
 	keys, _, s := newKeys(t)
 	counted := &countingStore{Store: s}
 	keys.Store, keys.Wait = counted, 5*time.Second
-	claim, _, err := keys.Begin(context.Background(), request("fp"))
+	claim, _, err := begin(context.Background(), keys, request("fp"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +132,7 @@ func TestDuplicatesWaitForTheHolder(t *testing.T) {
 	for range n {
 		wg.Go(func() {
 			started <- struct{}{}
-			_, replay, err := keys.Begin(ctx, request("fp"))
+			_, replay, err := begin(ctx, keys, request("fp"))
 			if err != nil || replay == nil || replay.Body != created.Body {
 				t.Errorf("waiting duplicate: %+v, %v", replay, err)
 				return
@@ -145,7 +162,7 @@ func TestOnlyOneOfManyClaims(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 50 {
 		wg.Go(func() {
-			c, _, err := keys.Begin(ctx, request("fp"))
+			c, _, err := begin(ctx, keys, request("fp"))
 			switch {
 			case c != nil:
 				claims.Add(1)
@@ -163,12 +180,13 @@ func TestOnlyOneOfManyClaims(t *testing.T) {
 func TestTakeoverAfterLeaseOrRelease(t *testing.T) {
 	keys, clk, _ := newKeys(t)
 	ctx := context.Background()
-	first, _, err := keys.Begin(ctx, request("fp"))
+	first, _, err := begin(ctx, keys, request("fp"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	clk.Add(11 * time.Second) // past the lease: the holder is presumed dead
-	second, _, err := keys.Begin(ctx, request("fp"))
+	keys.Drop(first)          // as its hold ends with its request
+	second, _, err := begin(ctx, keys, request("fp"))
 	if err != nil || second == nil || !second.Takeover || second.OrderID != first.OrderID {
 		t.Fatalf("takeover: %+v, %v (first claim %+v)", second, err, first)
 	}
@@ -184,7 +202,7 @@ func TestTakeoverAfterLeaseOrRelease(t *testing.T) {
 	if first.Sole || second.Sole || second.Prior != nil {
 		t.Fatalf("Kept set on a claim taken over (%v) or a takeover (%v), or a Prior (%+v): both may have run the command", first.Sole, second.Sole, second.Prior)
 	}
-	_, replay, err := keys.Begin(ctx, request("fp"))
+	_, replay, err := begin(ctx, keys, request("fp"))
 	if err != nil || replay == nil || replay.Body != later.Body {
 		t.Fatalf("replay after the taker completed: %+v, %v; want the taker's", replay, err)
 	}
@@ -195,12 +213,13 @@ func TestTakeoverAfterLeaseOrRelease(t *testing.T) {
 	for _, taker := range []string{"completes", "releases"} {
 		r := request("fp")
 		r.Key = "k-" + taker
-		first, _, err := keys.Begin(ctx, r)
+		first, _, err := begin(ctx, keys, r)
 		if err != nil {
 			t.Fatal(err)
 		}
 		clk.Add(11 * time.Second)
-		second, _, err := keys.Begin(ctx, r)
+		keys.Drop(first)
+		second, _, err := begin(ctx, keys, r)
 		if err != nil || second == nil || !second.Takeover {
 			t.Fatalf("takeover of %s: %+v, %v", r.Key, second, err)
 		}
@@ -224,14 +243,14 @@ func TestTakeoverAfterLeaseOrRelease(t *testing.T) {
 	// A released key is taken over at once, lease or not.
 	r := request("fp")
 	r.Key = "k2"
-	c, _, err := keys.Begin(ctx, r)
+	c, _, err := begin(ctx, keys, r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := keys.Release(ctx, c, "503"); err != nil {
 		t.Fatal(err)
 	}
-	c2, _, err := keys.Begin(ctx, r)
+	c2, _, err := begin(ctx, keys, r)
 	if err != nil || c2 == nil || !c2.Takeover {
 		t.Fatalf("after release: %+v, %v", c2, err)
 	}
@@ -243,83 +262,56 @@ func TestTakeoverAfterLeaseOrRelease(t *testing.T) {
 func TestAnotherProcessesClaimIsTakenOverOnceSeenForALease(t *testing.T) {
 	died, clk, s := newKeys(t)
 	ctx := context.Background()
-	if _, _, err := died.Begin(ctx, request("fp")); err != nil {
+	if _, _, err := begin(ctx, died, request("fp")); err != nil {
 		t.Fatal(err)
 	}
 	clk.Add(30 * time.Minute) // the claim's leaseUntil is long past by the wall clock: no matter
 	keys := &idempotency.Keys{Store: s, TTL: died.TTL, Lease: lease.Terms{Length: 10 * time.Second, Node: "other"}, Wait: time.Millisecond, Now: clk.Now}
-	if _, _, err := keys.Begin(ctx, request("fp")); !errors.Is(err, idempotency.ErrInFlight) {
+	if _, _, err := begin(ctx, keys, request("fp")); !errors.Is(err, idempotency.ErrInFlight) {
 		t.Fatalf("first sight of another's claim: %v, want ErrInFlight", err)
 	}
 	clk.Add(9 * time.Second)
-	if _, _, err := keys.Begin(ctx, request("fp")); !errors.Is(err, idempotency.ErrInFlight) {
+	if _, _, err := begin(ctx, keys, request("fp")); !errors.Is(err, idempotency.ErrInFlight) {
 		t.Fatalf("seen for less than the lease: %v, want ErrInFlight", err)
 	}
 	clk.Add(time.Second)
-	if c, _, err := keys.Begin(ctx, request("fp")); err != nil || c == nil || !c.Takeover {
+	if c, _, err := begin(ctx, keys, request("fp")); err != nil || c == nil || !c.Takeover {
 		t.Fatalf("seen for the lease: %+v, %v; want a takeover", c, err)
 	}
 
 	r := request("fp")
 	r.Key = "k-sole"
-	if _, _, err := died.Begin(ctx, r); err != nil {
+	if _, _, err := begin(ctx, died, r); err != nil {
 		t.Fatal(err)
 	}
 	sole := &idempotency.Keys{Store: s, TTL: died.TTL, Lease: lease.Terms{Length: time.Hour, Node: "other", Sole: true}, Wait: time.Millisecond, Now: clk.Now}
-	if c, _, err := sole.Begin(ctx, r); err != nil || c == nil || !c.Takeover {
+	if c, _, err := begin(ctx, sole, r); err != nil || c == nil || !c.Takeover {
 		t.Fatalf("on a sole server: %+v, %v; want a takeover at once", c, err)
-	}
-}
-
-func TestEffectInTheOrderStreamCompletesTheRecord(t *testing.T) {
-	died, clk, s := newKeys(t)
-	ctx := context.Background()
-	if _, _, err := died.Begin(ctx, request("fp")); err != nil {
-		t.Fatal(err)
-	}
-	// The holder's process died after its order append: the effect is there. Another process
-	// recovers it, after its first poll; its wait is long enough that a loaded machine does not
-	// end it before that.
-	keys := &idempotency.Keys{Store: s, TTL: died.TTL, Lease: lease.Terms{Length: died.Lease.Length, Node: "other"}, Wait: 10 * time.Second, Now: clk.Now}
-	r := request("fp")
-	looked := ""
-	r.FindInOrderStream = func(_ context.Context, orderID string) (*idempotency.Outcome, error) {
-		looked = orderID
-		return &created, nil
-	}
-	_, replay, err := keys.Begin(ctx, r)
-	if err != nil || replay == nil || replay.Body != created.Body || looked != "order-fp" {
-		t.Fatalf("recovery: %+v, %v, looked in %q", replay, err, looked)
-	}
-	// Recorded: the next retry replays without looking.
-	r.FindInOrderStream = nil
-	if _, replay, err := keys.Begin(ctx, r); err != nil || replay == nil {
-		t.Fatalf("after recovery: %+v, %v", replay, err)
 	}
 }
 
 func TestExpiredKeyIsNew(t *testing.T) {
 	keys, clk, s := newKeys(t)
 	ctx := context.Background()
-	c, _, err := keys.Begin(ctx, request("fp"))
+	c, _, err := begin(ctx, keys, request("fp"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	keys.Complete(ctx, c, created)
 	clk.Add(time.Hour)
-	c, replay, err := keys.Begin(ctx, request("other"))
+	c, replay, err := begin(ctx, keys, request("other"))
 	if err != nil || c == nil || replay != nil {
 		t.Fatalf("reused after expiry: %+v, %+v, %v", c, replay, err)
 	}
-	n := 0
-	for _, err := range s.ReadStream(ctx, c.Stream, eventstore.ReadStreamOptions{}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		n++
+	other := idempotency.Outcome{Status: 201, Body: "other"}
+	if err := keys.Complete(ctx, c, other); err != nil {
+		t.Fatal(err)
 	}
-	if n != 1 {
-		t.Fatalf("the expired key's events are still readable: %d events, want the new claim only", n)
+	node2 := &idempotency.Keys{Store: s, TTL: keys.TTL, Now: clk.Now}
+	again := request("other")
+	again.ReadFirst = true
+	if _, replay, err := node2.Begin(ctx, again); err != nil || replay == nil || replay.Body != other.Body {
+		t.Fatalf("the key in its new life, read from the store: %+v, %v; want its new outcome", replay, err)
 	}
 }
 
@@ -346,6 +338,11 @@ func (c *countingStore) Append(ctx context.Context, stream string, expected even
 	return c.Store.Append(ctx, stream, expected, events...)
 }
 
+func (c *countingStore) MultiStreamAppend(ctx context.Context, appends ...eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
+	c.appends.Add(1)
+	return c.Store.(eventstore.MultiStreamAppender).MultiStreamAppend(ctx, appends...)
+}
+
 // A new key is claimed without a read, and a completed one is replayed from memory without
 // touching the store, until it expires; a node that does not remember it reads the same
 // outcome from the store.
@@ -354,7 +351,7 @@ func TestCompletedKeysAreRemembered(t *testing.T) {
 	counted := &countingStore{Store: s}
 	keys.Store = counted
 	ctx := context.Background()
-	c, _, err := keys.Begin(ctx, request("fp"))
+	c, _, err := begin(ctx, keys, request("fp"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,11 +363,11 @@ func TestCompletedKeysAreRemembered(t *testing.T) {
 	}
 	reads, appends := counted.reads.Load(), counted.appends.Load()
 	for range 3 {
-		_, replay, err := keys.Begin(ctx, request("fp"))
+		_, replay, err := begin(ctx, keys, request("fp"))
 		if err != nil || replay == nil || replay.Body != created.Body {
 			t.Fatalf("replay: %+v, %v", replay, err)
 		}
-		if _, _, err := keys.Begin(ctx, request("other")); !errors.Is(err, fault.KeyReused) {
+		if _, _, err := begin(ctx, keys, request("other")); !errors.Is(err, fault.KeyReused) {
 			t.Fatalf("other request: got %v, want ErrKeyReused", err)
 		}
 	}
@@ -380,12 +377,12 @@ func TestCompletedKeysAreRemembered(t *testing.T) {
 	}
 
 	node2 := &idempotency.Keys{Store: s, TTL: time.Hour, Now: clk.Now, RememberBytes: -1}
-	if _, replay, err := node2.Begin(ctx, request("fp")); err != nil || replay == nil || replay.Body != created.Body {
+	if _, replay, err := begin(ctx, node2, request("fp")); err != nil || replay == nil || replay.Body != created.Body {
 		t.Fatalf("replay on a node that does not remember: %+v, %v", replay, err)
 	}
 
 	clk.Add(time.Hour)
-	if c, replay, err := keys.Begin(ctx, request("other")); err != nil || c == nil || replay != nil {
+	if c, replay, err := begin(ctx, keys, request("other")); err != nil || c == nil || replay != nil {
 		t.Fatalf("remembered key after expiry: %+v, %+v, %v", c, replay, err)
 	}
 }
@@ -397,20 +394,20 @@ func TestWaitersWakeOnlyForTheirKey(t *testing.T) {
 	counted := &countingStore{Store: s}
 	keys.Store, keys.Wait = counted, time.Minute
 	ctx := context.Background()
-	held, _, err := keys.Begin(ctx, request("fp"))
+	held, _, err := begin(ctx, keys, request("fp"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	waited := make(chan error)
 	go func() {
-		_, _, err := keys.Begin(ctx, request("fp"))
+		_, _, err := begin(ctx, keys, request("fp"))
 		waited <- err
 	}()
 	const others = 200
 	for i := range others {
 		r := request("fp")
 		r.Key = fmt.Sprint("other-", i)
-		c, _, err := keys.Begin(ctx, r)
+		c, _, err := begin(ctx, keys, r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -430,210 +427,13 @@ func TestWaitersWakeOnlyForTheirKey(t *testing.T) {
 	}
 }
 
-// keyEvents reads the types of the key stream's events, or nil if it does not exist.
-func keyEvents(t *testing.T, s eventstore.Store, r idempotency.Request) []string {
-	t.Helper()
-	var types []string
-	for e, err := range s.ReadStream(context.Background(), idempotency.StreamName(r.Principal, r.Key), eventstore.ReadStreamOptions{}) {
-		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			return nil
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		types = append(types, e.Type)
-	}
-	return types
-}
-
-// A claim left to the caller (Request.Defer) writes nothing until it is made along with the
-// command's events, or recorded with its outcome; duplicates here wait for it all the same.
-func TestDeferredClaim(t *testing.T) {
-	ctx := context.Background()
-	deferred := request("fp")
-	deferred.Defer = true
-	t.Run("MadeWithTheCommand", func(t *testing.T) {
-		keys, _, s := newKeys(t)
-		claim, _, err := keys.Begin(ctx, deferred)
-		if err != nil {
-			t.Fatal(err)
-		}
-		own, pending := claim.Append()
-		if !pending || keyEvents(t, s, deferred) != nil {
-			t.Fatalf("Begin with Defer: pending %v, key stream %v; want a claim pending and nothing written", pending, keyEvents(t, s, deferred))
-		}
-		if _, _, err := keys.Begin(ctx, deferred); !errors.Is(err, idempotency.ErrInFlight) {
-			t.Fatalf("duplicate while pending: got %v, want ErrInFlight", err)
-		}
-		effect := eventstore.StreamAppend{Stream: "order-fp", Expected: eventstore.NoStream, Events: []eventstore.EventData{{ID: uuid.New(), Type: "order.created.v1", Data: []byte(`{}`)}}}
-		results, err := s.MultiStreamAppend(ctx, own, effect)
-		if err != nil {
-			t.Fatal(err)
-		}
-		claim.Appended(ctx, results[0])
-		if _, pending := claim.Append(); pending {
-			t.Fatal("still pending after Made")
-		}
-		if err := keys.Complete(ctx, claim, created); err != nil || !claim.Sole {
-			t.Fatalf("Complete: %v, kept %v", err, claim.Sole)
-		}
-		if got := keyEvents(t, s, deferred); fmt.Sprint(got) != fmt.Sprint([]string{idempotency.TypeClaimed, idempotency.TypeCompleted}) {
-			t.Fatalf("key stream %v; want the claim and its outcome", got)
-		}
-	})
-	t.Run("MadeWithItsOutcome", func(t *testing.T) {
-		keys, _, s := newKeys(t)
-		claim, _, err := keys.Begin(ctx, deferred)
-		if err != nil {
-			t.Fatal(err)
-		}
-		effect := eventstore.StreamAppend{Stream: "order-fp", Expected: eventstore.NoStream, Events: []eventstore.EventData{{ID: uuid.New(), Type: "order.created.v1", Data: []byte(`{}`)}}}
-		own, pending := claim.AppendWithOutcome(created, idempotency.At{PositionStream: effect.Stream, PositionRevision: 0})
-		if !pending || len(own.Events) != 1 || own.Events[0].Type != idempotency.TypeRecorded {
-			t.Fatalf("PendingWith: %d events, pending %v; want one, the claim with its outcome", len(own.Events), pending)
-		}
-		results, err := s.MultiStreamAppend(ctx, own, effect)
-		if err != nil {
-			t.Fatal(err)
-		}
-		claim.Appended(ctx, results[0])
-		if !claim.HasOutcome() || claim.Revision != 0 {
-			t.Fatalf("after Made: recorded %v, revision %d; want recorded, the claim at 0", claim.HasOutcome(), claim.Revision)
-		}
-		answer := created
-		answer.Position = results[1].Position.Commit
-		if err := keys.Complete(ctx, claim, answer); err != nil || !claim.Sole {
-			t.Fatalf("Complete: %v, kept %v", err, claim.Sole)
-		}
-		if got := keyEvents(t, s, deferred); fmt.Sprint(got) != fmt.Sprint([]string{idempotency.TypeRecorded}) {
-			t.Fatalf("key stream %v; want one event, the claim with its outcome", got)
-		}
-		// Another node reads the outcome from the store, its position from the effect's event.
-		other := &idempotency.Keys{Store: s, Now: keys.Now}
-		_, replay, err := other.Begin(ctx, request("fp"))
-		if err != nil || replay == nil || replay.Body != created.Body || !maps.Equal(replay.Headers, answer.Headers) || replay.Position != answer.Position {
-			t.Fatalf("Begin on another node: %+v, %v; want %+v replayed", replay, err, answer)
-		}
-	})
-	t.Run("MadeWithoutTheOutcomeAskedBefore", func(t *testing.T) {
-		// A command asked for the claim with its outcome, was refused, and made the claim alone
-		// at its next turn: the outcome is not recorded, and Complete records it.
-		keys, _, s := newKeys(t)
-		claim, _, err := keys.Begin(ctx, deferred)
-		if err != nil {
-			t.Fatal(err)
-		}
-		claim.AppendWithOutcome(created, idempotency.At{PositionStream: "order-fp"})
-		own, _ := claim.Append()
-		results, err := s.MultiStreamAppend(ctx, own, eventstore.StreamAppend{Stream: "order-fp", Expected: eventstore.NoStream,
-			Events: []eventstore.EventData{{ID: uuid.New(), Type: "order.created.v1", Data: []byte(`{}`)}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		claim.Appended(ctx, results[0])
-		if claim.HasOutcome() || claim.Revision != 0 {
-			t.Fatalf("after Made: recorded %v, revision %d; want the claim alone, at 0", claim.HasOutcome(), claim.Revision)
-		}
-		if err := keys.Complete(ctx, claim, created); err != nil {
-			t.Fatal(err)
-		}
-		if got := keyEvents(t, s, deferred); fmt.Sprint(got) != fmt.Sprint([]string{idempotency.TypeClaimed, idempotency.TypeCompleted}) {
-			t.Fatalf("key stream %v; want the claim and its outcome", got)
-		}
-	})
-	t.Run("WrittenWithItsOutcome", func(t *testing.T) {
-		keys, _, s := newKeys(t)
-		claim, _, err := keys.Begin(ctx, deferred)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := keys.Complete(ctx, claim, created); err != nil || !claim.Sole {
-			t.Fatalf("Complete: %v, kept %v", err, claim.Sole)
-		}
-		if got := keyEvents(t, s, deferred); fmt.Sprint(got) != fmt.Sprint([]string{idempotency.TypeRecorded}) {
-			t.Fatalf("key stream %v; want one event, the claim with its outcome", got)
-		}
-		// Another node, which does not remember the key, reads the outcome from the store.
-		other := &idempotency.Keys{Store: s, Now: keys.Now}
-		if _, replay, err := other.Begin(ctx, request("fp")); err != nil || replay == nil || replay.Body != created.Body {
-			t.Fatalf("Begin on another node: %+v, %v; want the outcome replayed", replay, err)
-		}
-	})
-	t.Run("ReleasedWritesNothing", func(t *testing.T) {
-		keys, _, s := newKeys(t)
-		claim, _, err := keys.Begin(ctx, deferred)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := keys.Release(ctx, claim, "internal error"); err != nil {
-			t.Fatal(err)
-		}
-		if got := keyEvents(t, s, deferred); got != nil {
-			t.Fatalf("key stream %v after releasing a pending claim; want none", got)
-		}
-		// The key is free at once.
-		if again, _, err := keys.Begin(ctx, deferred); err != nil || again == nil {
-			t.Fatalf("Begin after the release: %+v, %v", again, err)
-		}
-	})
-	t.Run("RefusedOnAKeyNotNew", func(t *testing.T) {
-		// A node that has not seen the key defers its claim: made with the command's events,
-		// or with an outcome, it is refused, nothing is written, and Begin without Defer
-		// tells what the key holds.
-		first, _, s := newKeys(t)
-		claim, _, err := first.Begin(ctx, request("fp"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := first.Complete(ctx, claim, created); err != nil {
-			t.Fatal(err)
-		}
-		before := keyEvents(t, s, deferred)
-		for _, other := range []string{"fp", "other"} {
-			r := request(other)
-			r.Defer = true
-			keys := &idempotency.Keys{Store: s, Now: first.Now, Wait: first.Wait}
-			c, _, err := keys.Begin(ctx, r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			own, _ := c.Append()
-			effect := eventstore.StreamAppend{Stream: "order-" + other, Expected: eventstore.NoStream, Events: []eventstore.EventData{{ID: uuid.New(), Type: "order.created.v1", Data: []byte(`{}`)}}}
-			if _, err := s.MultiStreamAppend(ctx, own, effect); !c.Refused(err) {
-				t.Errorf("%s: the claim made with the command: %v; want it refused", other, err)
-			}
-			err = keys.Complete(ctx, c, idempotency.Outcome{Status: 422, Body: "refused\n"})
-			if !c.Refused(err) {
-				t.Errorf("%s: Complete: %v; want the claim refused", other, err)
-			}
-			if err := keys.Release(ctx, c, "refused"); err != nil {
-				t.Fatal(err)
-			}
-			r.Defer = false
-			_, replay, err := keys.Begin(ctx, r)
-			switch {
-			case other == "fp" && (err != nil || replay == nil || replay.Body != created.Body):
-				t.Errorf("Begin again: %+v, %v; want the first outcome", replay, err)
-			case other != "fp" && !errors.Is(err, fault.KeyReused):
-				t.Errorf("Begin again with another request: %v; want ErrKeyReused", err)
-			}
-			if got := keyEvents(t, s, deferred); fmt.Sprint(got) != fmt.Sprint(before) {
-				t.Errorf("key stream %v; want it unchanged: %v", got, before)
-			}
-			if _, err := collectStream(s, effect.Stream); !errors.Is(err, eventstore.ErrStreamNotFound) {
-				t.Errorf("the command's stream: %v; want it not written", err)
-			}
-		}
-	})
-}
-
 // afterARun returns the store of an earlier run of Keys, which completed k1 with created, and
 // that run's Keys, for its clock.
 func afterARun(t *testing.T) (*idempotency.Keys, *sqlite.Store) {
 	t.Helper()
 	earlier, _, s := newKeys(t)
 	ctx := context.Background()
-	first, _, err := earlier.Begin(ctx, request("fp"))
+	first, _, err := begin(ctx, earlier, request("fp"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -643,130 +443,29 @@ func afterARun(t *testing.T) (*idempotency.Keys, *sqlite.Store) {
 	return earlier, s
 }
 
-// A claim pending here has not met the store: a request with another fingerprint waits for it
+// A claim held here has not met the store: a request with another fingerprint waits for it
 // instead of being refused on its word, and gets what the store says once it is settled. (A
 // restart forgot key k1; a request reusing it came first; the genuine retry must get its
 // replay.)
-func TestRequestWaitsForAPendingClaimWhateverItsFingerprint(t *testing.T) {
+func TestRequestWaitsForAClaimHeldHereWhateverItsFingerprint(t *testing.T) {
 	ctx := context.Background()
 	earlier, s := afterARun(t)
 	keys := &idempotency.Keys{Store: s, Now: earlier.Now, Wait: 50 * time.Millisecond}
-	reuse := request("other")
-	reuse.Defer = true
-	pending, _, err := keys.Begin(ctx, reuse)
-	if err != nil {
-		t.Fatal(err)
+	held, _, err := keys.Begin(ctx, request("other")) // a key this process does not know is taken for new
+	if err != nil || held == nil {
+		t.Fatalf("Begin of the reuse: %+v, %v; want a claim", held, err)
 	}
 	retry := request("fp")
-	retry.Defer = true
 	if _, _, err := keys.Begin(ctx, retry); !errors.Is(err, idempotency.ErrInFlight) {
-		t.Fatalf("the retry while another request's claim is pending: %v; want ErrInFlight (it waited)", err)
+		t.Fatalf("the retry while another request holds the key here: %v; want ErrInFlight (it waited)", err)
 	}
 	// The reuse's claim is refused when it is written, and lets go.
-	if err := keys.Complete(ctx, pending, idempotency.Outcome{Status: 422}); !pending.Refused(err) {
-		t.Fatalf("Complete of a pending claim of k1: %v; want it refused", err)
+	if err := keys.WriteClaim(ctx, held); !held.Refused(err) {
+		t.Fatalf("WriteClaim of a claim of k1 taken for new: %v; want it refused", err)
 	}
-	// This process has met the key's claim now: the retry reads the key first, and gets the
-	// first outcome without claiming.
+	keys.Drop(held)
+	retry.ReadFirst = true
 	if c, replay, err := keys.Begin(ctx, retry); err != nil || c != nil || replay == nil || replay.Body != created.Body {
 		t.Fatalf("the retry after: %+v, %+v, %v; want the first outcome", c, replay, err)
-	}
-}
-
-func collectStream(s eventstore.Store, stream string) (n int, err error) {
-	for _, err := range s.ReadStream(context.Background(), stream, eventstore.ReadStreamOptions{}) {
-		if err != nil {
-			return n, err
-		}
-		n++
-	}
-	return n, nil
-}
-
-// Replaying, oldest first, more keys than the memory holds reads from the store only the keys
-// it no longer holds: those read do not push out the keys completed here.
-func TestReplaysOfOlderKeysLeaveTheNewerRemembered(t *testing.T) {
-	keys, _, s := newKeys(t)
-	counted := &countingStore{Store: s}
-	// Room for 8 keys completed here, and one read back.
-	entry := idempotency.EntryBytes(idempotency.StreamName("shop-1", "k0"), "fp", created)
-	keys.Store, keys.RememberBytes = counted, (8*entry*8+6)/7
-	ctx := context.Background()
-	req := func(i int) idempotency.Request {
-		r := request("fp")
-		r.Key = fmt.Sprint("k", i)
-		return r
-	}
-	const n = 12 // four more than the memory holds
-	for i := range n {
-		c, _, err := keys.Begin(ctx, req(i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := keys.Complete(ctx, c, created); err != nil {
-			t.Fatal(err)
-		}
-	}
-	before := counted.reads.Load()
-	for i := range n {
-		if _, replay, err := keys.Begin(ctx, req(i)); err != nil || replay == nil || replay.Body != created.Body {
-			t.Fatalf("replay of key %d: %+v, %v", i, replay, err)
-		}
-	}
-	if reads := counted.reads.Load() - before; reads != n-8 {
-		t.Errorf("replaying %d keys with 8 remembered read the store %d times, want %d", n, reads, n-8)
-	}
-}
-
-// A claim left pending is heard of (Keys.Log) once the store took it: with the command's
-// events (Claim.Appended) or with its outcome, and never if the store refused it (a key of an
-// earlier run that a restart forgot).
-func TestPendingClaimIsObservedOnceMade(t *testing.T) {
-	ctx := context.Background()
-	earlier, s := afterARun(t)
-	rec := &recorder{}
-	keys := &idempotency.Keys{Store: s, Now: earlier.Now, Log: rec.logger()}
-	took := rec.take
-	begin := func(key string) *idempotency.Claim {
-		t.Helper()
-		r := request("fp")
-		r.Key, r.Defer = key, true
-		c, _, err := keys.Begin(ctx, r)
-		if _, pending := c.Append(); err != nil || !pending {
-			t.Fatalf("Begin %s with Defer: %+v, %v; want a claim pending", key, c, err)
-		}
-		if h := took(); len(h) != 0 {
-			t.Fatalf("Begin %s with Defer: heard %v before anything was written", key, h)
-		}
-		return c
-	}
-
-	made := begin("k2")
-	own, _ := made.Append()
-	results, err := s.MultiStreamAppend(ctx, own)
-	if err != nil {
-		t.Fatal(err)
-	}
-	made.Appended(ctx, results[0])
-	if err := keys.Complete(ctx, made, created); err != nil {
-		t.Fatal(err)
-	}
-	if h := took(); !slices.Equal(h, []idempotency.Event{idempotency.EventClaimed, idempotency.EventCompleted}) {
-		t.Errorf("a claim made with the command's events: heard %v", h)
-	}
-
-	if err := keys.Complete(ctx, begin("k3"), created); err != nil {
-		t.Fatal(err)
-	}
-	if h := took(); !slices.Equal(h, []idempotency.Event{idempotency.EventClaimed, idempotency.EventCompleted}) {
-		t.Errorf("a claim made with its outcome: heard %v", h)
-	}
-
-	refused := begin("k1")
-	if err := keys.Complete(ctx, refused, created); !refused.Refused(err) {
-		t.Fatalf("Complete of a pending claim of the earlier run's k1: %v; want it refused", err)
-	}
-	if h := took(); len(h) != 0 {
-		t.Errorf("a refused claim: heard %v; want nothing", h)
 	}
 }

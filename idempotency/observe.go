@@ -13,10 +13,10 @@ type Event string
 
 // The steps of a key's life. A request hears claimed, replayed, mismatched or taken-over from
 // Begin, possibly after waited (a duplicate waiting for the holder), or in-flight when the
-// wait ran out, or recovered when the holder had died after its effect; the holder then hears
-// completed or released. A claim that Begin left unwritten (Request.Defer) is heard as claimed
-// once the store took it, with the command's events (Claim.Appended) or with the outcome; never if
-// the store refused it.
+// wait ran out, or expired before its claim of a key past its TTL; the holder then hears
+// completed or released. A claim is heard as claimed (or taken-over) once the store took it,
+// with the command's events and its outcome (Keys.Kept) or on its own (Keys.WriteClaim); never
+// if the store refused it.
 const (
 	EventClaimed    Event = "claimed"    // a new request holds the key
 	EventReplayed   Event = "replayed"   // a retry gets the stored outcome
@@ -24,38 +24,31 @@ const (
 	EventWaited     Event = "waited"     // a duplicate waits for the request that holds the key
 	EventInFlight   Event = "in-flight"  // ... and gave up (ErrInFlight)
 	EventTakenOver  Event = "taken-over" // a claim abandoned or released was taken over
-	EventRecovered  Event = "recovered"  // the outcome was completed from the order's stream
 	EventCompleted  Event = "completed"  // the holder recorded its outcome
 	EventReleased   Event = "released"   // the holder gave the key up without one (a 5xx)
-	EventExpired    Event = "expired"    // the key's TTL passed and its stream was deleted
+	EventExpired    Event = "expired"    // a request found the key past its TTL, and claims it anew
 )
 
 // Events lists every Event, for metrics that want each to show up from the start.
 var Events = []Event{EventClaimed, EventReplayed, EventMismatched, EventWaited, EventInFlight,
-	EventTakenOver, EventRecovered, EventCompleted, EventReleased, EventExpired}
+	EventTakenOver, EventCompleted, EventReleased, EventExpired}
 
 // Steps counts the steps of keys' lives by Event: orders_idempotency_keys_total.
 type Steps struct {
-	counter       *prometheus.CounterVec
-	sweepFailures prometheus.Counter // orders_idempotency_sweep_failures_total
+	counter *prometheus.CounterVec
 }
 
-// NewSteps makes the counters, every step at 0 from the start, and registers them with reg:
-// the steps, and the failed rounds of the sweeper, orders_idempotency_sweep_failures_total.
+// NewSteps makes the counter, every step at 0 from the start, and registers it with reg.
 func NewSteps(reg prometheus.Registerer) *Steps {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "orders_idempotency_keys_total",
-		Help: "Steps in the lives of idempotency keys: claimed (a new request), replayed, mismatched (fingerprint), waited (in flight), in-flight (409), taken-over, recovered, completed, released, expired.",
+		Help: "Steps in the lives of idempotency keys: claimed (a new request), replayed, mismatched (fingerprint), waited (in flight), in-flight (409), taken-over, completed, released, expired.",
 	}, []string{"event"})
 	for _, e := range Events {
 		c.WithLabelValues(string(e))
 	}
-	failures := prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "orders_idempotency_sweep_failures_total",
-		Help: "Rounds of the key sweeper that failed (a read or delete refused by the store); each is retried, sooner at first.",
-	})
-	reg.MustRegister(c, failures)
-	return &Steps{c, failures}
+	reg.MustRegister(c)
+	return &Steps{c}
 }
 
 // observe logs step e of the key stream's life with ctx (the request's, whose log handler

@@ -64,25 +64,27 @@ func TestObserveFollowsTheKeysLife(t *testing.T) {
 		}
 	}
 
-	claim, _, err := keys.Begin(ctx, request("fp"))
+	claim, _, err := begin(ctx, keys, request("fp"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	step("first request", idempotency.EventClaimed)
-	keys.Begin(ctx, request("fp"))
+	begin(ctx, keys, request("fp"))
 	step("duplicate while held", idempotency.EventWaited, idempotency.EventInFlight)
-	keys.Begin(ctx, request("other"))
-	step("another request", idempotency.EventMismatched)
+	begin(ctx, keys, request("other"))
+	step("another request while held", idempotency.EventWaited, idempotency.EventInFlight)
 	if err := keys.Complete(ctx, claim, created); err != nil {
 		t.Fatal(err)
 	}
 	step("complete", idempotency.EventCompleted)
-	keys.Begin(ctx, request("fp"))
+	begin(ctx, keys, request("fp"))
 	step("retry", idempotency.EventReplayed)
+	begin(ctx, keys, request("other"))
+	step("another request", idempotency.EventMismatched)
 
 	r := request("fp")
 	r.Key = "k2"
-	c, _, err := keys.Begin(ctx, r)
+	c, _, err := begin(ctx, keys, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,13 +92,13 @@ func TestObserveFollowsTheKeysLife(t *testing.T) {
 		t.Fatal(err)
 	}
 	step("claim and release", idempotency.EventClaimed, idempotency.EventReleased)
-	if _, _, err := keys.Begin(ctx, r); err != nil {
+	if _, _, err := begin(ctx, keys, r); err != nil {
 		t.Fatal(err)
 	}
 	step("after release", idempotency.EventTakenOver)
 
 	clk.Add(2 * time.Hour)
-	if _, _, err := keys.Begin(ctx, request("fp")); err != nil {
+	if _, _, err := begin(ctx, keys, request("fp")); err != nil {
 		t.Fatal(err)
 	}
 	step("after the TTL", idempotency.EventExpired, idempotency.EventClaimed)

@@ -95,7 +95,7 @@ func (r remembered) is(fingerprint string, expiresAt time.Time) bool {
 }
 
 // RememberDefault is how many bytes of completed keys a Keys keeps in memory unless told
-// otherwise: an eighth of them for keys read back from the store (see memory).
+// otherwise.
 const RememberDefault = 32 << 20
 
 // What a remembered key takes beyond its strings: the LRU's list entry with the remembered
@@ -123,21 +123,16 @@ func allocated(n int) int {
 }
 
 // completed is the memory of completed keys: their outcomes, bounded in bytes, so that their
-// replays read nothing from the store (see memory).
+// replays read nothing from the store.
 type completed struct {
-	once       sync.Once
-	here, read *memo // keys completed here; keys read back from the store
+	once sync.Once
+	memo *memo
 }
 
 // memo is a cache of remembered keys bounded by the bytes they take (remembered.size).
 type memo struct {
 	*bytecache.Cache[memoryKey, remembered]
 	largest int64 // outcomes above are kept on disk only
-}
-
-func newMemo(budget int64) *memo {
-	// No entry costs less than its overhead.
-	return &memo{Cache: bytecache.New[memoryKey, remembered](budget, entryOverhead), largest: min(largestRemembered, budget/64)}
 }
 
 // add remembers r under key, its outcome left on disk if it is too large.
@@ -148,20 +143,8 @@ func (m *memo) add(key memoryKey, r remembered) {
 	m.Add(key, r, r.size())
 }
 
-func (m *memo) size() int64 {
-	if m == nil {
-		return 0
-	}
-	return m.Bytes()
-}
-
-// memory returns the cache of keys completed here, or nil if RememberBytes turned it off, and
-// the cache of keys read from the store for a replay, with an eighth of the budget. Were they
-// one, the replays of keys older than the memory holds, oldest first (a client sending its
-// backlog again, the load harness's replay phase), would each push out the oldest key
-// remembered, which is the one the next replays ask for: every one of them would read the
-// store (an LRU cache's sequential scan). Kept apart, the keys read push out only each other.
-func (k *Keys) memory() (done, read *memo) {
+// memory returns the cache of completed keys, or nil if RememberBytes turned it off.
+func (k *Keys) memory() *memo {
 	m := &k.completed
 	m.once.Do(func() {
 		n := k.RememberBytes
@@ -169,32 +152,29 @@ func (k *Keys) memory() (done, read *memo) {
 			n = RememberDefault
 		}
 		if n > 0 {
-			m.read = newMemo(max(n/8, 1))
-			m.here = newMemo(max(n-n/8, 1))
+			// No entry costs less than its overhead.
+			m.memo = &memo{Cache: bytecache.New[memoryKey, remembered](n, entryOverhead), largest: min(largestRemembered, n/64)}
 		}
 	})
-	return m.here, m.read
+	return m.memo
 }
 
 // RememberedBytes returns how many bytes the completed keys kept in memory take, as charged
 // against RememberBytes.
 func (k *Keys) RememberedBytes() int64 {
-	done, read := k.memory()
-	return done.size() + read.size()
+	if m := k.memory(); m != nil {
+		return m.Bytes()
+	}
+	return 0
 }
 
-// remember keeps the outcome stored in a key's stream for later replays, with the keys
-// completed here, or with those read from the store if read is set, and bytes, the digest of a
-// request that ran with the key (zero if unknown), for RecallBytes. A completed key never
-// changes until it expires, so what is kept stays true on every node.
-func (k *Keys) remember(stream string, first Claimed, done *Completed, bytes Digest, read bool) {
-	here, fromStore := k.memory()
-	if here == nil || done == nil {
+// remember keeps the outcome stored in a key's stream for later replays, with bytes, the
+// digest of a request that ran with the key (zero if unknown), for RecallBytes. A completed
+// key never changes until it expires, so what is kept stays true on every node.
+func (k *Keys) remember(stream string, first Claimed, done *Completed, bytes Digest) {
+	m := k.memory()
+	if m == nil || done == nil {
 		return
-	}
-	m := here
-	if read {
-		m = fromStore
 	}
 	if r, ok := pack(first.Fingerprint, first.ExpiresAt, done.Outcome); ok {
 		r.digest = bytes
@@ -205,17 +185,12 @@ func (k *Keys) remember(stream string, first Claimed, done *Completed, bytes Dig
 // recall returns the completed key stream as remembered, unless it is unknown here or has
 // expired.
 func (k *Keys) recall(stream string, now time.Time) (remembered, bool) {
-	here, fromStore := k.memory()
-	if here == nil {
+	m := k.memory()
+	if m == nil {
 		return remembered{}, false
 	}
 	key := keyOf(stream)
-	m := here
-	r, ok := here.Get(key)
-	if !ok {
-		m = fromStore
-		r, ok = fromStore.Get(key)
-	}
+	r, ok := m.Get(key)
 	if ok && r.expiresAt <= now.UnixNano() {
 		m.Remove(key)
 		return remembered{}, false
@@ -232,9 +207,7 @@ func (k *Keys) outcomeOnDisk(ctx context.Context, stream string, r remembered) (
 		return nil, err
 	}
 	if st.done == nil || !r.is(st.first.Fingerprint, st.first.ExpiresAt) {
-		here, fromStore := k.memory()
-		here.Remove(keyOf(stream))
-		fromStore.Remove(keyOf(stream))
+		k.memory().Remove(keyOf(stream))
 		return nil, nil
 	}
 	if err := k.position(ctx, st.done); err != nil {

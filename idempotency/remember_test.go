@@ -36,8 +36,8 @@ func replayOf(t *testing.T, keys *idempotency.Keys, key string) *idempotency.Out
 		return out
 	}
 	r := request("fp")
-	r.Key, r.Defer = key, true
-	c, out, err := keys.Begin(ctx, r)
+	r.Key = key
+	c, out, err := begin(ctx, keys, r)
 	if err != nil || c != nil || out == nil {
 		t.Fatalf("replay of %s: claim %+v, outcome %v, %v; want the outcome", key, c, out != nil, err)
 	}
@@ -71,7 +71,7 @@ func TestRememberedBytesStayWithinTheBudget(t *testing.T) {
 		answers[i] = outcomeOf(i, 1<<10+rnd.IntN(40<<10))
 		r := request("fp")
 		r.Key = fmt.Sprint("k", i)
-		c, _, err := keys.Begin(ctx, r)
+		c, _, err := begin(ctx, keys, r)
 		if err != nil || c == nil {
 			t.Fatalf("claim k%d: %+v, %v", i, c, err)
 		}
@@ -104,7 +104,7 @@ func TestLargeOutcomeIsReplayedFromTheStore(t *testing.T) {
 	keys.Store = counted
 	ctx := context.Background()
 	large := outcomeOf(1, 200<<10)
-	c, _, err := keys.Begin(ctx, request("fp"))
+	c, _, err := begin(ctx, keys, request("fp"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestLargeOutcomeIsReplayedFromTheStore(t *testing.T) {
 	}
 
 	clk.Add(time.Hour) // expired: Begin deletes it, and claims it anew
-	again, _, err := keys.Begin(ctx, request("fp"))
+	again, _, err := begin(ctx, keys, request("fp"))
 	if err != nil || again == nil {
 		t.Fatalf("Begin after expiry: %+v, %v", again, err)
 	}
@@ -158,7 +158,7 @@ func BenchmarkRememberLargeOutcomes(b *testing.B) {
 		r := request("fp")
 		r.Key = fmt.Sprint("k", i)
 		i++
-		c, _, err := keys.Begin(ctx, r)
+		c, _, err := begin(ctx, keys, r)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -188,7 +188,7 @@ func TestReplayOfTheVeryBytes(t *testing.T) {
 	if _, ok := keys.RecallBytes(ctx, r.Principal, r.Key, r.Digest); ok {
 		t.Fatal("a key not completed yet was replayed")
 	}
-	c, _, err := keys.Begin(ctx, r)
+	c, _, err := begin(ctx, keys, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestReplayOfTheVeryBytes(t *testing.T) {
 	}
 
 	node2 := &idempotency.Keys{Store: s, TTL: time.Hour, Now: clk.Now}
-	if _, replay, err := node2.Begin(ctx, request("fp")); err != nil || replay == nil {
+	if _, replay, err := begin(ctx, node2, request("fp")); err != nil || replay == nil {
 		t.Fatalf("replay read from the store: %+v, %v", replay, err)
 	}
 	if _, ok := node2.RecallBytes(ctx, r.Principal, r.Key, r.Digest); ok {

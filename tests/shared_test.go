@@ -228,7 +228,7 @@ func testCrashRetriedOnOtherNode(t *testing.T, flags []string, hook string, tc c
 	checkReplay(t, r, dying.do(t, req.method, req.path, req.key, req.body))
 }
 
-// On KurrentDB a key expires through its stream's $maxAge, with no sweeper: once the key's
+// On KurrentDB a key expires through its stream's $maxAge: once the key's
 // events are hidden, a request with the key and another body is a new request, on any node,
 // and the other node replays that one rather than its memory of the first.
 func TestKurrentKeyExpiresByMaxAge(t *testing.T) {

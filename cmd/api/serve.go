@@ -15,8 +15,6 @@ import (
 	"github.com/acme/orders/api"
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/console"
-	"github.com/acme/orders/eventstore"
-	"github.com/acme/orders/eventstore/kurrent"
 	"github.com/acme/orders/eventstore/postgres"
 	"github.com/acme/orders/eventstore/sqlite"
 	"github.com/acme/orders/idempotency"
@@ -150,7 +148,7 @@ func (s *stops) run() {
 var _ api.WriteChecker = (*postgres.Store)(nil)
 
 // server makes the API server on store and starts what runs beside it (the projections, the
-// console's sessions, the webhooks, the key sweeper, the reload of the keys file), adding their
+// console's sessions, the webhooks, the reload of the keys file), adding their
 // stops to started.
 func (cmd *serveCmd) server(ctx context.Context, e *env, store backend, metrics *api.Metrics, keys api.APIKeys, log *slog.Logger, started *stops) (*api.Server, error) {
 	timed := metrics.Store.TimeAppends(store)
@@ -168,7 +166,7 @@ func (cmd *serveCmd) server(ctx context.Context, e *env, store backend, metrics 
 		Store: store, Feed: store, Projections: runner, Reads: projections.Queries{DB: runner.DB},
 		Orders: orders, Keys: idem, IDs: command.NewOrderIDs(), Log: log,
 		APIKeys: keys, LoopbackHosts: len(keys) == 0, Node: node, Hooks: testHooks(e.getenv),
-		Ready:          withWritableData(withSweeper(api.Readiness(store, runner), idem), cmd.Data),
+		Ready:          withWritableData(api.Readiness(store, runner), cmd.Data),
 		Metrics:        metrics,
 		RequestTimeout: cmd.Limits.RequestTimeout,
 		BodyMemory:     cmd.Limits.BodyMemory << 20,
@@ -195,13 +193,6 @@ func (cmd *serveCmd) server(ctx context.Context, e *env, store backend, metrics 
 		reloads = append(reloads, reloadProviders(cmd.PaymentProviders, srv, log))
 	}
 	started.add(reloadOnHangup(ctx, reloads...))
-	if ks, ok := store.(*kurrent.Store); ok {
-		// KurrentDB hides a key's events once they are past their stream's $maxAge, and a
-		// scavenge removes them: no sweeper (see eventstore/kurrent's package doc).
-		idem.Expire = ks.SetMaxAge
-	} else {
-		started.add(startSweeper(ctx, idem, store, min(cmd.KeyTTL/10, time.Minute), log))
-	}
 	return srv, nil
 }
 
@@ -235,31 +226,6 @@ func watchMemories(reg prometheus.Registerer, idem *idempotency.Keys, orders *co
 		Name: "orders_order_memory_bytes",
 		Help: "Bytes that the orders kept in memory as last folded or written take, as charged against --order-memory.",
 	}, func() float64 { return float64(orders.CachedBytes()) }))
-}
-
-// startSweeper runs the key sweeper until stop, which waits for it to end. A failed round is
-// logged and counted by the keys (Keys.Log, Keys.Steps), and retried (see Keys.Sweep).
-func startSweeper(ctx context.Context, idem *idempotency.Keys, feed eventstore.Feed, interval time.Duration, log *slog.Logger) (stop func()) {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	swept := make(chan struct{})
-	go func() {
-		defer close(swept)
-		if err := idem.Sweep(ctx, feed, interval); err != nil {
-			log.Error("key sweeper not started", "error", err)
-		}
-	}()
-	return func() { cancel(); <-swept }
-}
-
-// withSweeper adds the key sweeper to the readiness check ready: not ready while it keeps
-// failing.
-func withSweeper(ready func(context.Context) error, idem *idempotency.Keys) func(context.Context) error {
-	return func(ctx context.Context) error {
-		if err := ready(ctx); err != nil {
-			return err
-		}
-		return idem.SweepErr()
-	}
 }
 
 // withWritableData adds to ready a write of one page into the data directory, synced and

@@ -104,7 +104,7 @@ func openCopySQLite(t testing.TB, dir string) *sqlite.Store {
 	return s
 }
 
-// The streams that seedCopySource truncates and deletes, as the webhooks and the key sweeper do.
+// The streams that seedCopySource truncates and deletes, as the webhooks do, and as earlier releases deleted expired keys.
 const (
 	copyDelivery  = "webhook-delivery-ep1"  // 33 events, truncated before 25: reads 25..32
 	copyDead      = "webhook-dead-ep1"      // 5 events, truncated before 4: reads 4
@@ -165,7 +165,7 @@ func seedCopySource(t *testing.T, orders int) string {
 
 // expiringKeys is a store whose every append of an order's events comes after the claim of a
 // key of its own, which is then deleted: the log has a removed event before each command's, as
-// the service's has once the sweeper has deleted the expired keys.
+// the service's had once earlier releases deleted expired keys.
 type expiringKeys struct {
 	t *testing.T
 	*sqlite.Store
@@ -559,7 +559,7 @@ func BenchmarkStoreCopy(b *testing.B) {
 
 // BenchmarkStoreCopyExpiredKeys copies the same 1,000 orders from a log in which each was
 // written with the claim of an idempotency key of its own, in one append as the service writes a
-// keyed create, and every key then expired and was deleted, as the sweeper deletes it: a
+// keyed create, and every key then expired and was deleted, as earlier releases deleted them: a
 // removed position before each order. BenchmarkStoreCopyKeptKeys copies that log before the
 // keys expired: the same positions, 11,000 events. Run with BenchmarkStoreCopy (-bench
 // StoreCopy) to compare.
@@ -603,7 +603,7 @@ func benchmarkStoreCopy(b *testing.B, src string) {
 
 // keysLog returns the data directory of an embedded store holding the streams of the store of
 // src, each appended whole with the claim of an idempotency key of its own, as the service
-// appends a keyed create; with expire, each key is then deleted as the sweeper deletes one that
+// appends a keyed create; with expire, each key is then deleted as earlier releases deleted one that
 // expired. It is made on the first call and kept in the temporary directory for the next ones.
 func keysLog(tb testing.TB, src string, expire bool) string {
 	tb.Helper()

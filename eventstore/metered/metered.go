@@ -61,7 +61,16 @@ func (m *Metrics) TimeAppends(s eventstore.Store) eventstore.Store {
 	if ms, ok := s.(eventstore.MultiStreamAppender); ok {
 		return timedMultiStore{t, ms}
 	}
+	if a, ok := s.(eventstore.MaxAgeSetter); ok {
+		return timedAgingStore{t, a} // eventstore.Write sets a key stream's age through it
+	}
 	return t
+}
+
+// timedAgingStore is a timed store that sets streams' maximum ages apart from appends.
+type timedAgingStore struct {
+	timedStore
+	eventstore.MaxAgeSetter
 }
 
 type timedStore struct {
