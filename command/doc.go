@@ -5,7 +5,7 @@
 // A command runs in two steps: Plan loads, decides and encodes, and returns the appends that
 // make its effect, unmade; whoever makes them tells the plan what the store did
 // (Plan.Written), which ends it or has it decided again. Handle makes them itself; the
-// idempotency pipeline makes them with its key's record, in the same atomic append.
+// keyed pipeline makes them with its key's record, in the same atomic append.
 //
 // Every appended event carries Metadata (principal, idempotency key, request fingerprint,
 // correlation and causation ids, command name, time). With an idempotency key, event ids are

@@ -7,7 +7,7 @@ import (
 )
 
 // HandleKept is Handle for a keyed command whose key's outcome is then kept (Plan.Keep), as the
-// idempotency pipeline does: for tests that hold the key themselves.
+// keyed pipeline does: for tests that hold the key themselves.
 func (h *Handler) HandleKept(ctx context.Context, id string, c order.Command, md Metadata, opts ...Option) (Result, error) {
 	p := h.Plan(ctx, id, c, md, opts...)
 	defer p.Close()

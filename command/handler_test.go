@@ -389,7 +389,7 @@ func TestClientReferenceIsUniquePerCustomer(t *testing.T) {
 	}
 }
 
-// along is an append made in one step with a command's own, as the idempotency pipeline makes
+// along is an append made in one step with a command's own, as the keyed pipeline makes
 // its key's record: what it was told of the plan, and what the store did with it.
 type along struct {
 	append  eventstore.StreamAppend

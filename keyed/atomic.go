@@ -31,8 +31,11 @@ func (p *Pipeline) writeAtomic(ctx context.Context, c *idempotency.Claim, r idem
 			return Answer{}, err
 		}
 		results, err := eventstore.Write(ctx, p.Keys.Store, append([]eventstore.StreamAppend{record}, appends...)...)
-		if c.Refused(err) {
+		switch {
+		case c.Refused(err):
 			return Answer{}, errStartOver
+		case err != nil && appends == nil:
+			return Answer{}, err // the record alone: the store's failure is the answer
 		}
 		if appends != nil {
 			if err == nil {

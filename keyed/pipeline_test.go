@@ -14,6 +14,7 @@ import (
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/eventstore/eventstoretest"
+	"github.com/acme/orders/eventstore/sqlite"
 	"github.com/acme/orders/fault"
 	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/keyed"
@@ -173,5 +174,30 @@ func TestPipelineReleasesTheKeyOfARunThatPanics(t *testing.T) {
 	ans, err := p.Do(ctx, request("fp"), keyedCreate("fp", &renders))
 	if err != nil || ans.Replayed || ans.Outcome.Status != 201 {
 		t.Fatalf("Do after a panic: %+v, %v; want the command run at once", ans, err)
+	}
+}
+
+// failingWrites refuses every append as unavailable.
+type failingWrites struct{ *sqlite.Store }
+
+func (f failingWrites) MultiStreamAppend(context.Context, ...eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
+	return nil, fmt.Errorf("append: %w", eventstore.ErrUnavailable)
+}
+
+// A final answer whose record alone cannot be written is not given: Do returns the store's
+// error, once, and the key is let go.
+func TestPipelineAnswerWhoseRecordFailsIsNotGiven(t *testing.T) {
+	p, _, s := newPipeline(t)
+	p.Keys.Store = failingWrites{s.(*sqlite.Store)}
+	var renders atomic.Int32
+	add := keyedCreate("fp", &renders)
+	add.Create = false
+	add.Command = order.AddLine{SKU: "sku-2", Quantity: 1, UnitPrice: order.Money{Amount: 50, Currency: "EUR"}}
+	if _, err := p.Do(context.Background(), request("fp"), add); !errors.Is(err, eventstore.ErrUnavailable) {
+		t.Fatalf("Do on a store that refuses the record of a missing order's refusal: %v; want ErrUnavailable", err)
+	}
+	p.Keys.Store = s
+	if ans, err := p.Do(context.Background(), request("fp"), add); err != nil || ans.Replayed || ans.Outcome.Status != 500 {
+		t.Fatalf("Do once the store writes: %+v, %v; want the command run, not a replay", ans, err)
 	}
 }

@@ -40,7 +40,7 @@ func LogStream(principal, provider, eventID string) string {
 
 // LogAppend is the append that records u in the provider log, once per event: its stream is
 // written only if it does not exist (expected NoStream), with an event id derived from it. The
-// idempotency pipeline makes it with the record of the event's key (idempotency.Unapplied):
+// keyed pipeline makes it with the record of the event's key (keyed.Unapplied):
 // a redelivery of the event is answered from its key, or, once the key has expired, from the
 // record that stands (Recorded).
 func LogAppend(u Unapplied) (eventstore.StreamAppend, error) {

@@ -12,7 +12,7 @@
 // the data directory (Sealer): a copy of the data directory does not reveal them. A
 // principal's endpoints are counted against Config.MaxEndpoints in its slot stream, claimed at an
 // exact revision before the registration, so the limit holds across nodes (see slots.go). A
-// registration is planned (Registration) and made by the idempotency pipeline, with the record
+// registration is planned (Registration) and made by the keyed pipeline, with the record
 // of the request's Idempotency-Key.
 //
 // # Deliveries

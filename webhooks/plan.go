@@ -11,7 +11,7 @@ import (
 )
 
 // Plan is a keyed change of an endpoint planned, a registration or a rotation of its secret:
-// the appends that make it, not made yet. Whoever makes them (the idempotency pipeline, with
+// the appends that make it, not made yet. Whoever makes them (the keyed pipeline, with
 // the record of the request's Idempotency-Key) tells it what the store did (Written): it is
 // then done, or planned again on the streams as the store holds them now.
 type Plan struct {

@@ -6,7 +6,7 @@ import (
 	"github.com/acme/orders/eventstore"
 )
 
-// register registers an endpoint of principal for key as the idempotency pipeline does, but
+// register registers an endpoint of principal for key as the keyed pipeline does, but
 // without the key's record: the plan's appends, until it is done.
 func register(ctx context.Context, es *Endpoints, principal, key, rawURL string, events []string, description string) (Endpoint, error) {
 	g := es.PlanRegistration(ctx, EndpointID(principal, key), principal, rawURL, events, description)
