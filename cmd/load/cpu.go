@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// CPU is where the processor time went during a measured window: the figures of a shared
-// machine mean little without it.
+// CPU is where the processor time went during a measured window, the figures of a shared
+// machine meaning little without it, and what the target wrote to disk in that window, read
+// at the same ends.
 type CPU struct {
 	Target  float64 `json:"targetCores"`  // the server (or baseline) process
 	Harness float64 `json:"harnessCores"` // this tool: the clients
@@ -22,6 +23,10 @@ type CPU struct {
 	Idle   float64 `json:"idleCores"`
 	// TargetPerCommand is the target's processor time per acknowledged command.
 	TargetPerCommand time.Duration `json:"targetPerCommandNs"`
+	// TargetWrittenPerCommand is the bytes the target caused to be sent to the storage layer
+	// (write_bytes of /proc/PID/io) per acknowledged command: a sync that rewrites whole pages
+	// costs the disk far more than the bytes of the command. 0 where unknown.
+	TargetWrittenPerCommand float64 `json:"targetWrittenBytesPerCommand"`
 }
 
 // cpuSample is a reading of the processor time spent so far.
@@ -30,6 +35,7 @@ type cpuSample struct {
 	target, harness         time.Duration
 	machineBusy, machineAll time.Duration
 	machineStolen           time.Duration // in machineBusy too
+	written                 int64         // the target's write_bytes; -1 where unreadable
 }
 
 // clockTick is the unit of /proc times (USER_HZ), 100 on Linux for every architecture Go
@@ -39,7 +45,7 @@ const clockTick = 10 * time.Millisecond
 // sampleCPU reads the processor time of process pid, of this process and of the machine. On
 // a system without /proc it returns a zero sample.
 func sampleCPU(pid int) cpuSample {
-	s := cpuSample{at: time.Now(), target: procCPU(pid), harness: procCPU(os.Getpid())}
+	s := cpuSample{at: time.Now(), target: procCPU(pid), harness: procCPU(os.Getpid()), written: procWritten(pid)}
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return s
@@ -82,6 +88,28 @@ func procCPU(pid int) time.Duration {
 	return time.Duration(utime+stime) * clockTick
 }
 
+// procWritten is the bytes process pid has caused to be sent to the storage layer so far, or
+// -1 where /proc does not tell (no such process, another user's, no /proc).
+func procWritten(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
+	if err != nil {
+		return -1
+	}
+	return writeBytes(b)
+}
+
+// writeBytes reads write_bytes from the text of /proc/PID/io, or -1 if it has none.
+func writeBytes(text []byte) int64 {
+	for line := range strings.Lines(string(text)) {
+		if v, ok := strings.CutPrefix(line, "write_bytes:"); ok {
+			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}
+
 // cpuBetween is the use of the processors between two samples.
 func cpuBetween(a, b cpuSample, commands int) CPU {
 	wall := b.at.Sub(a.at).Seconds()
@@ -98,6 +126,9 @@ func cpuBetween(a, b cpuSample, commands int) CPU {
 	c.Others = max(0, cores(b.machineBusy-a.machineBusy)-c.Stolen-c.Target-c.Harness)
 	if commands > 0 {
 		c.TargetPerCommand = (b.target - a.target) / time.Duration(commands)
+		if a.written >= 0 && b.written >= a.written {
+			c.TargetWrittenPerCommand = float64(b.written-a.written) / float64(commands)
+		}
 	}
 	return c
 }

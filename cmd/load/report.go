@@ -62,9 +62,10 @@ func reportPhases(w io.Writer, f Figures) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
-	fmt.Fprintln(tw, "processor use (cores)\ttarget\tharness\tother processes\tstolen\tidle\ttarget time per command\t")
+	fmt.Fprintln(tw, "processor use (cores)\ttarget\tharness\tother processes\tstolen\tidle\ttarget time per command\ttarget disk writes per command\t")
 	cpu := func(phase, target string, c CPU) {
-		fmt.Fprintf(tw, "%s %s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%v\t\n", phase, target, c.Target, c.Harness, c.Others, c.Stolen, c.Idle, c.TargetPerCommand.Round(time.Microsecond))
+		fmt.Fprintf(tw, "%s %s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%v\t%.0f B\t\n", phase, target, c.Target, c.Harness, c.Others, c.Stolen, c.Idle,
+			c.TargetPerCommand.Round(time.Microsecond), c.TargetWrittenPerCommand)
 	}
 	if f.Baseline != nil {
 		cpu("commands", "baseline", f.Baseline.CommandsCPU)
@@ -167,10 +168,11 @@ func reportCreatesLedger(w io.Writer, c Creates) {
 // to the baseline's and the yardstick's.
 func reportCreates(w io.Writer, c Creates) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "keyed creates\ttarget\tper second\tp50\tp99\treplays\terrors\ttarget cores\tother cores\tstolen\ttarget time per create\t")
+	fmt.Fprintln(tw, "keyed creates\ttarget\tper second\tp50\tp99\treplays\terrors\ttarget cores\tother cores\tstolen\ttarget time per create\ttarget disk writes per create\t")
 	row := func(phase, target string, s load.Stats, cpu CPU) {
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%v\t%v\t%d\t%d\t%.2f\t%.2f\t%.2f\t%v\t\n", phase, target, s.CommandsPerSecond(),
-			round(s.Latency.P50), round(s.Latency.P99), s.Replays, s.Errors, cpu.Target, cpu.Harness+cpu.Others, cpu.Stolen, cpu.TargetPerCommand.Round(time.Microsecond))
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%v\t%v\t%d\t%d\t%.2f\t%.2f\t%.2f\t%v\t%.0f B\t\n", phase, target, s.CommandsPerSecond(),
+			round(s.Latency.P50), round(s.Latency.P99), s.Replays, s.Errors, cpu.Target, cpu.Harness+cpu.Others, cpu.Stolen,
+			cpu.TargetPerCommand.Round(time.Microsecond), cpu.TargetWrittenPerCommand)
 	}
 	targets := []struct {
 		name string
