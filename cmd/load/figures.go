@@ -35,6 +35,7 @@ type Figures struct {
 	Webhooks *Webhooks    `json:"webhooks,omitempty"`
 	Ratios   *Ratios      `json:"ratios,omitempty"`
 	Creates  *Creates     `json:"creates,omitempty"`
+	OpenLoop *OpenLoop    `json:"openLoop,omitempty"`
 	Targets  TargetStatus `json:"targets"`
 	OK       bool         `json:"ok"` // nothing lost, duplicated, mismatched; no errors
 }
@@ -122,8 +123,10 @@ type Machine struct {
 // was OK as far as the server's phases tell.
 func (f *Figures) judge() {
 	g := f.Config.Goals
-	f.Targets.P99 = f.Server.Commands.Latency.P99 <= g.P99
-	f.Targets.Lag = f.Server.CommandsLag.met(g.Lag)
+	if f.Server.CommandsLag != nil { // the server's lifecycles ran
+		f.Targets.P99 = f.Server.Commands.Latency.P99 <= g.P99
+		f.Targets.Lag = f.Server.CommandsLag.met(g.Lag)
+	}
 	if f.Baseline != nil {
 		f.Ratios = &Ratios{
 			Commands: f.Server.Commands.CommandsPerSecond() / f.Baseline.Commands.CommandsPerSecond(),
@@ -155,6 +158,7 @@ func (f *Figures) judge() {
 		f.Targets.CreateP99 = &p99Met
 		f.OK = f.OK && c.Verify.OK() && c.Server.Commands.Errors == 0 && c.Server.Replays.Errors == 0 && pairsOK(c.Pairs)
 	}
+	f.OK = f.OK && (f.Webhooks == nil || f.Webhooks.ok())
 }
 
 func machine() Machine {

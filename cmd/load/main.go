@@ -9,6 +9,17 @@
 // INSERTs into SQLite, synchronous=FULL) and on the server, whose figures are given as ratios to
 // both. It then checks the server against the clients' ledgers and prints the figures as a
 // table, or as JSON with --json.
+//
+// Those clients are a closed loop: each sends its next request once the last is answered, so a
+// slow target is offered less. --open-loop offers keyed creates at fixed rates instead (vegeta's
+// pacer), to the yardstick and the server one after the other at each rate, so that a target's
+// latency is what a request meets at that rate, and the server's p99 is given as a ratio to the
+// yardstick's at the same rate. Every window reports the target's processor time and the bytes
+// it caused to be written to disk (/proc/PID/io) per command.
+//
+// With two --bin builds the server's measured phases run against each in turn, --rounds times
+// (ABAB…), each on a fresh data directory, and the report gives each measure's median of each
+// build and the ratio B/A: both builds meet the machine's drift alike.
 package main
 
 import (
@@ -65,7 +76,8 @@ func (c serveYardstickCmd) Run(ctx context.Context, e *env) error {
 
 type runCmd struct {
 	URL         string        `help:"Base URL of a running server to measure, instead of starting one."`
-	Bin         string        `help:"Server binary to start; default: build ./cmd/api of this module."`
+	Bin         []string      `help:"Server binary to start; default: build ./cmd/api of this module. Twice (--bin A --bin B): measure the server's phases against A, then B, for --rounds rounds, each on a fresh data directory, and compare each measure's medians (B/A); the baseline's and yardstick's phases of --baseline are not run then."`
+	Rounds      int           `default:"3" help:"Rounds of A then B with two --bin (1 to 20)."`
 	Data        string        `help:"Data directory of the started server; default: a fresh temporary one."`
 	ServerArg   []string      `help:"Extra flag for 'api serve', repeatable (such as --server-arg=--pprof-addr=127.0.0.1:6060)."`
 	Token       string        `help:"Bearer API key, for a server with a keys file."`
@@ -79,11 +91,16 @@ type runCmd struct {
 	FailShare   float64       `default:"0.05" help:"Share of orders whose first payment fails."`
 	RefundShare float64       `default:"0.2" help:"Share of shipped orders refunded."`
 	Seed        uint64        `default:"1" help:"Seed of the workload's choices."`
+	Lifecycles  bool          `default:"true" negatable:"" help:"Measure order lifecycles on the baseline and the server, verified against the ledger."`
 	Baseline    bool          `default:"true" negatable:"" help:"Measure the baseline and the yardstick first."`
 	Yardstick   bool          `default:"true" negatable:"" help:"Measure the durable yardstick of keyed creates (skipped with --no-baseline too)."`
 	Creates     bool          `default:"true" negatable:"" help:"Measure keyed creates alone on each target too, after its lifecycles."`
 	Client      string        `default:"go" enum:"go,wrk" help:"Clients of the keyed creates: the workload's Go clients (answers checked, replayed and verified after) or wrk (its own retries only; must be installed)."`
 	CreatePairs int           `help:"After the server's keyed creates, run this many paired windows of keyed creates (0 to 20), the yardstick's and then the server's, and judge the create targets on the medians of the pairs: a machine that drifts between two far-apart windows then moves both sides of each ratio alike."`
+	OpenLoop    bool          `name:"open-loop" help:"After the server's other phases, offer keyed creates at each of --rates for --duration (after --warmup at that rate), to a fresh yardstick (unless --no-yardstick) and then the server: an open loop, whatever their answers' pace."`
+	Rates       []int         `default:"1000,3000" help:"Offered rates of --open-loop, keyed creates per second (at most 10 rates of 1 to 100000)."`
+	RateWorkers int           `default:"1024" help:"Requests in flight at most in --open-loop, each on a connection of its own; once all wait, the pacer waits too and the target is offered less than the rate (the report shows the rate sent)."`
+	RateTimeout time.Duration `default:"10s" help:"How long a request of --open-loop waits for its answer before it counts as an error."`
 	JSON        string        `help:"Write the figures as JSON to this file ('-' for stdout, instead of the table)."`
 	CPUProfile  string        `name:"cpu-profile" help:"Write a CPU profile of the started server over the measured window of its lifecycles to this file (the server runs with --pprof-addr)."`
 	Goals       goals         `embed:"" json:"targets"`
@@ -115,11 +132,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 func (cmd *runCmd) Run(ctx context.Context, e *env) error {
-	if cmd.Webhooks < 0 || cmd.Webhooks > maxWebhookEndpoints {
-		return fmt.Errorf("--webhooks %d: want 0 to %d endpoints", cmd.Webhooks, maxWebhookEndpoints)
-	}
-	if cmd.CreatePairs < 0 || cmd.CreatePairs > maxCreatePairs || cmd.CreatePairs > 0 && !cmd.Creates {
-		return fmt.Errorf("--create-pairs %d: want 0 to %d pairs, with --creates", cmd.CreatePairs, maxCreatePairs)
+	if err := cmd.validate(); err != nil {
+		return err
 	}
 	dir, err := os.MkdirTemp("", "orders-load-")
 	if err != nil {
@@ -127,39 +141,24 @@ func (cmd *runCmd) Run(ctx context.Context, e *env) error {
 	}
 	defer os.RemoveAll(dir)
 	say := func(format string, args ...any) { fmt.Fprintf(e.stderr, "load: "+format+"\n", args...) }
-
-	f := Figures{Machine: machine(), Config: *cmd}
-	if cmd.Creates {
-		f.Creates = &Creates{}
+	if len(cmd.Bin) == 2 {
+		return cmd.alternate(ctx, dir, e.stdout, say)
 	}
+
+	f := cmd.newFigures()
 	if cmd.Baseline {
 		if err := cmd.references(ctx, dir, &f, say); err != nil {
 			return err
 		}
 	}
-
-	url, pid := cmd.URL, 0 // pid unknown for --url: its time counts as the others'
-	var srv *child
-	var pprofAddr string
-	if url == "" {
-		if srv, pprofAddr, err = cmd.startServer(ctx, dir, say); err != nil {
-			return err
-		}
-		url, pid = srv.url, srv.cmd.Process.Pid
+	var bin string
+	if len(cmd.Bin) == 1 {
+		bin = cmd.Bin[0]
 	}
-	hookCtx, stopHooks := context.WithCancel(ctx)
-	defer stopHooks()
-	err = cmd.measure(ctx, hookCtx, dir, url, pid, pprofAddr, &f, say)
-	if srv != nil {
-		if stopErr := srv.stop(); err == nil {
-			err = stopErr
-		}
-	}
-	if err != nil {
+	if err := cmd.serveAndMeasure(ctx, dir, bin, "server", cmd.Data, &f, say); err != nil {
 		return err
 	}
 	f.judge()
-	f.OK = f.OK && (f.Webhooks == nil || f.Webhooks.ok())
 	if err := cmd.output(e.stdout, f); err != nil {
 		return err
 	}
@@ -169,17 +168,67 @@ func (cmd *runCmd) Run(ctx context.Context, e *env) error {
 	return nil
 }
 
-// startServer builds the service unless --bin names it, and starts it on a data directory in
-// dir unless --data names one. pprofAddr is where it serves its profiles, with --cpu-profile.
-func (cmd *runCmd) startServer(ctx context.Context, dir string, say func(string, ...any)) (srv *child, pprofAddr string, err error) {
-	bin := cmd.Bin
+// validate refuses flags out of their bounds, and combinations that cannot run together.
+func (cmd *runCmd) validate() error {
+	switch {
+	case cmd.Webhooks < 0 || cmd.Webhooks > maxWebhookEndpoints:
+		return fmt.Errorf("--webhooks %d: want 0 to %d endpoints", cmd.Webhooks, maxWebhookEndpoints)
+	case cmd.CreatePairs < 0 || cmd.CreatePairs > maxCreatePairs || cmd.CreatePairs > 0 && !cmd.Creates:
+		return fmt.Errorf("--create-pairs %d: want 0 to %d pairs, with --creates", cmd.CreatePairs, maxCreatePairs)
+	case !cmd.Lifecycles && (cmd.Webhooks > 0 || cmd.CPUProfile != ""):
+		return fmt.Errorf("--webhooks and --cpu-profile watch the lifecycles: not with --no-lifecycles")
+	case len(cmd.Bin) > 2:
+		return fmt.Errorf("--bin given %d times: want one build, or two to compare", len(cmd.Bin))
+	case cmd.Rounds < 1 || cmd.Rounds > maxRounds:
+		return fmt.Errorf("--rounds %d: want 1 to %d", cmd.Rounds, maxRounds)
+	case len(cmd.Bin) == 2 && (cmd.URL != "" || cmd.Data != "" || cmd.CPUProfile != ""):
+		return fmt.Errorf("two --bin builds each start on a fresh data directory: not with --url, --data or --cpu-profile")
+	}
+	return cmd.validateOpenLoop()
+}
+
+// newFigures is the figures of a run before any phase.
+func (cmd *runCmd) newFigures() Figures {
+	f := Figures{Machine: machine(), Config: *cmd}
+	if cmd.Creates {
+		f.Creates = &Creates{}
+	}
+	return f
+}
+
+// serveAndMeasure starts the server bin (see startServer) unless --url names one, measures its
+// phases into f, and stops it.
+func (cmd *runCmd) serveAndMeasure(ctx context.Context, dir, bin, label, data string, f *Figures, say func(string, ...any)) error {
+	url, pid := cmd.URL, 0 // pid unknown for --url: its time counts as the others'
+	var srv *child
+	var pprofAddr string
+	var err error
+	if url == "" {
+		if srv, pprofAddr, err = cmd.startServer(ctx, dir, bin, label, data, say); err != nil {
+			return err
+		}
+		url, pid = srv.url, srv.cmd.Process.Pid
+	}
+	hookCtx, stopHooks := context.WithCancel(ctx)
+	defer stopHooks()
+	err = cmd.measure(ctx, hookCtx, dir, url, pid, pprofAddr, f, say)
+	if srv != nil {
+		if stopErr := srv.stop(); err == nil {
+			err = stopErr
+		}
+	}
+	return err
+}
+
+// startServer builds the service unless bin names it, and starts it on the data directory
+// data, or on one in dir. pprofAddr is where it serves its profiles, with --cpu-profile.
+func (cmd *runCmd) startServer(ctx context.Context, dir, bin, label, data string, say func(string, ...any)) (srv *child, pprofAddr string, err error) {
 	if bin == "" {
 		say("building ./cmd/api")
 		if bin, err = buildServer(ctx, dir); err != nil {
 			return nil, "", err
 		}
 	}
-	data := cmd.Data
 	if data == "" {
 		data = dir + "/data"
 	}
@@ -193,17 +242,40 @@ func (cmd *runCmd) startServer(ctx context.Context, dir string, say func(string,
 	if cmd.Webhooks > 0 {
 		args = append(args, "--webhooks-allow-private", "--webhooks-generate-key", "--webhooks-secret-key-file", filepath.Join(dir, "webhooks.key"))
 	}
-	if srv, err = startChild(ctx, dir, "server", bin, args...); err != nil {
+	if srv, err = startChild(ctx, dir, label, bin, args...); err != nil {
 		return nil, "", err
 	}
-	say("server at %s, data in %s", srv.url, data)
+	say("%s at %s, data in %s", label, srv.url, data)
 	return srv, pprofAddr, nil
 }
 
 // measure runs the server's phases against url into f: the lifecycles and their replays, the
-// webhook deliveries, the check of the ledger, then the keyed creates and their paired windows.
-// The webhook endpoints receive until hookCtx ends.
+// webhook deliveries, the check of the ledger, then the keyed creates and their paired windows,
+// then the open loop. The webhook endpoints receive until hookCtx ends.
 func (cmd *runCmd) measure(ctx, hookCtx context.Context, dir, url string, pid int, pprofAddr string, f *Figures, say func(string, ...any)) error {
+	var err error
+	if cmd.Lifecycles {
+		err = cmd.measureLifecycles(ctx, hookCtx, url, pid, pprofAddr, f, say)
+	}
+	if err == nil && f.Creates != nil {
+		var creates *load.Ledger
+		if f.Creates.Server, creates, err = cmd.createPhase(ctx, "server", url, pid, false, say); err == nil && creates != nil {
+			say("verifying %d created orders against the ledger", len(creates.Orders()))
+			f.Creates.Verify, err = load.Verify(ctx, cmd.config(url, false), creates)
+		}
+		if err == nil && cmd.CreatePairs > 0 {
+			f.Creates.Pairs, err = cmd.createPairs(ctx, dir, url, pid, say)
+		}
+	}
+	if err == nil && cmd.OpenLoop {
+		f.OpenLoop, err = cmd.openLoop(ctx, dir, url, pid, say)
+	}
+	return err
+}
+
+// measureLifecycles runs the server's lifecycles and their replays, the webhook deliveries and
+// the check of the ledger into f.
+func (cmd *runCmd) measureLifecycles(ctx, hookCtx context.Context, url string, pid int, pprofAddr string, f *Figures, say func(string, ...any)) error {
 	profiled := make(chan error, 1)
 	if pprofAddr != "" {
 		go func() { profiled <- cmd.profile(ctx, pprofAddr) }()
@@ -228,16 +300,6 @@ func (cmd *runCmd) measure(ctx, hookCtx context.Context, dir, url string, pid in
 		say("verifying %d orders against the ledger", len(ledger.Orders()))
 		f.Verify, err = load.Verify(ctx, cmd.config(url, false), ledger)
 	}
-	if err == nil && f.Creates != nil {
-		var creates *load.Ledger
-		if f.Creates.Server, creates, err = cmd.createPhase(ctx, "server", url, pid, false, say); err == nil && creates != nil {
-			say("verifying %d created orders against the ledger", len(creates.Orders()))
-			f.Creates.Verify, err = load.Verify(ctx, cmd.config(url, false), creates)
-		}
-		if err == nil && cmd.CreatePairs > 0 {
-			f.Creates.Pairs, err = cmd.createPairs(ctx, dir, url, pid, say)
-		}
-	}
 	f.Server = p
 	return err
 }
@@ -245,16 +307,21 @@ func (cmd *runCmd) measure(ctx, hookCtx context.Context, dir, url string, pid in
 // output writes f as --json asks: the report, the JSON on standard output, or both, the JSON
 // into a file.
 func (cmd *runCmd) output(stdout io.Writer, f Figures) error {
+	return cmd.write(stdout, f, func(w io.Writer) { report(w, f) })
+}
+
+// write writes the figures v as --json asks, text printing them as a report.
+func (cmd *runCmd) write(stdout io.Writer, v any, text func(io.Writer)) error {
 	switch cmd.JSON {
 	case "":
-		report(stdout, f)
+		text(stdout)
 	case "-":
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(f)
+		return enc.Encode(v)
 	default:
-		report(stdout, f)
-		b, err := json.MarshalIndent(f, "", "  ")
+		text(stdout)
+		b, err := json.MarshalIndent(v, "", "  ")
 		if err != nil {
 			return err
 		}
@@ -293,8 +360,11 @@ func (cmd *runCmd) references(ctx context.Context, dir string, f *Figures, say f
 		return err
 	}
 	say("baseline at %s", b.url)
-	p, _, err := cmd.phase(ctx, b.url, b.cmd.Process.Pid, true, say)
-	f.Baseline = &p
+	if cmd.Lifecycles {
+		var p Phase
+		p, _, err = cmd.phase(ctx, b.url, b.cmd.Process.Pid, true, say)
+		f.Baseline = &p
+	}
 	if err == nil && f.Creates != nil {
 		var c Phase
 		c, _, err = cmd.createPhase(ctx, "baseline", b.url, b.cmd.Process.Pid, true, say)
@@ -344,19 +414,30 @@ func (cmd *runCmd) createPhase(ctx context.Context, name, url string, pid int, b
 // cpuWindow samples the processor use at the ends of the measured window: after the warm-up
 // and the duration, or, with --orders, from now until runCtx ends.
 func (cmd *runCmd) cpuWindow(runCtx context.Context, pid int) <-chan [2]cpuSample {
+	if cmd.Orders == 0 {
+		return timedWindow(runCtx, pid, cmd.Warmup, cmd.Duration)
+	}
 	window := make(chan [2]cpuSample, 1)
 	go func() {
 		var w [2]cpuSample
-		if cmd.Orders == 0 {
-			sleepCtx(runCtx, cmd.Warmup)
-			w[0] = sampleCPU(pid)
-			sleepCtx(runCtx, cmd.Duration)
-			w[1] = sampleCPU(pid)
-		} else {
-			w[0] = sampleCPU(pid)
-			<-runCtx.Done()
-			w[1] = sampleCPU(pid)
-		}
+		w[0] = sampleCPU(pid)
+		<-runCtx.Done()
+		w[1] = sampleCPU(pid)
+		window <- w
+	}()
+	return window
+}
+
+// timedWindow samples the processor use after warmup and again after d more, or sooner if
+// runCtx ends.
+func timedWindow(runCtx context.Context, pid int, warmup, d time.Duration) <-chan [2]cpuSample {
+	window := make(chan [2]cpuSample, 1)
+	go func() {
+		var w [2]cpuSample
+		sleepCtx(runCtx, warmup)
+		w[0] = sampleCPU(pid)
+		sleepCtx(runCtx, d)
+		w[1] = sampleCPU(pid)
 		window <- w
 	}()
 	return window

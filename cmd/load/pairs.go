@@ -40,7 +40,12 @@ func (cmd *runCmd) createPairs(ctx context.Context, dir, url string, pid int, sa
 	if err != nil {
 		return nil, err
 	}
-	y, err := startChild(ctx, dir, "yardstick", self, "serve-yardstick", "--data", filepath.Join(dir, "yardstick-pairs.db"))
+	ydir, err := os.MkdirTemp(dir, "yardstick-pairs-") // fresh for each build of --bin A --bin B
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(ydir)
+	y, err := startChild(ctx, ydir, "yardstick", self, "serve-yardstick", "--data", filepath.Join(ydir, "yardstick.db"))
 	if err != nil {
 		return nil, err
 	}
@@ -88,16 +93,22 @@ func pairMedians(pairs []CreatePair) PairMedians {
 	return m
 }
 
-// median is the median of f over pairs: the mean of the middle two of an even count.
+// median is the median of f over pairs.
 func median(pairs []CreatePair, f func(CreatePair) float64) float64 {
-	if len(pairs) == 0 {
-		return 0
-	}
 	v := make([]float64, len(pairs))
 	for i, p := range pairs {
 		v[i] = f(p)
 	}
-	slices.Sort(v)
+	return medianOf(v)
+}
+
+// medianOf is the median of v, the mean of the middle two of an even count, 0 of none. It
+// sorts a copy: v is left in its order.
+func medianOf(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = slices.Sorted(slices.Values(v))
 	if n := len(v); n%2 == 0 {
 		return (v[n/2-1] + v[n/2]) / 2
 	}

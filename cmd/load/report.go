@@ -16,12 +16,17 @@ func report(w io.Writer, f Figures) {
 		c.Clients, c.Duration, c.Warmup, c.Seed, c.RetryShare, c.Deliveries, c.CancelShare, c.FailShare, c.RefundShare)
 	m := f.Machine
 	fmt.Fprintf(w, "machine: %s/%s, %d CPUs (%s), %s, commit %s\n\n", m.OS, m.Arch, m.CPUs, m.CPU, m.Go, m.Commit)
-	reportPhases(w, f)
+	if c.Lifecycles {
+		reportPhases(w, f)
+	}
 	if f.Creates != nil {
 		reportCreates(w, *f.Creates)
 		if m := f.Creates.Medians; m != nil {
 			reportPairs(w, f.Creates.Pairs, *m)
 		}
+	}
+	if f.OpenLoop != nil {
+		reportOpenLoop(w, c, *f.OpenLoop)
 	}
 	if l := f.Server.CommandsLag; l != nil {
 		reportLag(w, *l)
@@ -100,7 +105,9 @@ func reportTargets(w io.Writer, f Figures) {
 		fmt.Fprintf(w, "commands/s vs baseline: %.3f (target ≥ %.2f: %s)\n", f.Ratios.Commands, g.Commands, met(*f.Targets.Commands))
 		fmt.Fprintf(w, "replays/s vs baseline:  %.3f (target ≥ %.2f: %s)\n", f.Ratios.Replays, g.Replays, met(*f.Targets.Replays))
 	}
-	fmt.Fprintf(w, "command p99:            %v (target ≤ %v: %s)\n", round(f.Server.Commands.Latency.P99), g.P99, met(f.Targets.P99))
+	if f.Config.Lifecycles {
+		fmt.Fprintf(w, "command p99:            %v (target ≤ %v: %s)\n", round(f.Server.Commands.Latency.P99), g.P99, met(f.Targets.P99))
+	}
 	if l := f.Server.CommandsLag; l != nil {
 		fmt.Fprintf(w, "projection lag p99:     %v, max %v of %d samples, %d failed (target: max ≤ %v, none failed: %s)\n",
 			round(l.P99), round(l.Max), l.Samples, l.Failed, g.Lag, met(f.Targets.Lag))
@@ -121,9 +128,11 @@ func reportTargets(w io.Writer, f Figures) {
 // reportVerdict prints the checks of the ledgers, every problem and error found, and the verdict.
 func reportVerdict(w io.Writer, f Figures) {
 	v := f.Verify
-	fmt.Fprintf(w, "ledger: %d orders, %d commands acknowledged (%d unanswered), %d events: %d lost, %d duplicated, %d mismatched, %d phantom\n",
-		v.Orders, v.Commands, v.Unknown, v.Events, v.Lost, v.Duplicated, v.Mismatched, v.Phantoms)
-	fmt.Fprintf(w, "replays identical to the first answer: %d of %d\n", f.Server.Replays.Commands-f.Server.Replays.Errors, f.Server.Replays.Commands)
+	if f.Config.Lifecycles {
+		fmt.Fprintf(w, "ledger: %d orders, %d commands acknowledged (%d unanswered), %d events: %d lost, %d duplicated, %d mismatched, %d phantom\n",
+			v.Orders, v.Commands, v.Unknown, v.Events, v.Lost, v.Duplicated, v.Mismatched, v.Phantoms)
+		fmt.Fprintf(w, "replays identical to the first answer: %d of %d\n", f.Server.Replays.Commands-f.Server.Replays.Errors, f.Server.Replays.Commands)
+	}
 	for _, p := range v.Problems {
 		fmt.Fprintln(w, "  problem:", p)
 	}
