@@ -331,6 +331,9 @@ func claimKey(t *testing.T, keys *idempotency.Keys, key string) *idempotency.Cla
 	t.Helper()
 	c, _, err := keys.Begin(context.Background(), idempotency.Request{Principal: "p", Key: key, Method: "POST",
 		Path: "/v1/orders/o00000/lines", Fingerprint: "fp-" + key, OrderID: "o00000", Claimant: "test"})
+	if err == nil && c != nil {
+		err = keys.WriteClaim(context.Background(), c)
+	}
 	if err != nil || c == nil {
 		t.Fatalf("claim %s: %v", key, err)
 	}
