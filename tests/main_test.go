@@ -2,10 +2,12 @@ package tests
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -22,7 +24,21 @@ var (
 // TestMain builds the real binary once for every test in the package: the tests talk to the
 // process over HTTP and signals, never to its packages.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if !flagSet("test.parallel") {
+		// The tests spend most of their time waiting for the processes they start (a server's
+		// start, a lease, a delivery), not computing: more of them than the machine has cores
+		// run at once unless -parallel says otherwise.
+		flag.Set("test.parallel", fmt.Sprint(max(4, 2*runtime.GOMAXPROCS(0))))
+	}
 	os.Exit(buildAndRun(m))
+}
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func buildAndRun(m *testing.M) int {
