@@ -25,5 +25,10 @@
 // revision checks; appending to it recreates it, and its revisions continue after the last
 // revision it had before the delete, as in KurrentDB.
 //
+// A stream may have a maximum age, set with an append (StreamAppend.MaxAge), as KurrentDB's
+// $maxAge: stream reads leave out its events older than that, and once they all are, the
+// stream is expired and reads and takes appends as a deleted one. Stores forget expired
+// streams by themselves, so streams that live for a while (idempotency keys) need no sweeper.
+//
 // The conformance suite every backend runs lives in package eventstoretest.
 package eventstore

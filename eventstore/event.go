@@ -93,11 +93,14 @@ func ValidateAppend(stream string, events []EventData) error {
 }
 
 // ValidateMultiStreamAppend checks a MultiStreamAppend's arguments as ValidateAppend checks
-// each append's, and that they name distinct streams and distinct event ids. Errors match
-// ErrInvalidArgument.
+// each append's, and that they name distinct streams and distinct event ids and no negative
+// MaxAge. Errors match ErrInvalidArgument.
 func ValidateMultiStreamAppend(appends []StreamAppend) error {
 	if len(appends) == 0 {
 		return fmt.Errorf("%w: multi-stream append to no stream", ErrInvalidArgument)
+	}
+	if _, err := maxAges(appends); err != nil {
+		return err
 	}
 	for i, a := range appends {
 		if err := ValidateAppend(a.Stream, a.Events); err != nil {
