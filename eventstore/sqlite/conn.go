@@ -35,9 +35,9 @@ type writeConn struct {
 	conn driver.Conn
 
 	stream, insertStream, updateStream, deleteStream driverStmt
-	claimStream, unclaimStream                       driverStmt
+	claimStream, unclaimStream, setExpiry            driverStmt
 	insertEvent, findEvent, eventsFrom, deleteEvents driverStmt
-	deleteEventsBefore, forgetStreams                driverStmt
+	deleteEventsBefore, forgetStreams, expired       driverStmt
 	checkpoint, walFrames                            driverStmt
 
 	args []driver.NamedValue // exec's, kept from one statement to the next
@@ -63,15 +63,22 @@ func newWriteConn(dc any, walLimit int64) (*writeConn, error) {
 		sql  string
 	}{
 		{&w.stream, `SELECT id, first_revision, last_revision, deleted,
-			(SELECT max(revision) FROM events WHERE stream_id = streams.id) FROM streams WHERE name = ?`},
-		{&w.insertStream, `INSERT INTO streams (name, first_revision, last_revision) VALUES (?, 0, ?)`},
-		{&w.claimStream, `INSERT INTO streams (name, first_revision, last_revision) VALUES (?, 0, ?)
-			ON CONFLICT (name) DO NOTHING`},
+			(SELECT max(revision) FROM events WHERE stream_id = streams.id), max_age, expires_at
+			FROM streams WHERE name = ?`},
+		{&w.insertStream, `INSERT INTO streams (name, first_revision, last_revision, max_age, expires_at)
+			VALUES (?, 0, ?, ?, ?)`},
+		{&w.claimStream, `INSERT INTO streams (name, first_revision, last_revision, max_age, expires_at)
+			VALUES (?, 0, ?, ?, ?) ON CONFLICT (name) DO NOTHING`},
 		{&w.unclaimStream, `DELETE FROM streams WHERE id = ?`},
-		{&w.updateStream, `UPDATE streams SET first_revision = ?, last_revision = ?, deleted = 0 WHERE id = ?`},
-		{&w.deleteStream, `UPDATE streams SET last_revision = ?, deleted = 1, deleted_at = ? WHERE id = ?`},
+		{&w.updateStream, `UPDATE streams SET first_revision = ?, last_revision = ?, deleted = 0,
+			max_age = ?, expires_at = ? WHERE id = ?`},
+		{&w.setExpiry, `UPDATE streams SET max_age = ?, expires_at = ? WHERE id = ?`},
+		{&w.deleteStream, `UPDATE streams SET last_revision = ?, deleted = 1, deleted_at = ?, expires_at = NULL
+			WHERE id = ?`},
 		{&w.forgetStreams, `DELETE FROM streams WHERE id IN
 			(SELECT id FROM streams WHERE deleted = 1 AND deleted_at < ? LIMIT 64) RETURNING name`},
+		{&w.expired, `SELECT name FROM streams WHERE expires_at <= ? ORDER BY expires_at
+			LIMIT ` + strconv.Itoa(expiredChunk)},
 		{&w.insertEvent, `INSERT INTO events (id, stream_id, revision, type, data, metadata, recorded)
 			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`},
 		{&w.findEvent, `SELECT stream_id, revision FROM events WHERE id = ?`},
@@ -135,8 +142,9 @@ func walResult(rows [][]driver.Value, err error) (walState, bool) {
 }
 
 func (w *writeConn) close() {
-	for _, st := range []driverStmt{w.stream, w.insertStream, w.claimStream, w.unclaimStream, w.updateStream, w.deleteStream,
-		w.insertEvent, w.findEvent, w.eventsFrom, w.deleteEvents, w.deleteEventsBefore, w.forgetStreams, w.checkpoint, w.walFrames} {
+	for _, st := range []driverStmt{w.stream, w.insertStream, w.claimStream, w.unclaimStream, w.updateStream, w.setExpiry,
+		w.deleteStream, w.insertEvent, w.findEvent, w.eventsFrom, w.deleteEvents, w.deleteEventsBefore, w.forgetStreams,
+		w.expired, w.checkpoint, w.walFrames} {
 		if st.stmt != nil {
 			st.stmt.Close()
 		}
@@ -242,9 +250,9 @@ type readConn struct {
 	driver.Conn
 
 	// streamForwards and streamBackwards read a page of a live stream's events by the
-	// stream's name: one statement, whose empty result leaves streamExists to tell a missing
-	// stream from a range without events. (A deleted stream's events are gone, see
-	// writeTx.delete.)
+	// stream's name, but those past its maximum age: one statement, whose empty result leaves
+	// streamExists to tell a missing or expired stream from a range without events. (A
+	// deleted stream's events are gone, see writeTx.delete.)
 	streamForwards, streamBackwards, streamExists driverStmt
 	// log reads a page of the global log.
 	log driverStmt
@@ -262,6 +270,10 @@ type readConn struct {
 const eventColumns = `e.position, e.revision, e.recorded, octet_length(e.type), octet_length(e.data),
 	CAST(e.id || e.type || e.data || ifnull(e.metadata, x'') AS BLOB)`
 
+// young keeps the events of a stream read (s, e) that are not past its maximum age at the time
+// of the read, its third parameter: see eventstore.StreamAppend.MaxAge.
+const young = `(s.max_age IS NULL OR e.recorded > ? - s.max_age)`
+
 func newReadConn(dc driver.Conn) (*readConn, error) {
 	r := &readConn{Conn: dc, types: map[string]string{}}
 	// SQLite's planner may read a bound parameter's value (a LIMIT ?, or col = ? to estimate
@@ -274,18 +286,20 @@ func newReadConn(dc driver.Conn) (*readConn, error) {
 	// planner no longer looks at the value.
 	limit := " LIMIT " + strconv.Itoa(pageSize)
 	// CROSS JOIN keeps streams as the outer loop: one lookup by name, then a range of the
-	// (stream_id, revision) index.
+	// (stream_id, revision) index. The time a read is made at is a parameter too, in terms
+	// that no index serves (+expires_at), so that the planner has no use for its value.
 	for _, p := range []struct {
 		stmt *driverStmt
 		sql  string
 	}{
 		{&r.streamForwards, `SELECT ` + eventColumns + ` FROM streams s CROSS JOIN events e
 			ON e.stream_id = s.id WHERE s.name = ? COLLATE BINARY AND s.deleted = 0 AND e.revision >= ?
-			ORDER BY e.revision` + limit},
+			AND ` + young + ` ORDER BY e.revision` + limit},
 		{&r.streamBackwards, `SELECT ` + eventColumns + ` FROM streams s CROSS JOIN events e
 			ON e.stream_id = s.id WHERE s.name = ? COLLATE BINARY AND s.deleted = 0 AND e.revision <= ?
-			ORDER BY e.revision DESC` + limit},
-		{&r.streamExists, `SELECT 1 FROM streams WHERE name = ? COLLATE BINARY AND deleted = 0`},
+			AND ` + young + ` ORDER BY e.revision DESC` + limit},
+		{&r.streamExists, `SELECT 1 FROM streams WHERE name = ? COLLATE BINARY AND deleted = 0
+			AND (expires_at IS NULL OR +expires_at > ?)`},
 		{&r.log, `SELECT ` + eventColumns + `, s.name FROM events e JOIN streams s ON s.id = e.stream_id
 			WHERE e.position > ? ORDER BY e.position` + limit},
 	} {

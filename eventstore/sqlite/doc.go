@@ -37,6 +37,18 @@
 // the readers call the driver through database/sql/driver rather than database/sql, whose
 // per-statement and per-column wrapping cost more than SQLite itself (see docs/benchmarks.md).
 //
+// # Maximum age
+//
+// A stream's row holds its maximum age (eventstore.StreamAppend.MaxAge) and, while it is live
+// with one, when its last event is past it (expires_at, indexed): a stream read leaves out the
+// events past the age, and answers not found once the stream is past that time. An append with
+// a maximum age gives it to the row it inserts or writes anyway; one to a live stream that has
+// an age moves the expiry with one UPDATE of the row; others write the row no more than before.
+// The writer makes an expired stream a deleted one as of its expiry (its events removed, its
+// row kept for Config.KeepDeleted): at once when a request names it, and otherwise at most once
+// a second, in the transaction it commits then, up to 64 for each of the transaction's
+// requests, and again in the next one while it leaves some.
+//
 // # Checkpoints
 //
 // No commit copies the WAL into the database file: a checkpointer does, on a connection of its

@@ -27,8 +27,8 @@ func (w *writeTx) flight() *flight {
 	var f *flight
 	for _, e := range w.written {
 		old := w.undo[e.Stream]
-		if !old.cached || !old.row.live() || e.Revision != old.row.revision+1 {
-			continue // a new stream, or not the first event the transaction appends
+		if !old.cached || !old.row.live() || old.row.expired(w.now) || e.Revision != old.row.revision+1 {
+			continue // a new (or expired) stream, or not the first event the transaction appends
 		}
 		if f == nil {
 			f = &flight{streams: map[string]flightStream{}, done: make(chan struct{})}

@@ -183,9 +183,11 @@ func (s *Store) wait(ctx context.Context, changed <-chan struct{}) error {
 	}
 }
 
-// streamPage appends to page up to n events of stream from revision from on. If the first
-// page is empty it asks, on the same connection, whether the stream exists.
+// streamPage appends to page up to n events of stream from revision from on, leaving out
+// those past the stream's maximum age. If the first page is empty it asks, on the same
+// connection, whether the stream exists (and has not expired).
 func (s *Store) streamPage(ctx context.Context, stream string, backwards bool, from uint64, n int, first bool, page []eventstore.RecordedEvent) ([]eventstore.RecordedEvent, error) {
+	now := time.Now().UnixNano()
 	err := s.read(ctx, s.rdb, func(c *readConn) error {
 		stmt := c.streamForwards
 		if backwards {
@@ -193,11 +195,11 @@ func (s *Store) streamPage(ctx context.Context, stream string, backwards bool, f
 		}
 		var err error
 		// SQLite integers are signed: End (MaxUint64) becomes the largest int64.
-		page, err = c.events(ctx, stmt, stream, page, n, stream, int64(min(from, 1<<63-1)))
+		page, err = c.events(ctx, stmt, stream, page, n, stream, int64(min(from, 1<<63-1)), now)
 		if err != nil || len(page) > 0 || !first {
 			return err
 		}
-		exists, err := c.exists(ctx, stream)
+		exists, err := c.exists(ctx, stream, now)
 		if err == nil && !exists {
 			err = eventstore.ErrStreamNotFound
 		}
@@ -211,7 +213,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err := s.usable(ctx); err != nil {
 		return fmt.Errorf("ping: %w", err)
 	}
-	if err := s.read(ctx, s.rdb, func(c *readConn) error { _, err := c.exists(ctx, ""); return err }); err != nil {
+	if err := s.read(ctx, s.rdb, func(c *readConn) error { _, err := c.exists(ctx, "", 0); return err }); err != nil {
 		return fmt.Errorf("ping: %w", err)
 	}
 	return nil
@@ -253,9 +255,9 @@ func (c *readConn) events(ctx context.Context, stmt driverStmt, stream string, p
 	return page, nil
 }
 
-// exists reports whether stream is live.
-func (c *readConn) exists(ctx context.Context, stream string) (bool, error) {
-	rows, err := c.streamExists.stmt.(driver.StmtQueryContext).QueryContext(ctx, named([]any{stream}))
+// exists reports whether stream is live at now (Unix nanoseconds): not deleted, nor expired.
+func (c *readConn) exists(ctx context.Context, stream string, now int64) (bool, error) {
+	rows, err := c.streamExists.stmt.(driver.StmtQueryContext).QueryContext(ctx, named([]any{stream, now}))
 	if err != nil {
 		return false, err
 	}

@@ -55,7 +55,8 @@ type Config struct {
 	// to go on from its last revision, as KurrentDB's does; after that its name is forgotten
 	// and a new stream under it starts at revision 0. 0 means DefaultKeepDeleted. It is far
 	// longer than a request, so that no writer that read a stream before its delete can
-	// meet it again, recreated, at the revision it read.
+	// meet it again, recreated, at the revision it read. A stream that expired (see
+	// eventstore.StreamAppend.MaxAge) is deleted as of the time it expired.
 	KeepDeleted time.Duration
 
 	hooks *testHooks
@@ -85,6 +86,10 @@ type Store struct {
 	calm int
 	// kept is the writer's array for the events of a transaction, for the tail (see writeTx).
 	kept []eventstore.RecordedEvent
+	// looked is when the writer last looked for expired streams, and moreExpired whether it
+	// left some (see Store.commit).
+	looked      time.Time
+	moreExpired bool
 
 	requests chan *request
 	closing  chan struct{}

@@ -282,6 +282,10 @@ type errAbort struct{ err error }
 
 func (e errAbort) Error() string { return e.err.Error() }
 
+// expiryLook is how often, at most, the writer looks for expired streams that no request met,
+// to forget them (see writeTx.forgetExpired), unless its last look left some.
+const expiryLook = time.Second
+
 // commit writes batch in one transaction and sets each request's result or error. It returns
 // the position of the last event written, or 0.
 func (s *Store) commit(conn *writeConn, batch []*request) uint64 {
@@ -294,8 +298,14 @@ func (s *Store) commit(conn *writeConn, batch []*request) uint64 {
 		}
 		pending = append(pending, r)
 	}
+	look := s.moreExpired || time.Since(s.looked) >= expiryLook
 	for len(pending) > 0 {
-		aborted, head, err := s.tryCommit(conn, pending)
+		aborted, head, err := s.tryCommit(conn, pending, look)
+		if _, forget := err.(errForget); forget {
+			// Forgetting can wait for the next look; the requests cannot.
+			s.looked, look = time.Now(), false
+			continue
+		}
 		if err != nil {
 			err = fmt.Errorf("%w: %v", eventstore.ErrUnavailable, err)
 			// Nothing was written: a refusal that waited for the commit named a revision
@@ -315,10 +325,15 @@ func (s *Store) commit(conn *writeConn, batch []*request) uint64 {
 	return 0
 }
 
-// tryCommit runs pending in one transaction. If one request aborts, it rolls back and returns
-// that request's index (its error set); otherwise it commits and returns -1 and the position of
-// the last event written (0 if none).
-func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, head uint64, err error) {
+// errForget is a failure to forget expired streams, which rolled the transaction back.
+type errForget struct{ err error }
+
+func (e errForget) Error() string { return "forget expired streams: " + e.err.Error() }
+
+// tryCommit runs pending in one transaction, after forgetting expired streams if look is set.
+// If one request aborts, it rolls back and returns that request's index (its error set);
+// otherwise it commits and returns -1 and the position of the last event written (0 if none).
+func (s *Store) tryCommit(conn *writeConn, pending []*request, look bool) (aborted int, head uint64, err error) {
 	tx, err := conn.begin()
 	if err != nil {
 		return -1, 0, fmt.Errorf("begin: %w", err)
@@ -330,29 +345,15 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 	now := time.Now().UnixNano()
 	w := writeTx{tx: tx, conn: conn, now: now, forgetBefore: now - int64(cmp.Or(s.cfg.KeepDeleted, DefaultKeepDeleted)), streams: s.streams, undo: s.undo,
 		written: s.kept[:0], bytes: make([]byte, 0, eventBytes(pending))}
-	for i, r := range pending {
-		switch {
-		case r.Truncate:
-			r.Err = w.truncate(r.Stream, r.Before)
-		case r.Appends == nil:
-			r.Err = w.delete(r.Stream, r.Expected)
-		default:
-			r.Results, r.Err = w.appendAll(r.Appends)
-		}
-		var abort errAbort
-		if errors.As(r.Err, &abort) {
+	more := s.moreExpired
+	if look {
+		if more, err = w.forgetExpired(len(pending)); err != nil {
 			w.rollback()
-			r.Err = storageError(abort.err)
-			return i, 0, nil
+			return -1, 0, errForget{err}
 		}
-		r.Err = storageError(r.Err)
-		if r.Err == nil {
-			for _, res := range r.Results {
-				if res.Fate == eventstore.FateWritten { // a repeat's position is an old one
-					head = max(head, res.Position.Commit)
-				}
-			}
-		}
+	}
+	if aborted, head = w.apply(pending); aborted >= 0 {
+		return aborted, 0, nil
 	}
 	w.answerRefusals(pending)
 	f := w.flight()
@@ -369,11 +370,45 @@ func (s *Store) tryCommit(conn *writeConn, pending []*request) (aborted int, hea
 	if len(w.written) > 0 || len(w.gone) > 0 {
 		s.wrote.Store(true)
 	}
+	if look {
+		s.looked, s.moreExpired = time.Unix(0, now), more
+	}
 	s.tail.add(w.written, w.gone)
 	clear(w.written) // the tail copied the events: let their bytes go with the tail's
 	s.kept = w.written
 	s.land(f, true)
 	return -1, head, nil
+}
+
+// apply runs each request of pending in the transaction and sets its outcome. If one aborts, it
+// rolls back and returns that request's index (its error set); otherwise -1 and the position
+// of the last event written (0 if none).
+func (w *writeTx) apply(pending []*request) (aborted int, head uint64) {
+	for i, r := range pending {
+		switch {
+		case r.Truncate:
+			r.Err = w.truncate(r.Stream, r.Before)
+		case r.Appends == nil:
+			r.Err = w.delete(r.Stream, r.Expected)
+		default:
+			r.Results, r.Err = w.appendAll(r.Appends)
+		}
+		var abort errAbort
+		if errors.As(r.Err, &abort) {
+			w.rollback()
+			r.Err = storageError(abort.err)
+			return i, 0
+		}
+		r.Err = storageError(r.Err)
+		if r.Err == nil {
+			for _, res := range r.Results {
+				if res.Fate == eventstore.FateWritten { // a repeat's position is an old one
+					head = max(head, res.Position.Commit)
+				}
+			}
+		}
+	}
+	return -1, head
 }
 
 // eventBytes is the size of the data and metadata of the events that pending append.

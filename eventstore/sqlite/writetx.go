@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"bytes"
+	"cmp"
 	"database/sql/driver"
 	"fmt"
 	"math"
@@ -62,9 +63,34 @@ type streamRow struct {
 	revision      uint64 // of the last event ever written
 	firstRevision uint64 // of the current life
 	deleted       bool
+	// maxAge is the stream's maximum age in nanoseconds, 0 for none. expiresAt, while the
+	// stream is live with one, is when its last event is past it (Unix nanoseconds), else 0.
+	maxAge, expiresAt int64
 }
 
+// live reports whether the stream is written and not deleted. The writer makes a stream that
+// expired a deleted one as soon as it reads its row (see writeTx.stream).
 func (sr streamRow) live() bool { return sr.id != 0 && !sr.deleted }
+
+// expired reports whether the stream is past its maximum age at now: every event is.
+func (sr streamRow) expired(now int64) bool { return sr.expiresAt != 0 && sr.expiresAt <= now }
+
+// expiry is when a stream whose last event was recorded at now expires with maximum age
+// maxAge, or 0 for none; the far future for an age past the end of int64.
+func expiry(now, maxAge int64) int64 {
+	if maxAge <= 0 {
+		return 0
+	}
+	return now + min(maxAge, math.MaxInt64-now)
+}
+
+// nullable is v for the database, or NULL for 0.
+func nullable(v int64) any {
+	if v == 0 {
+		return nil
+	}
+	return v
+}
 
 // actual is the stream's state as a wrong-expected-revision error reports it.
 func (sr streamRow) actual() eventstore.ExpectedRevision {
@@ -74,23 +100,28 @@ func (sr streamRow) actual() eventstore.ExpectedRevision {
 	return eventstore.Exact(sr.revision)
 }
 
+// stream returns the stream's row, cached or read. A stream found expired is made a deleted
+// one first (see expire): the writer then knows only missing, live and deleted streams.
 func (w *writeTx) stream(name string) (streamRow, error) {
-	if sr, ok := w.streams[name]; ok {
-		return sr, nil
-	}
-	rows, err := w.conn.stream.query(name)
-	if err != nil {
-		return streamRow{}, err
-	}
-	var sr streamRow
-	if len(rows) == 1 {
-		row := rows[0]
-		sr = streamRow{id: asInt(row[0]), firstRevision: uint64(asInt(row[1])), revision: uint64(asInt(row[2])), deleted: asInt(row[3]) != 0}
-		if last, ok := row[4].(int64); ok && !sr.deleted {
-			sr.revision = uint64(last)
+	sr, ok := w.streams[name]
+	if !ok {
+		rows, err := w.conn.stream.query(name)
+		if err != nil {
+			return streamRow{}, err
 		}
+		if len(rows) == 1 {
+			row := rows[0]
+			sr = streamRow{id: asInt(row[0]), firstRevision: uint64(asInt(row[1])), revision: uint64(asInt(row[2])),
+				deleted: asInt(row[3]) != 0, maxAge: asInt(row[5]), expiresAt: asInt(row[6])}
+			if last, ok := row[4].(int64); ok && !sr.deleted {
+				sr.revision = uint64(last)
+			}
+		}
+		w.streams[name] = sr
 	}
-	w.streams[name] = sr
+	if sr.expired(w.now) {
+		return w.expire(name, sr)
+	}
 	return sr, nil
 }
 
@@ -121,11 +152,17 @@ func (w *writeTx) rollback() {
 // itself (see claim): a refusal of a later append deletes the rows claimed before it.
 func (w *writeTx) appendAll(appends []eventstore.StreamAppend) ([]eventstore.AppendResult, error) {
 	results := make([]eventstore.AppendResult, len(appends))
-	rows := make([]streamRow, len(appends))
+	// The rows of a keyed command's few streams stay on the stack: the compiler keeps a slice
+	// made of a length it cannot see there only up to 32 bytes, less than one row.
+	var few [4]streamRow
+	rows := few[:min(len(appends), len(few))]
+	if len(appends) > len(few) {
+		rows = make([]streamRow, len(appends))
+	}
 	claimed := make([]bool, len(appends))
 	for i, a := range appends {
 		var err error
-		if rows[i], claimed[i], err = w.claim(a.Stream, a.Expected, len(a.Events)); err == nil && !claimed[i] {
+		if rows[i], claimed[i], err = w.claim(a); err == nil && !claimed[i] {
 			rows[i], results[i], err = w.plan(a.Stream, rows[i], a.Expected, a.Events)
 		}
 		if err != nil {
@@ -141,39 +178,39 @@ func (w *writeTx) appendAll(appends []eventstore.StreamAppend) ([]eventstore.App
 			continue
 		}
 		var err error
-		if results[i], err = w.write(a.Stream, rows[i], claimed[i], a.Events); err != nil {
+		if results[i], err = w.write(a, rows[i], claimed[i]); err != nil {
 			return nil, err
 		}
 	}
 	return results, nil
 }
 
-// claim returns the stream's row: the cached one, or for an append with expected NoStream to a
-// stream the writer has not cached, one it inserts for the n events to come, unless the name
-// has a row already (then it reads that row, as for any other append). A new stream so costs
-// one statement instead of a SELECT that finds nothing and the INSERT. claimed says that the
-// row is the inserted one, for n events from revision 0.
-func (w *writeTx) claim(name string, expected eventstore.ExpectedRevision, n int) (sr streamRow, claimed bool, err error) {
-	if sr, cached := w.streams[name]; cached || !expected.IsNoStream() {
-		if !cached {
-			sr, err = w.stream(name)
-		}
+// claim returns the row of a's stream: the cached one, or for an append with expected NoStream
+// to a stream the writer has not cached, one it inserts for a's events, with a's maximum age,
+// unless the name has a row already (then it reads that row, as for any other append). A new
+// stream so costs one statement instead of a SELECT that finds nothing and the INSERT. claimed
+// says that the row is the inserted one, for a's events from revision 0.
+func (w *writeTx) claim(a eventstore.StreamAppend) (sr streamRow, claimed bool, err error) {
+	if _, cached := w.streams[a.Stream]; cached || !a.Expected.IsNoStream() {
+		sr, err = w.stream(a.Stream)
 		return sr, false, err
 	}
-	res, err := w.conn.exec(w.conn.claimStream, name, n-1)
+	last, maxAge := len(a.Events)-1, int64(a.MaxAge)
+	expiresAt := expiry(w.now, maxAge)
+	res, err := w.conn.exec(w.conn.claimStream, a.Stream, last, nullable(maxAge), nullable(expiresAt))
 	if err != nil {
 		return streamRow{}, false, err
 	}
 	if inserted, err := res.RowsAffected(); err != nil || inserted == 0 {
 		if err == nil {
-			sr, err = w.stream(name) // the name has a row: a live stream, or a deleted one
+			sr, err = w.stream(a.Stream) // the name has a row: a live stream, or a deleted one
 		}
 		return sr, false, err
 	}
 	if sr.id, err = res.LastInsertId(); err != nil {
 		return streamRow{}, false, errAbort{err}
 	}
-	sr.revision = uint64(n - 1)
+	sr.revision, sr.maxAge, sr.expiresAt = uint64(last), maxAge, expiresAt
 	return sr, true, nil
 }
 
@@ -247,31 +284,21 @@ func (w *writeTx) repeated(streamID int64, from uint64, events []eventstore.Even
 	return eventstore.AppendResult{Revision: uint64(asInt(last[1])), Position: position(uint64(asInt(last[2]))), Fate: eventstore.FateRepeated}, true, nil
 }
 
-// write appends events after the stream's last revision, creating or reviving its row; a row
-// that claim inserted (claimed) is the stream's, with its revision that of the last event.
-func (w *writeTx) write(name string, sr streamRow, claimed bool, events []eventstore.EventData) (eventstore.AppendResult, error) {
+// write appends a's events after the stream's last revision, creating or reviving its row; a
+// row that claim inserted (claimed) is the stream's, with its revision that of the last event.
+func (w *writeTx) write(a eventstore.StreamAppend, sr streamRow, claimed bool) (eventstore.AppendResult, error) {
+	name, events := a.Stream, a.Events
 	first := uint64(0)
 	if sr.id != 0 && !claimed {
 		first = sr.revision + 1
 	}
 	last := first + uint64(len(events)) - 1
-	switch {
-	case claimed:
-	case sr.id == 0:
-		res, err := w.conn.exec(w.conn.insertStream, name, last)
-		if err != nil {
+	if !claimed {
+		var err error
+		if sr, err = w.writeRow(a, sr, first, last); err != nil {
 			return eventstore.AppendResult{}, errAbort{err}
 		}
-		if sr.id, err = res.LastInsertId(); err != nil {
-			return eventstore.AppendResult{}, errAbort{err}
-		}
-	case sr.deleted:
-		if _, err := w.conn.exec(w.conn.updateStream, first, last, sr.id); err != nil {
-			return eventstore.AppendResult{}, errAbort{err}
-		}
-		sr.firstRevision, sr.deleted = first, false
 	}
-	sr.revision = last
 	w.setStream(name, sr)
 	var res eventstore.AppendResult
 	for i := range events {
@@ -297,6 +324,35 @@ func (w *writeTx) write(name string, sr streamRow, claimed bool, events []events
 	return res, nil
 }
 
+// writeRow writes the row of a's stream, whose events take revisions first to last: a new
+// row, a deleted stream's revived, or a live stream's expiry moved to the new last event's. A
+// live stream without a maximum age keeps its row as it is.
+func (w *writeTx) writeRow(a eventstore.StreamAppend, sr streamRow, first, last uint64) (streamRow, error) {
+	maxAge := cmp.Or(int64(a.MaxAge), sr.maxAge)
+	expiresAt := expiry(w.now, maxAge)
+	switch {
+	case sr.id == 0:
+		res, err := w.conn.exec(w.conn.insertStream, a.Stream, last, nullable(maxAge), nullable(expiresAt))
+		if err != nil {
+			return sr, err
+		}
+		if sr.id, err = res.LastInsertId(); err != nil {
+			return sr, err
+		}
+	case sr.deleted:
+		if _, err := w.conn.exec(w.conn.updateStream, first, last, nullable(maxAge), nullable(expiresAt), sr.id); err != nil {
+			return sr, err
+		}
+		sr.firstRevision, sr.deleted = first, false
+	case maxAge > 0:
+		if _, err := w.conn.exec(w.conn.setExpiry, maxAge, expiresAt, sr.id); err != nil {
+			return sr, err
+		}
+	}
+	sr.revision, sr.maxAge, sr.expiresAt = last, maxAge, expiresAt
+	return sr, nil
+}
+
 func (w *writeTx) delete(name string, expected eventstore.ExpectedRevision) error {
 	sr, err := w.stream(name)
 	if err != nil {
@@ -308,16 +364,65 @@ func (w *writeTx) delete(name string, expected eventstore.ExpectedRevision) erro
 	if !sr.live() {
 		return nil // Any or NoStream on a missing stream: nothing to do
 	}
+	if _, err := w.remove(name, sr, w.now); err != nil {
+		return err
+	}
+	return w.forgetDeleted()
+}
+
+// remove deletes the events of the live stream name and makes its row a deleted one, deleted
+// at (Unix nanoseconds): kept, with its last revision and maximum age, for Config.KeepDeleted.
+func (w *writeTx) remove(name string, sr streamRow, at int64) (streamRow, error) {
 	if _, err := w.conn.exec(w.conn.deleteEvents, sr.id); err != nil {
-		return errAbort{err}
+		return streamRow{}, errAbort{err}
 	}
-	if _, err := w.conn.exec(w.conn.deleteStream, sr.revision, w.now, sr.id); err != nil {
-		return errAbort{err}
+	if _, err := w.conn.exec(w.conn.deleteStream, sr.revision, at, sr.id); err != nil {
+		return streamRow{}, errAbort{err}
 	}
-	sr.deleted = true
+	sr.deleted, sr.expiresAt = true, 0
 	w.setStream(name, sr)
 	w.drop(name, math.MaxUint64)
-	return w.forgetDeleted()
+	return sr, nil
+}
+
+// expire forgets an expired stream: it is removed as a delete at the time it expired would
+// remove it. It reads as not found and takes appends as a deleted stream either way, so the
+// writer does it once it meets such a stream, and forgetExpired for the streams it does not
+// meet. A stream appended to meanwhile goes on from its last revision, with its maximum age;
+// after Config.KeepDeleted its name is forgotten.
+func (w *writeTx) expire(name string, sr streamRow) (streamRow, error) {
+	return w.remove(name, sr, sr.expiresAt)
+}
+
+// expiredChunk is how many expired streams forgetExpired forgets at a time, for each request
+// of the transaction, and forgetDeleted's rows with them.
+const expiredChunk = 64
+
+// forgetExpired forgets up to expiredChunk expired streams for each of the transaction's n
+// requests, the longest expired first, and with each expiredChunk of them up to 64 rows of
+// streams deleted before Config.KeepDeleted, as a delete does: expired streams leave nothing
+// behind for good though no request meets them. It reports whether it left expired streams.
+func (w *writeTx) forgetExpired(n int) (more bool, err error) {
+	for range n {
+		rows, err := w.conn.expired.query(w.now)
+		if err != nil {
+			return false, err
+		}
+		for _, row := range rows {
+			if _, err := w.stream(asString(row[0])); err != nil {
+				return false, err
+			}
+		}
+		if len(rows) > 0 {
+			if err := w.forgetDeleted(); err != nil {
+				return false, err
+			}
+		}
+		if len(rows) < expiredChunk {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // forgetDeleted removes the rows of a few streams deleted before w.forgetBefore: their names
