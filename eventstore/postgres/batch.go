@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"time"
 
 	"github.com/acme/orders/eventstore"
 	"github.com/google/uuid"
@@ -23,10 +24,13 @@ type batch struct {
 	changed map[string]struct{}
 	// ids locates the requests' event ids that are stored, or written by a request before.
 	ids map[uuid.UUID]eventRef
-	// gone maps a stream deleted or truncated to the revision below which its stored events
-	// are deleted; deletes counts the streams deleted.
-	gone    map[string]int64
-	deletes int
+	// gone maps a stream deleted, truncated or expired to the revision below which its stored
+	// events are deleted; deletes counts the streams deleted, and expired those expired that
+	// the transaction forgets (see forgetExpired and expireQuery).
+	gone             map[string]int64
+	deletes, expired int
+	// expiredByLook is how many expired streams expireQuery forgot.
+	expiredByLook int
 	// inserts are the events to write, in position order.
 	inserts []newEvent
 }
@@ -37,6 +41,11 @@ type streamRow struct {
 	deleted       bool
 	firstRevision int64 // of the current life
 	lastRevision  int64 // of the last event ever written
+	// expired says that the stream was past its maximum age when the transaction read it (see
+	// forgetExpired). maxAge is the maximum age an append sets, in microseconds; 0 keeps the
+	// row's.
+	expired bool
+	maxAge  int64
 }
 
 func (sr streamRow) live() bool { return sr.exists && !sr.deleted }
@@ -93,6 +102,23 @@ func keys(requests []*request) (streams []string, ids []uuid.UUID) {
 	return streams, ids
 }
 
+// forgetExpired makes each stream of the batch that had expired when the transaction read it a
+// deleted one, as expireQuery does to the streams that no request names: its events are
+// deleted and its row is kept as deleted since it expired. It reads as not found and takes
+// appends as a deleted stream either way, and the requests then meet no other kind of stream
+// than missing, live and deleted ones.
+func (b *batch) forgetExpired() {
+	for name, sr := range b.streams {
+		if !sr.expired {
+			continue
+		}
+		b.drop(name, sr.lastRevision+1)
+		sr.deleted, sr.expired = true, false
+		b.setStream(name, sr)
+		b.expired++
+	}
+}
+
 // apply decides r and sets its outcome.
 func (b *batch) apply(r *request) {
 	switch {
@@ -131,7 +157,7 @@ func (b *batch) appendAll(appends []eventstore.StreamAppend) ([]eventstore.Appen
 	}
 	for i, a := range appends {
 		if results[i].Fate != eventstore.FateRepeated {
-			results[i] = b.write(a.Stream, a.Events)
+			results[i] = b.write(a)
 		}
 	}
 	return results, nil
@@ -184,8 +210,10 @@ func (b *batch) repeated(stream string, from int64, events []eventstore.EventDat
 	return eventstore.AppendResult{Revision: uint64(last.revision), Position: position(last.position), Fate: eventstore.FateRepeated}, true
 }
 
-// write appends events after the stream's last revision, creating or reviving the stream.
-func (b *batch) write(stream string, events []eventstore.EventData) eventstore.AppendResult {
+// write appends a's events after the stream's last revision, creating or reviving the stream,
+// with a's maximum age if it has one.
+func (b *batch) write(a eventstore.StreamAppend) eventstore.AppendResult {
+	stream, events := a.Stream, a.Events
 	sr := b.streams[stream]
 	first := int64(0)
 	if sr.exists {
@@ -193,6 +221,10 @@ func (b *batch) write(stream string, events []eventstore.EventData) eventstore.A
 	}
 	if !sr.live() {
 		sr = streamRow{exists: true, firstRevision: first}
+	}
+	if a.MaxAge > 0 {
+		// Rounded up: an age of 1 ns must still expire the stream, not leave it without one.
+		sr.maxAge = int64((min(a.MaxAge, math.MaxInt64-time.Microsecond) + time.Microsecond - 1) / time.Microsecond)
 	}
 	for i := range events {
 		b.head++

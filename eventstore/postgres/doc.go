@@ -55,6 +55,18 @@
 // fails without one. Otherwise a write queued behind a transaction that waits out its timeout
 // (a table that another session holds locked) would wait out that one and then its own.
 //
+// # Maximum age
+//
+// A stream's row holds its maximum age (eventstore.StreamAppend.MaxAge) and, while it is live
+// with one, when its last event is past it (expires_at, indexed); stream reads leave out the
+// events past the age, and a stream past that time reads as not found. The row is written with
+// every append anyway, so the age costs an append nothing. A transaction makes the expired
+// streams its requests name deleted ones as of their expiry (their events deleted, their rows
+// kept for Config.KeepDeleted). Each store's writer also looks for the others, at most once a
+// second, in the transaction it commits then: up to 64 for each of its requests, and again in
+// the next one while it leaves some. Every store on a database looks, so that the streams of a
+// process that stopped are forgotten too.
+//
 // # Subscriptions
 //
 // A subscription reads pages until it has caught up, then waits for a wake-up: the writer wakes

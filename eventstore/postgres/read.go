@@ -68,15 +68,20 @@ func (s *Store) ReadStream(ctx context.Context, stream string, opts eventstore.R
 	}
 }
 
-// streamPage returns up to n events of stream from revision from on. If the first page is
-// empty it asks whether the stream is live: a missing or deleted stream has no events, but
-// neither has a read past the end of a live one.
+// young keeps the events of a stream read that are not past the stream's maximum age, which
+// it looks up once per query.
+const young = `recorded > coalesce((SELECT now() - max_age FROM streams WHERE name = $1), '-infinity')`
+
+// streamPage returns up to n events of stream from revision from on, leaving out those past
+// the stream's maximum age. If the first page is empty it asks whether the stream is live: a
+// missing, deleted or expired stream has no events, but neither has a read past the end of a
+// live one.
 func (s *Store) streamPage(ctx context.Context, stream string, backwards bool, from uint64, n int, first bool) ([]eventstore.RecordedEvent, error) {
 	query := `SELECT position, id, revision, type, data, metadata, recorded FROM events
-		WHERE stream = $1 AND revision >= $2 ORDER BY revision LIMIT $3`
+		WHERE stream = $1 AND revision >= $2 AND ` + young + ` ORDER BY revision LIMIT $3`
 	if backwards {
 		query = `SELECT position, id, revision, type, data, metadata, recorded FROM events
-		WHERE stream = $1 AND revision <= $2 ORDER BY revision DESC LIMIT $3`
+		WHERE stream = $1 AND revision <= $2 AND ` + young + ` ORDER BY revision DESC LIMIT $3`
 	}
 	// Revisions are bigint: End (MaxUint64) becomes the largest of them.
 	rows, err := s.pool.Query(ctx, query, stream, int64(min(from, math.MaxInt64)), n)
@@ -95,7 +100,8 @@ func (s *Store) streamPage(ctx context.Context, stream string, backwards bool, f
 		return page, err
 	}
 	var live bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM streams WHERE name = $1 AND NOT deleted)`, stream).Scan(&live); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM streams WHERE name = $1 AND NOT deleted
+		AND (expires_at IS NULL OR expires_at > now()))`, stream).Scan(&live); err != nil {
 		return nil, err
 	}
 	if !live {

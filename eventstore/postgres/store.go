@@ -34,7 +34,8 @@ type Config struct {
 	// to go on from its last revision, as KurrentDB's does; after that its name is forgotten
 	// and a new stream under it starts at revision 0. 0 means DefaultKeepDeleted. It is far
 	// longer than a request, so that no writer that read a stream before its delete can
-	// meet it again, recreated, at the revision it read.
+	// meet it again, recreated, at the revision it read. A stream that expired (see
+	// eventstore.StreamAppend.MaxAge) is deleted as of the time it expired.
 	KeepDeleted time.Duration
 
 	// poll replaces pollInterval, for tests that must see a subscription woken by a
@@ -83,6 +84,11 @@ type Store struct {
 	cancel context.CancelFunc
 
 	commits signal.Signal // woken at every wake-up of the subscriptions
+
+	// looked is when the writer last looked for expired streams, and moreExpired whether it
+	// left some (see expiryLook). Only the writer touches them.
+	looked      time.Time
+	moreExpired bool
 }
 
 var (

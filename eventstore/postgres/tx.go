@@ -19,11 +19,12 @@ const notifyChannel = "orders_events"
 // the connection, while the server's timeout keeps it.
 const cancelGrace = 250 * time.Millisecond
 
-// tryCommit makes pending in one transaction, by due: it takes the write lock, reads what the
-// requests need, decides each in memory (setting its outcome), writes the outcome of all and
-// commits. It reports whether events were written. Its error is the transaction's: then nothing
-// was written, whatever the requests' outcomes say.
-func (s *Store) tryCommit(pending []*request, due time.Time) (wrote bool, err error) {
+// tryCommit makes pending in one transaction, by due: it takes the write lock, forgets up to
+// look expired streams (see expireQuery), reads what the requests need, decides each in memory
+// (setting its outcome), writes the outcome of all and commits. It reports whether events were
+// written. Its error is the transaction's: then nothing was written, whatever the requests'
+// outcomes say.
+func (s *Store) tryCommit(pending []*request, due time.Time, look int) (wrote bool, err error) {
 	budget := time.Until(due)
 	if budget <= 0 {
 		return false, errWaitedOut
@@ -37,10 +38,11 @@ func (s *Store) tryCommit(pending []*request, due time.Time) (wrote bool, err er
 		return false, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // after a commit, a no-op
-	b, err := readBatch(ctx, tx, pending)
+	b, err := readBatch(ctx, tx, pending, look)
 	if err != nil {
 		return false, err
 	}
+	b.forgetExpired()
 	for _, r := range pending {
 		b.apply(r)
 	}
@@ -50,8 +52,43 @@ func (s *Store) tryCommit(pending []*request, due time.Time) (wrote bool, err er
 	if err := tx.Commit(ctx); err != nil {
 		return false, fmt.Errorf("commit: %w", err)
 	}
+	if look > 0 {
+		s.looked, s.moreExpired = time.Now(), b.expiredByLook == look
+	}
 	return len(b.inserts) > 0, nil
 }
+
+// expiryLook is how often, at most, a Store's writer looks for expired streams that no request
+// names, to forget them (expireQuery), unless its last look left some. Every store on the
+// database looks: one whose process stopped leaves its streams to the others.
+const expiryLook = time.Second
+
+// look is how many expired streams the writer's next transaction, of n requests, forgets
+// besides those they name: 0 until expiryLook after the last look, unless that left some.
+func (s *Store) look(n int) int {
+	if !s.moreExpired && time.Since(s.looked) < expiryLook {
+		return 0
+	}
+	return expiredChunk * n
+}
+
+// expiredChunk is how many expired streams a transaction forgets for each of its requests, at
+// most, besides those the requests name; it forgets up to 64 rows of streams deleted before
+// Config.KeepDeleted for each delete and for each expiredChunk streams expired.
+const expiredChunk = 64
+
+// expireQuery forgets up to $1 expired streams, the longest expired first: it deletes their
+// events and keeps their rows as deleted since they expired, as batch.forgetExpired does with
+// those the requests name. It runs before the batch's rows are read, which then find them
+// deleted.
+const expireQuery = `WITH expired AS (
+		UPDATE streams SET deleted = true, deleted_at = expires_at, expires_at = NULL
+		WHERE name IN (SELECT name FROM streams WHERE expires_at <= now() ORDER BY expires_at LIMIT $1)
+		RETURNING name
+	), gone AS (
+		DELETE FROM events e USING expired x WHERE e.stream = x.name
+	)
+	SELECT count(*) FROM expired`
 
 // beginQuery begins a writing transaction at READ COMMITTED, whatever the server's default:
 // each statement after the lock must see what the writers before committed (see the package
@@ -61,9 +98,10 @@ func beginQuery(budget time.Duration) string {
 	return fmt.Sprintf("BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL statement_timeout = %d", max(budget.Milliseconds(), 1))
 }
 
-// readBatch takes the write lock and then reads, in one round trip, the log's head, the rows
-// of the streams that requests name and where their event ids are stored.
-func readBatch(ctx context.Context, tx pgx.Tx, requests []*request) (*batch, error) {
+// readBatch takes the write lock and then, in one round trip, reads the log's head, forgets up
+// to look expired streams (expireQuery) if look is above 0, and reads the rows of the streams
+// that requests name, whether they have expired, and where their event ids are stored.
+func readBatch(ctx context.Context, tx pgx.Tx, requests []*request, look int) (*batch, error) {
 	b := newBatch()
 	streams, ids := keys(requests)
 	var q pgx.Batch
@@ -71,10 +109,16 @@ func readBatch(ctx context.Context, tx pgx.Tx, requests []*request) (*batch, err
 	q.Queue(`SELECT position FROM log_head`).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&b.head)
 	})
-	q.Queue(`SELECT name, first_revision, last_revision, deleted FROM streams WHERE name = ANY($1)`, streams).Query(func(rows pgx.Rows) error {
+	if look > 0 {
+		q.Queue(expireQuery, look).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&b.expiredByLook)
+		})
+	}
+	q.Queue(`SELECT name, first_revision, last_revision, deleted, coalesce(expires_at <= now(), false)
+		FROM streams WHERE name = ANY($1)`, streams).Query(func(rows pgx.Rows) error {
 		var name string
 		var sr streamRow
-		_, err := pgx.ForEachRow(rows, []any{&name, &sr.firstRevision, &sr.lastRevision, &sr.deleted}, func() error {
+		_, err := pgx.ForEachRow(rows, []any{&name, &sr.firstRevision, &sr.lastRevision, &sr.deleted, &sr.expired}, func() error {
 			sr.exists = true
 			b.streams[name] = sr
 			return nil
@@ -93,15 +137,16 @@ func readBatch(ctx context.Context, tx pgx.Tx, requests []*request) (*batch, err
 	if err := tx.SendBatch(ctx, &q).Close(); err != nil {
 		return nil, fmt.Errorf("read the batch's streams: %w", err)
 	}
-	b.read = b.head
+	b.read, b.expired = b.head, b.expiredByLook
 	return b, nil
 }
 
 // flush writes what the batch decided, in one round trip: the deletes first (they never
 // concern the events inserted after them: see drop), then the streams' rows, the events and
 // the head, and the NOTIFY that wakes other stores' subscriptions once it commits, with the
-// writing store's id, for its own listener to pass over. A batch that deleted streams forgets
-// the rows of up to 64 streams each that were deleted more than keep ago (Config.KeepDeleted).
+// writing store's id, for its own listener to pass over. A batch that deleted or expired
+// streams forgets the rows of up to 64 streams, for each delete and each expiredChunk streams
+// expired, that were deleted more than keep ago (Config.KeepDeleted).
 func (b *batch) flush(ctx context.Context, tx pgx.Tx, store string, keep time.Duration) error {
 	var q pgx.Batch
 	if len(b.gone) > 0 {
@@ -115,9 +160,9 @@ func (b *batch) flush(ctx context.Context, tx pgx.Tx, store string, keep time.Du
 	if len(b.changed) > 0 {
 		b.queueStreams(&q)
 	}
-	if b.deletes > 0 {
+	if forgets := b.deletes + (b.expired+expiredChunk-1)/expiredChunk; forgets > 0 {
 		q.Queue(`DELETE FROM streams WHERE name IN (SELECT name FROM streams
-			WHERE deleted AND deleted_at < now() - $1 * interval '1 microsecond' LIMIT $2)`, keep.Microseconds(), 64*b.deletes)
+			WHERE deleted AND deleted_at < now() - $1 * interval '1 microsecond' LIMIT $2)`, keep.Microseconds(), 64*forgets)
 	}
 	if len(b.inserts) > 0 {
 		b.queueInserts(&q)
@@ -135,19 +180,35 @@ func (b *batch) flush(ctx context.Context, tx pgx.Tx, store string, keep time.Du
 	return nil
 }
 
-// queueStreams writes the rows of the streams the batch changed.
+// queueStreams writes the rows of the streams the batch changed. A live stream's expiry moves
+// to now() (its last event's recorded time) plus its maximum age, the append's or else the
+// row's; a stream deleted as it expired counts as deleted since then.
 func (b *batch) queueStreams(q *pgx.Batch) {
 	n := len(b.changed)
-	names, first, last, deleted := make([]string, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([]bool, 0, n)
+	names, first, last := make([]string, 0, n), make([]int64, 0, n), make([]int64, 0, n)
+	deleted := make([]bool, 0, n)
+	var maxAge []int64 // NULL, which unnest pads with NULLs, until an append gives an age
 	for name := range b.changed {
 		sr := b.streams[name]
-		names, first, last, deleted = append(names, name), append(first, sr.firstRevision), append(last, sr.lastRevision), append(deleted, sr.deleted)
+		names, first, last = append(names, name), append(first, sr.firstRevision), append(last, sr.lastRevision)
+		deleted = append(deleted, sr.deleted)
+		if sr.maxAge != 0 && maxAge == nil {
+			maxAge = make([]int64, len(names)-1, n)
+		}
+		if maxAge != nil {
+			maxAge = append(maxAge, sr.maxAge)
+		}
 	}
-	q.Queue(`INSERT INTO streams (name, first_revision, last_revision, deleted, deleted_at)
-		SELECT n, f, l, d, CASE WHEN d THEN now() END FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::boolean[]) AS u (n, f, l, d)
+	q.Queue(`INSERT INTO streams (name, first_revision, last_revision, deleted, deleted_at, max_age, expires_at)
+		SELECT n, f, l, d, CASE WHEN d THEN now() END, a, CASE WHEN NOT d THEN now() + a END
+		FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::boolean[], $5::bigint[]) AS u (n, f, l, d, m),
+			LATERAL (SELECT nullif(m, 0) * interval '1 microsecond' AS a) AS age
 		ON CONFLICT (name) DO UPDATE SET first_revision = excluded.first_revision,
-			last_revision = excluded.last_revision, deleted = excluded.deleted, deleted_at = excluded.deleted_at`,
-		names, first, last, deleted)
+			last_revision = excluded.last_revision, deleted = excluded.deleted,
+			deleted_at = CASE WHEN excluded.deleted THEN least(now(), streams.expires_at) END,
+			max_age = coalesce(excluded.max_age, streams.max_age),
+			expires_at = CASE WHEN NOT excluded.deleted THEN now() + coalesce(excluded.max_age, streams.max_age) END`,
+		names, first, last, deleted, maxAge)
 }
 
 // queueInserts inserts the batch's events in one statement, recorded at the transaction's

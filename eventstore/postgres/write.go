@@ -142,10 +142,16 @@ func (s *Store) commit(batch []*request) {
 	if len(pending) == 0 {
 		return
 	}
-	wrote, err := s.tryCommit(pending, due)
+	look := s.look(len(pending))
+	wrote, err := s.tryCommit(pending, due, look)
+	if err != nil && look > 0 {
+		// Forgetting expired streams can wait for the next look; the requests cannot.
+		s.looked = time.Now()
+		wrote, err = s.tryCommit(pending, due, 0)
+	}
 	if err != nil && len(pending) > 1 && dataRejected(err) {
 		for _, r := range pending {
-			w, err := s.tryCommit([]*request{r}, s.deadline(r))
+			w, err := s.tryCommit([]*request{r}, s.deadline(r), 0)
 			s.answer([]*request{r}, err)
 			wrote = wrote || w
 		}
