@@ -47,13 +47,18 @@
 //     an append with NoStream. Append then appends at that revision, which the client reports
 //     only in the error's text: the contract's NoStream holds, and the stream's revisions go
 //     on (see key-stream expiry below). Append with an exact revision still takes the last
-//     revision of such a stream, as for a deleted one.
+//     revision of such a stream, as for a deleted one, and StreamExists takes the stream for
+//     one that exists; DeleteStream looks first and keeps the contract. A read of such a
+//     stream from past its first revision finds no event rather than not found. The suite's
+//     rows for these cases are not run.
 //
 // # Key-stream expiry and $maxAge
 //
-// Package idempotency sets $maxAge (SetMaxAge) on each key stream before it first claims the
-// key, to the key's TTL rounded up to whole seconds; the age counts from each event's creation,
-// so an event is hidden only after its key expired. There is no sweeper on this backend.
+// A stream's maximum age (eventstore.StreamAppend.MaxAge) is its $maxAge, in whole seconds,
+// rounded up: eventstore.Write sets it (SetMaxAge) just before the append, as the client has
+// no multi-stream append to carry it with. Package idempotency so gives each key stream the
+// key's TTL; the age counts from each event's creation, so an event is hidden only after its
+// key expired. Nothing on this backend deletes expired streams: KurrentDB hides them.
 //
 // Between expiry and scavenge an expired key's events are still on disk and in $all, but stream
 // reads no longer return them: the key stream reads as not found, and a request with the key is

@@ -40,8 +40,9 @@ type Store struct {
 }
 
 var (
-	_ eventstore.Store = (*Store)(nil)
-	_ eventstore.Feed  = (*Store)(nil)
+	_ eventstore.Store        = (*Store)(nil)
+	_ eventstore.Feed         = (*Store)(nil)
+	_ eventstore.MaxAgeSetter = (*Store)(nil)
 )
 
 // Open parses the connection string and makes a client. It does not connect: the client

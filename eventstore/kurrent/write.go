@@ -113,16 +113,21 @@ func (s *Store) delete(ctx context.Context, stream string, expected eventstore.E
 		return err
 	}
 	defer release()
-	if rev, exact := expected.Revision(); exact {
+	if !expected.IsAny() {
 		// KurrentDB takes the last revision of a soft-deleted stream as a match and deletes it
-		// again; the contract says a deleted stream has no revision. Deletes are rare (expired
-		// keys), so look first.
+		// again, and a stream whose events are all past its $maxAge as one that exists; the
+		// contract says that neither has a revision, nor exists. Deletes are rare, so look
+		// first.
 		actual, err := s.actual(ctx, c, stream)
 		if err != nil {
 			return err
 		}
-		if actual != eventstore.Exact(rev) {
+		last, live := actual.Revision() // actual is NoStream or Exact
+		if !expected.Matches(live, last) {
 			return &eventstore.WrongExpectedRevisionError{Stream: stream, Expected: expected, Actual: actual}
+		}
+		if !live {
+			return nil // NoStream on a stream without events to read: nothing to delete
 		}
 	}
 	_, err = c.DeleteStream(ctx, stream, esdb.DeleteStreamOptions{ExpectedRevision: toExpected(expected)})
@@ -250,11 +255,11 @@ func currentRevision(msg string) (uint64, bool) {
 	return rev, true
 }
 
-// SetMaxAge sets the stream's $maxAge, keeping the rest of its metadata ($tb from a delete,
-// say): KurrentDB stops returning its events older than d from stream reads (this backend then
-// reads the stream as not found once none is left, and an append with NoStream goes on from its
-// last revision, see hidden) and a scavenge removes them from disk. The age counts from each
-// event's creation, in whole seconds: d is rounded up.
+// SetMaxAge implements eventstore.MaxAgeSetter: it sets the stream's $maxAge, keeping the rest
+// of its metadata ($tb from a delete, say). KurrentDB stops returning its events older than d
+// from stream reads (this backend then reads the stream as not found once none is left, and an
+// append with NoStream goes on from its last revision, see hidden) and a scavenge removes them
+// from disk. The age counts from each event's creation, in whole seconds: d is rounded up.
 func (s *Store) SetMaxAge(ctx context.Context, stream string, d time.Duration) error {
 	if err := eventstore.ValidateStream(stream); err != nil {
 		return err
