@@ -20,10 +20,11 @@ const (
 	missing  streamState = iota // never written
 	existing                    // revisions 0..2
 	deleted                     // revisions 0..2, then deleted
+	expired                     // revisions 0..2, all past the stream's maximum age
 )
 
 func (s streamState) String() string {
-	return [...]string{"Missing", "Existing", "Deleted"}[s]
+	return [...]string{"Missing", "Existing", "Deleted", "Expired"}[s]
 }
 
 // give puts stream in state and returns the events it then holds.
@@ -33,6 +34,11 @@ func (f *fixture) give(t *testing.T, stream string, state streamState) []eventst
 		return nil
 	}
 	events := NewEvents(3)
+	if state == expired {
+		f.write(t, eventstore.StreamAppend{Stream: stream, Expected: eventstore.NoStream, Events: events, MaxAge: shortAge})
+		f.waitExpired(t, stream)
+		return nil
+	}
 	f.append(t, stream, eventstore.NoStream, events...)
 	if state == deleted {
 		if err := f.b.DeleteStream(t.Context(), stream, eventstore.Exact(2)); err != nil {
@@ -51,9 +57,18 @@ func (s streamState) nextRevision() uint64 {
 	return 3
 }
 
+// readsFrom is the first revision a stream in state reads from once appended to: a deleted or
+// expired stream's events are gone, and the new ones go on after their revisions.
+func (s streamState) readsFrom() uint64 {
+	if s == deleted || s == expired {
+		return s.nextRevision()
+	}
+	return 0
+}
+
 // expectedRevisionCases are the expected revisions an append or a delete is checked against,
 // on a stream in each state, whether the check fails, and the Actual its error names. A
-// deleted stream is NoStream for the check, and its revisions go on after 2.
+// deleted or expired stream is NoStream for the check, and its revisions go on after 2.
 var expectedRevisionCases = func() []expectedRevisionCase {
 	noStream, exact := eventstore.NoStream, eventstore.Exact
 	return []expectedRevisionCase{
@@ -74,6 +89,12 @@ var expectedRevisionCases = func() []expectedRevisionCase {
 		{"StreamExists", deleted, eventstore.StreamExists, true, noStream},
 		{"Exact(2)", deleted, exact(2), true, noStream},
 		{"Exact(0)", deleted, exact(0), true, noStream},
+
+		{"Any", expired, eventstore.Any, false, noStream},
+		{"NoStream", expired, noStream, false, noStream},
+		{"StreamExists", expired, eventstore.StreamExists, true, noStream},
+		{"Exact(2)", expired, exact(2), true, noStream},
+		{"Exact(0)", expired, exact(0), true, noStream},
 	}
 }()
 
@@ -134,7 +155,7 @@ func testDeleteExpectedRevision(t *testing.T, s *suite) {
 	cases := expectedRevisionCases
 	for _, c := range cases {
 		row := c.given.String() + "/" + c.name
-		if s.notRun(t, "Append/ExpectedRevision/"+row) {
+		if s.notRun(t, "DeleteStream/ExpectedRevision/"+row) {
 			continue
 		}
 		t.Run(row, func(t *testing.T) {
@@ -225,6 +246,7 @@ func testOneWinnerAtOneRevision(t *testing.T, s *suite) {
 	}{
 		{existing, eventstore.Exact(2)},
 		{missing, eventstore.NoStream},
+		{expired, eventstore.NoStream},
 	}
 	for _, c := range cases {
 		t.Run(c.given.String(), func(t *testing.T) {
@@ -271,7 +293,7 @@ func testOneWinnerAtOneRevision(t *testing.T, s *suite) {
 				}
 			}
 			// and the stream holds exactly the winner's events.
-			f.wantStream(t, stream, 0, append(before, events[winner]...)...)
+			f.wantStream(t, stream, c.given.readsFrom(), append(before, events[winner]...)...)
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/acme/orders/eventstore"
 	"github.com/google/go-cmp/cmp"
@@ -194,6 +195,7 @@ func testMultiStreamAppendInvalidArguments(t *testing.T, s *suite) {
 			{Stream: f.stream("b"), Expected: eventstore.Any},
 		}},
 		{"EmptyStreamName", []eventstore.StreamAppend{{Expected: eventstore.Any, Events: NewEvents(1)}}},
+		{"NegativeMaxAge", []eventstore.StreamAppend{{Stream: a, Expected: eventstore.Any, Events: NewEvents(1), MaxAge: -time.Second}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -203,4 +205,30 @@ func testMultiStreamAppendInvalidArguments(t *testing.T, s *suite) {
 		})
 	}
 	f.wantNotFound(t, a)
+}
+
+// testMultiStreamAppendMaxAge: a multi-stream append sets the maximum age of the streams of
+// the appends that have one, and of no other; a refused one sets none.
+func testMultiStreamAppendMaxAge(t *testing.T, s *suite) {
+	f := s.setup(t)
+	m := f.multi(t)
+	with, without, other := f.stream("with"), f.stream("without"), f.stream("other")
+	toWith, toWithout := NewEvents(2), NewEvents(1)
+	_, err := m.MultiStreamAppend(t.Context(),
+		eventstore.StreamAppend{Stream: with, Expected: eventstore.NoStream, Events: toWith, MaxAge: shortAge},
+		eventstore.StreamAppend{Stream: without, Expected: eventstore.NoStream, Events: toWithout})
+	if err != nil {
+		t.Fatalf("MultiStreamAppend: %v", err)
+	}
+	f.wantStream(t, with, 0, toWith...)
+
+	// A refused append sets no maximum age, whichever of its streams it refuses.
+	_, err = m.MultiStreamAppend(t.Context(),
+		eventstore.StreamAppend{Stream: without, Expected: eventstore.Exact(0), Events: NewEvents(1), MaxAge: shortAge},
+		eventstore.StreamAppend{Stream: other, Expected: eventstore.StreamExists, Events: NewEvents(1)})
+	wantWrongExpected(t, err, other, eventstore.StreamExists, eventstore.NoStream)
+
+	f.waitExpired(t, with)
+	time.Sleep(shortAge) // past the age the refused append would have set
+	f.wantStream(t, without, 0, toWithout...)
 }

@@ -35,6 +35,12 @@ type Options struct {
 	// it (KurrentDB only recognises repeated ids within its idempotency window).
 	SkipGlobalEventIDUniqueness bool
 
+	// ExpiredForgottenPerWrite is how many expired streams (see eventstore.StreamAppend.MaxAge)
+	// a write of the backend forgets at most, their events leaving the log: the embedded
+	// store's and PostgreSQL's 64. 0 is a backend whose log keeps them (KurrentDB, until a
+	// scavenge), which the suite then checks.
+	ExpiredForgottenPerWrite int
+
 	// NotRun names the suite's tests that do not hold for the backend, by their names under
 	// the suite's ("Append/EventIDsUniqueInStore", a group such as "MultiStreamAppend", or a
 	// row such as "Append/ExpectedRevision/Deleted/Exact(2)"), each with why. They are not run
@@ -50,57 +56,6 @@ type Options struct {
 // all share one server passes too.
 func Run(t *testing.T, newBackend NewBackend, opts Options) {
 	s := &suite{newBackend: newBackend, opts: opts}
-	groups := []struct {
-		name  string
-		cases []testCase
-	}{
-		{"Append", []testCase{
-			{"ExpectedRevision", testAppendExpectedRevision},
-			{"RevisionsAndPositions", testRevisionsAndPositions},
-			{"OneWinnerAtOneRevision", testOneWinnerAtOneRevision},
-			{"RefusalsNameRevisionsAReadFinds", testRefusalsNameRevisionsAReadFinds},
-			{"FailuresDoNotAffectConcurrentAppends", testFailuresDoNotAffectConcurrentAppends},
-			{"IdempotentRepeat", testIdempotentRepeat},
-			{"PartialRepeat", testPartialRepeat},
-			{"EventIDsUniqueInStore", testEventIDsUniqueInStore},
-			{"InvalidArguments", testInvalidArguments},
-			{"LargeEvent", testLargeEvent},
-		}},
-		{"MultiStreamAppend", []testCase{
-			{"WritesAll", testMultiStreamAppendWritesAll},
-			{"AllOrNothing", testMultiStreamAppendAllOrNothing},
-			{"PartialRepeat", testMultiStreamAppendPartialRepeat},
-			{"OneWinner", testMultiStreamAppendOneWinner},
-			{"InvalidArguments", testMultiStreamAppendInvalidArguments},
-		}},
-		{"DeleteStream", []testCase{
-			{"ExpectedRevision", testDeleteExpectedRevision},
-			{"Truncate", testTruncate},
-		}},
-		{"ReadStream", []testCase{
-			{"Ranges", testReadStreamRanges},
-			{"MissingOrDeleted", testReadStreamMissingOrDeleted},
-			{"Recreated", testReadStreamRecreated},
-			{"RecordedFields", testRecordedFields},
-			{"BreakEarly", testBreakEarly},
-		}},
-		{"Feed", []testCase{
-			{"ReadAllInCommitOrder", testReadAllInCommitOrder},
-			{"ReadAllFromAndLimit", testReadAllFromAndLimit},
-			{"Head", testHead},
-			{"Filter", testFilter},
-			{"SubscribeCatchUpThenLive", testSubscribeCatchUpThenLive},
-			{"SubscribeAfterIsExclusive", testSubscribeAfterIsExclusive},
-			{"SubscribeWhileWritersAppend", testSubscribeWhileWritersAppend},
-			{"SubscriptionEndsWithContext", testSubscriptionEndsWithContext},
-		}},
-		{"Lifecycle", []testCase{
-			{"CancelledContext", testCancelledContext},
-			{"CloseAndReopen", testCloseAndReopen},
-			{"CallsAfterClose", testCallsAfterClose},
-			{"SubscriptionEndsOnClose", testSubscriptionEndsOnClose},
-		}},
-	}
 	for _, g := range groups {
 		if s.notRun(t, g.name) {
 			continue
@@ -117,6 +72,67 @@ func Run(t *testing.T, newBackend NewBackend, opts Options) {
 			}
 		})
 	}
+}
+
+// groups are the suite's tests, by group, in the order they start.
+var groups = []struct {
+	name  string
+	cases []testCase
+}{
+	{"Append", []testCase{
+		{"ExpectedRevision", testAppendExpectedRevision},
+		{"RevisionsAndPositions", testRevisionsAndPositions},
+		{"OneWinnerAtOneRevision", testOneWinnerAtOneRevision},
+		{"RefusalsNameRevisionsAReadFinds", testRefusalsNameRevisionsAReadFinds},
+		{"FailuresDoNotAffectConcurrentAppends", testFailuresDoNotAffectConcurrentAppends},
+		{"IdempotentRepeat", testIdempotentRepeat},
+		{"PartialRepeat", testPartialRepeat},
+		{"EventIDsUniqueInStore", testEventIDsUniqueInStore},
+		{"InvalidArguments", testInvalidArguments},
+		{"LargeEvent", testLargeEvent},
+	}},
+	{"MultiStreamAppend", []testCase{
+		{"WritesAll", testMultiStreamAppendWritesAll},
+		{"AllOrNothing", testMultiStreamAppendAllOrNothing},
+		{"PartialRepeat", testMultiStreamAppendPartialRepeat},
+		{"OneWinner", testMultiStreamAppendOneWinner},
+		{"InvalidArguments", testMultiStreamAppendInvalidArguments},
+		{"MaxAge", testMultiStreamAppendMaxAge},
+	}},
+	{"DeleteStream", []testCase{
+		{"ExpectedRevision", testDeleteExpectedRevision},
+		{"Truncate", testTruncate},
+	}},
+	{"ReadStream", []testCase{
+		{"Ranges", testReadStreamRanges},
+		{"MissingOrDeleted", testReadStreamMissingOrDeleted},
+		{"Recreated", testReadStreamRecreated},
+		{"RecordedFields", testRecordedFields},
+		{"BreakEarly", testBreakEarly},
+		{"Expired", testReadStreamExpired},
+	}},
+	{"MaxAge", []testCase{
+		{"HidesOldEvents", testMaxAgeHidesOldEvents},
+		{"ExpiredStreamGoesOn", testMaxAgeExpiredStreamGoesOn},
+		{"SetByWrite", testMaxAgeSetByWrite},
+		{"Forgotten", testMaxAgeForgotten},
+	}},
+	{"Feed", []testCase{
+		{"ReadAllInCommitOrder", testReadAllInCommitOrder},
+		{"ReadAllFromAndLimit", testReadAllFromAndLimit},
+		{"Head", testHead},
+		{"Filter", testFilter},
+		{"SubscribeCatchUpThenLive", testSubscribeCatchUpThenLive},
+		{"SubscribeAfterIsExclusive", testSubscribeAfterIsExclusive},
+		{"SubscribeWhileWritersAppend", testSubscribeWhileWritersAppend},
+		{"SubscriptionEndsWithContext", testSubscriptionEndsWithContext},
+	}},
+	{"Lifecycle", []testCase{
+		{"CancelledContext", testCancelledContext},
+		{"CloseAndReopen", testCloseAndReopen},
+		{"CallsAfterClose", testCallsAfterClose},
+		{"SubscriptionEndsOnClose", testSubscriptionEndsOnClose},
+	}},
 }
 
 // notRun reports whether the test of the suite named name is in Options.NotRun, and logs why.

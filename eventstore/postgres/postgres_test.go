@@ -31,7 +31,7 @@ func TestConformance(t *testing.T) {
 		return func(t *testing.T) eventstoretest.Backend {
 			return mustOpen(t, url)
 		}
-	}, eventstoretest.Options{})
+	}, eventstoretest.Options{ExpiredForgottenPerWrite: expiredChunk}) // a write of one request
 }
 
 // mustOpen opens a store on url; the caller closes it.

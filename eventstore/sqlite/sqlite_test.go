@@ -22,7 +22,7 @@ func TestConformance(t *testing.T) {
 		return func(t *testing.T) eventstoretest.Backend {
 			return MustOpen(t, dir)
 		}
-	}, eventstoretest.Options{})
+	}, eventstoretest.Options{ExpiredForgottenPerWrite: 64}) // expiredChunk for the write's one request
 }
 
 // MustOpen opens a store in dir; the caller closes it.
@@ -205,4 +205,16 @@ func TestDeletedStreamsAreForgotten(t *testing.T) {
 	}
 	defer s.Close()
 	eventstoretest.ForgetsDeletedStreams(t, s, keep)
+}
+
+// An expired stream's row is kept for Config.KeepDeleted past its expiry, then forgotten by
+// later writes.
+func TestExpiredStreamsAreForgotten(t *testing.T) {
+	const keep = 500 * time.Millisecond
+	s, err := sqlite.Open(t.TempDir(), sqlite.Config{KeepDeleted: keep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	eventstoretest.ForgetsExpiredStreams(t, s, keep)
 }
