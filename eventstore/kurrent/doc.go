@@ -67,7 +67,8 @@
 // hidden for why it first writes the stream's metadata again), so of two racing claims one
 // wins, as for a new key. If only some of the key's events are hidden (its Claimed expired, a
 // later Completed not yet), the key reads without its claim, which package idempotency takes
-// for expired: it soft-deletes the stream at its exact revision and claims it anew.
+// for expired: it claims the key anew at the stream's revision, and the fold of the stream
+// starts the key's new life there.
 //
 // A scavenge removes the expired events from disk and from $all; until then readers of $all
 // (the read models, and the $all subscriptions of every node) see them as they saw them when
