@@ -197,7 +197,7 @@ func (b *bodyBudget) releaser(held int64) func() {
 	if held == 0 {
 		return func() {}
 	}
-	return func() { b.sem.Release(held) }
+	return sync.OnceFunc(func() { b.sem.Release(held) }) // a deferred call after the first is a no-op
 }
 
 // bodyError is the answer to a body that could not be read.

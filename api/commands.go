@@ -37,54 +37,63 @@ type route struct {
 const commandTimeout = 30 * time.Second
 
 // command serves a route: check the request, then run it once per Idempotency-Key through the
-// pipeline (keyed.Pipeline), which owns the key's protocol.
+// pipeline (keyed.Pipeline), which owns the key's protocol and answers a retry before its body
+// is read as a command.
 func (s *Server) command(rt route) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		in, replay, err := s.intake(c, rt)
-		switch {
-		case err != nil:
+		body, release, err := s.readBody(c)
+		if err != nil {
 			return err
-		case replay != nil:
-			return s.write(c, *replay, true)
 		}
-		id := in.orderID
-		if rt.lookup != nil {
-			if id, err = rt.lookup(s, c); err != nil {
-				return err
-			}
+		defer release()
+		in, err := s.intake(c, body)
+		if err != nil {
+			return err
 		}
-		stateOf(c).command = rt.name
 		// The command runs to its end even if the client goes away: a dropped connection
 		// must not leave an effect without its recorded outcome.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), commandTimeout)
 		defer cancel()
-		if rt.create && in.ifMatch.exists {
-			return noOrderToMatch(in.cmd, id)
-		}
 		if !in.keyed {
-			res, err := s.run(ctx, id, in.cmd, in.md, in.ifMatch)
-			return s.write(c, s.respond(rt, id, res, err), res.Repeated)
+			if err := s.parse(c, rt, &in, body, release); err != nil {
+				return err
+			}
+			stateOf(c).command = rt.name
+			res, err := s.run(ctx, in.orderID, in.cmd, in.md, in.ifMatch)
+			return s.write(c, s.respond(rt, in.orderID, res, err), res.Repeated)
 		}
-		ans, err := s.pipeline().Do(ctx, s.keyRequest(c, rt, in, id), s.keyed(rt, in))
+		ans, err := s.pipeline().Do(ctx, s.keyRequest(c, rt, in), func(r *idempotency.Request) (keyed.Work, error) {
+			if err := s.parse(c, rt, &in, body, release); err != nil {
+				return nil, err
+			}
+			stateOf(c).command = rt.name // a request that is no command counts as none
+			r.Fingerprint = in.md.Fingerprint
+			if !rt.create {
+				r.OrderID = in.orderID
+			}
+			return s.keyed(rt, in), nil
+		})
 		noteCause(ctx, ans.Err) // for the log line of a 5xx answer (see answerFailures)
 		if err != nil {
 			return err
 		}
+		stateOf(c).command = rt.name // a retry replayed before its body was read as a command
 		return s.write(c, ans.Outcome, ans.Replayed)
 	}
 }
 
-// keyRequest is what the pipeline needs to know of a keyed command request on order id. A
-// create's order id is drawn here: the pipeline claims the key with it, or, taking the key
-// over, with the id of the key's first claim.
-func (s *Server) keyRequest(c echo.Context, rt route, in commandRequest, id string) idempotency.Request {
+// keyRequest is what the pipeline needs to know of a keyed command request before its body is
+// read as a command. A create's order id is drawn here: the pipeline claims the key with it,
+// or, taking the key over, with the id of the key's first claim.
+func (s *Server) keyRequest(c echo.Context, rt route, in commandRequest) idempotency.Request {
 	req := c.Request()
+	var id string
 	if rt.create {
 		id = s.IDs.New(time.Now()).String()
 	}
 	return idempotency.Request{
 		Principal: in.md.Principal, Key: in.md.IdempotencyKey,
-		Method: req.Method, Path: req.URL.Path, Fingerprint: in.md.Fingerprint, Digest: in.digest,
+		Method: req.Method, Path: req.URL.Path, Digest: in.digest,
 		OrderID:  id,
 		Claimant: s.Node + "/" + requestID(c),
 	}
@@ -120,59 +129,68 @@ type commandRequest struct {
 	md      command.Metadata
 	keyed   bool
 	ifMatch precondition
-	orderID string             // the path's; "" for a create or a route that looks its order up
+	orderID string             // the path's, or the one its route looks up; "" for a create
 	digest  idempotency.Digest // of the request's bytes
 	cmd     order.Command
 }
 
-// intake checks a command request, from the cheapest check to the dearest, and fingerprints
-// a keyed one only once its body was read as the route's command: a body that is not one is
-// refused without being decoded twice, and the bodies being read and checked at once are
-// bounded (readBody). A retry of a key completed here is answered from memory (replay) as
-// soon as its bytes are known to be those of its first request, before they are read again;
-// any other retry by the pipeline.
-func (s *Server) intake(c echo.Context, rt route) (in commandRequest, replay *idempotency.Outcome, err error) {
+// intake checks what a command request says beside its command, from the cheapest check to
+// the dearest: the body's type, the key, If-Match. The bodies being read and checked at once are
+// bounded (readBody).
+func (s *Server) intake(c echo.Context, body []byte) (in commandRequest, err error) {
 	req := c.Request()
-	body, release, err := s.readBody(c)
-	if err != nil {
-		return in, nil, err
-	}
-	defer release()
 	if len(bytes.TrimSpace(body)) > 0 && !isJSON(req.Header.Get(echo.HeaderContentType)) {
-		return in, nil, echo.ErrUnsupportedMediaType
+		return in, echo.ErrUnsupportedMediaType
 	}
 	key, keyed := req.Header["Idempotency-Key"]
 	switch {
 	case !keyed && req.Method == http.MethodPost:
-		return in, nil, idempotency.ErrKeyMissing
+		return in, idempotency.ErrKeyMissing
 	case keyed && (len(key) != 1 || idempotency.ValidateKey(key[0]) != nil):
-		return in, nil, idempotency.ErrKeyInvalid
+		return in, idempotency.ErrKeyInvalid
 	}
 	in = commandRequest{md: command.Metadata{Principal: principal(c), CorrelationID: requestID(c)}, keyed: keyed}
 	if in.ifMatch, err = parseIfMatch(req.Header.Values("If-Match")); err != nil {
-		return in, nil, err
+		return in, err
 	}
-	// The path fingerprinted is the decoded one, as it always was, so a retry that escapes a
-	// value otherwise (%2B or +) is the same request. It is unambiguous: the order id is a
-	// ULID, and a route's one other value sits between segments that name the route.
 	if keyed {
 		in.md.IdempotencyKey = key[0]
 		in.digest = idempotency.DigestOf(req.Method, req.URL.Path, body)
-		if replay, ok := s.Keys.RecallBytes(req.Context(), in.md.Principal, key[0], in.digest); ok {
-			stateOf(c).command = rt.name
-			return in, replay, nil // the very bytes of a request that ran with the key
-		}
 	}
+	return in, nil
+}
+
+// parse reads the request's command from its path and body, fingerprints a keyed one only
+// once its body was read as the route's command (a body that is not one is refused without
+// being decoded twice), gives the body's bytes back (release), and finds the order. The path
+// fingerprinted is the decoded one, as it always was, so a retry that escapes a value
+// otherwise (%2B or +) is the same request. It is unambiguous: the order id is a ULID, and a
+// route's one other value sits between segments that name the route.
+func (s *Server) parse(c echo.Context, rt route, in *commandRequest, body []byte, release func()) (err error) {
+	req := c.Request()
 	if !rt.create && rt.lookup == nil {
 		if in.orderID, err = orderID(c); err != nil {
-			return in, nil, err
+			return err
 		}
 	}
-	if in.cmd, err = rt.parse(c, body); err != nil || !keyed {
-		return in, nil, err
+	if in.cmd, err = rt.parse(c, body); err != nil {
+		return err
 	}
-	in.md.Fingerprint, err = idempotency.Fingerprint(req.Method, req.URL.Path, body)
-	return in, nil, err
+	if in.keyed {
+		if in.md.Fingerprint, err = idempotency.Fingerprint(req.Method, req.URL.Path, body); err != nil {
+			return err
+		}
+	}
+	release()
+	if rt.lookup != nil {
+		if in.orderID, err = rt.lookup(s, c); err != nil {
+			return err
+		}
+	}
+	if rt.create && in.ifMatch.exists {
+		return noOrderToMatch(in.cmd, in.orderID)
+	}
+	return nil
 }
 
 // run runs an unkeyed cmd on the order under the precondition of If-Match.

@@ -88,7 +88,7 @@ func (s *Server) takeProviderEvent(c echo.Context, ctx context.Context, p provid
 			EventType: ev.Type, PaymentID: ev.PaymentID, OrderID: orderID, Reason: reason, ReceivedAt: time.Now().UTC()},
 			Render: renderUnapplied}
 	}
-	ans, err := s.pipeline().Do(ctx, r, w)
+	ans, err := s.pipeline().Do(ctx, r, keyed.Ready(w))
 	noteCause(ctx, ans.Err)
 	switch {
 	case errors.Is(err, idempotency.ErrInFlight):

@@ -124,7 +124,7 @@ func (s *Server) registerEndpoint(c echo.Context) error {
 func (s *Server) endpointChange(c echo.Context, key, id string, body []byte, w keyed.Work, rotation string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), commandTimeout)
 	defer cancel()
-	ans, err := s.pipeline().Do(ctx, s.endpointRequest(c, key, id, body), w)
+	ans, err := s.pipeline().Do(ctx, s.endpointRequest(c, key, id, body), keyed.Ready(w))
 	switch {
 	case err != nil:
 		return err

@@ -54,7 +54,7 @@ func TestPipelineRunsOnceAndReplaysTheFirstAnswer(t *testing.T) {
 	var renders atomic.Int32
 	var first keyed.Answer
 	for i := range 3 {
-		ans, err := p.Do(ctx, request("fp"), keyedCreate("fp", &renders))
+		ans, err := p.Do(ctx, request("fp"), keyed.Ready(keyedCreate("fp", &renders)))
 		if err != nil || ans.Outcome.Status != 201 || ans.Replayed != (i > 0) || i > 0 && ans.Outcome.Body != first.Outcome.Body {
 			t.Fatalf("Do %d: %+v, %v", i, ans, err)
 		}
@@ -68,7 +68,7 @@ func TestPipelineRunsOnceAndReplaysTheFirstAnswer(t *testing.T) {
 	if n := renders.Load(); n != 1 {
 		t.Errorf("%d answers rendered, want 1", n)
 	}
-	if _, err := p.Do(ctx, request("other"), keyedCreate("other", &renders)); !errors.Is(err, fault.KeyReused) {
+	if _, err := p.Do(ctx, request("other"), keyed.Ready(keyedCreate("other", &renders))); !errors.Is(err, fault.KeyReused) {
 		t.Errorf("another request with the key: %v, want fault.KeyReused", err)
 	}
 }
@@ -80,7 +80,7 @@ func TestPipelineReplaysWhenTheClaimIsRefused(t *testing.T) {
 	p, clk, s := newPipeline(t)
 	ctx := context.Background()
 	var renders atomic.Int32
-	first, err := p.Do(ctx, request("fp"), keyedCreate("fp", &renders))
+	first, err := p.Do(ctx, request("fp"), keyed.Ready(keyedCreate("fp", &renders)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestPipelineReplaysWhenTheClaimIsRefused(t *testing.T) {
 		Orders: &command.Handler{Store: s, Now: clk.Now}}
 	r := request("fp")
 	r.OrderID = "order-drawn-again" // the other process draws another id for the create
-	ans, err := other.Do(ctx, r, keyedCreate("fp", &renders))
+	ans, err := other.Do(ctx, r, keyed.Ready(keyedCreate("fp", &renders)))
 	if err != nil || !ans.Replayed || ans.Outcome.Body != first.Outcome.Body {
 		t.Fatalf("Do on the other process: %+v, %v; want the first answer replayed", ans, err)
 	}
@@ -121,10 +121,10 @@ func TestPipelineLetsTheKeyGoOfAnAnswerNotKept(t *testing.T) {
 	p.Orders.Store, p.Keys.Store = u, u
 	ctx := context.Background()
 	var renders atomic.Int32
-	if ans, err := p.Do(ctx, request("fp"), keyedCreate("fp", &renders)); err != nil || ans.Outcome.Status != 500 {
+	if ans, err := p.Do(ctx, request("fp"), keyed.Ready(keyedCreate("fp", &renders))); err != nil || ans.Outcome.Status != 500 {
 		t.Fatalf("first Do: %+v, %v; want the store's 500", ans, err)
 	}
-	if ans, err := p.Do(ctx, request("fp"), keyedCreate("fp", &renders)); err != nil || ans.Replayed || ans.Outcome.Status != 201 {
+	if ans, err := p.Do(ctx, request("fp"), keyed.Ready(keyedCreate("fp", &renders))); err != nil || ans.Replayed || ans.Outcome.Status != 201 {
 		t.Fatalf("second Do: %+v, %v; want the command run again", ans, err)
 	}
 }
@@ -138,13 +138,13 @@ func TestPipelineRecordsACommandsOutcomeWithItsEvents(t *testing.T) {
 	var renders atomic.Int32
 	create, createCmd := request("fp"), keyedCreate("fp", &renders)
 	create.Key, createCmd.Metadata.IdempotencyKey = "create", "create"
-	if _, err := p.Do(ctx, create, createCmd); err != nil {
+	if _, err := p.Do(ctx, create, keyed.Ready(createCmd)); err != nil {
 		t.Fatal(err)
 	}
 	add := keyedCreate("fp", &renders)
 	add.Create = false
 	add.Command = order.AddLine{SKU: "sku-2", Quantity: 1, UnitPrice: order.Money{Amount: 50, Currency: "EUR"}}
-	ans, err := p.Do(ctx, request("fp"), add)
+	ans, err := p.Do(ctx, request("fp"), keyed.Ready(add))
 	if err != nil || ans.Replayed || ans.Outcome.Status != 201 {
 		t.Fatalf("Do: %+v, %v", ans, err)
 	}
@@ -169,9 +169,9 @@ func TestPipelineReleasesTheKeyOfARunThatPanics(t *testing.T) {
 	panicking.Render = func(string, command.Result, error) idempotency.Outcome { panic("the command failed") }
 	func() {
 		defer func() { _ = recover() }()
-		p.Do(ctx, request("fp"), panicking)
+		p.Do(ctx, request("fp"), keyed.Ready(panicking))
 	}()
-	ans, err := p.Do(ctx, request("fp"), keyedCreate("fp", &renders))
+	ans, err := p.Do(ctx, request("fp"), keyed.Ready(keyedCreate("fp", &renders)))
 	if err != nil || ans.Replayed || ans.Outcome.Status != 201 {
 		t.Fatalf("Do after a panic: %+v, %v; want the command run at once", ans, err)
 	}
@@ -193,11 +193,11 @@ func TestPipelineAnswerWhoseRecordFailsIsNotGiven(t *testing.T) {
 	add := keyedCreate("fp", &renders)
 	add.Create = false
 	add.Command = order.AddLine{SKU: "sku-2", Quantity: 1, UnitPrice: order.Money{Amount: 50, Currency: "EUR"}}
-	if _, err := p.Do(context.Background(), request("fp"), add); !errors.Is(err, eventstore.ErrUnavailable) {
+	if _, err := p.Do(context.Background(), request("fp"), keyed.Ready(add)); !errors.Is(err, eventstore.ErrUnavailable) {
 		t.Fatalf("Do on a store that refuses the record of a missing order's refusal: %v; want ErrUnavailable", err)
 	}
 	p.Keys.Store = s
-	if ans, err := p.Do(context.Background(), request("fp"), add); err != nil || ans.Replayed || ans.Outcome.Status != 500 {
+	if ans, err := p.Do(context.Background(), request("fp"), keyed.Ready(add)); err != nil || ans.Replayed || ans.Outcome.Status != 500 {
 		t.Fatalf("Do once the store writes: %+v, %v; want the command run, not a replay", ans, err)
 	}
 }
