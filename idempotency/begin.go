@@ -49,8 +49,9 @@ type attempt struct {
 	// deadline bounds the wait in real time, whatever the clock of leases and expiry says.
 	deadline time.Time
 	poll     time.Duration
-	// believedNew: the key is taken for new, so it is claimed before its stream is read; a
-	// claim the store refuses starts over with Request.ReadFirst.
+	// believedNew: the key is taken for new (this process knows no completion of it), so it is
+	// claimed before its stream is read; a claim the store refuses starts over with
+	// Request.ReadFirst.
 	believedNew bool
 	watching    bool // for this process's holder of the key (see watch)
 	waits       int  // the waits so far for another request that holds the key
@@ -58,7 +59,7 @@ type attempt struct {
 
 func (k *Keys) attempt(r Request) *attempt {
 	return &attempt{k: k, r: r, stream: StreamName(r.Principal, r.Key), deadline: time.Now().Add(k.wait()),
-		poll: pollFirst, believedNew: !r.ReadFirst}
+		poll: pollFirst, believedNew: !r.ReadFirst && !k.known(StreamName(r.Principal, r.Key))}
 }
 
 func (a *attempt) stop() {
@@ -127,7 +128,7 @@ func (a *attempt) take(ctx context.Context, step Step, v view, now time.Time) *b
 		if err := k.position(ctx, v.st.done); err != nil {
 			return &begun{err: err}
 		}
-		k.remember(a.stream, v.st.first, v.st.done, Digest{})
+		k.remember(a.stream, v.st.first, v.st.done, Digest{}, true)
 		return &begun{replay: &v.st.done.Outcome}
 	}
 	return nil

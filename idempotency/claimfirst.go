@@ -48,7 +48,7 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 	}
 	if err == nil {
 		c.Sole = !c.Takeover
-		k.remember(c.Stream, c.first, &Completed{Outcome: out}, c.digest)
+		k.remember(c.Stream, c.first, &Completed{Outcome: out}, c.digest, false)
 		k.observe(ctx, EventCompleted, c.Stream)
 		return nil
 	}
@@ -63,7 +63,7 @@ func (k *Keys) Complete(ctx context.Context, c *Claim, out Outcome) error {
 		if err := k.position(ctx, st.done); err != nil {
 			return err
 		}
-		k.remember(c.Stream, st.first, st.done, Digest{})
+		k.remember(c.Stream, st.first, st.done, Digest{}, false)
 		c.Prior = &st.done.Outcome
 		return nil
 	case !st.exists:

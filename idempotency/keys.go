@@ -138,7 +138,7 @@ func (k *Keys) Kept(ctx context.Context, c *Claim, out Outcome) {
 		event = EventTakenOver
 	}
 	k.observe(ctx, event, c.Stream)
-	k.remember(c.Stream, c.first, &Completed{Outcome: out}, c.digest)
+	k.remember(c.Stream, c.first, &Completed{Outcome: out}, c.digest, false)
 	k.observe(ctx, EventCompleted, c.Stream)
 	k.holds.drop(c)
 }

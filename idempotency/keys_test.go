@@ -469,3 +469,34 @@ func TestRequestWaitsForAClaimHeldHereWhateverItsFingerprint(t *testing.T) {
 		t.Fatalf("the retry after: %+v, %+v, %v; want the first outcome", c, replay, err)
 	}
 }
+
+// A key completed here whose outcome the memory pushed out is still known: its retry reads the
+// key and replays it, without claiming it first, for a claim the store would refuse.
+func TestKnownKeyIsReadBeforeItsClaim(t *testing.T) {
+	keys, _, s := newKeys(t)
+	keys.RememberBytes = 64 << 10 // a few answers
+	counted := &countingStore{Store: s}
+	keys.Store = counted
+	ctx := context.Background()
+	for i := range 200 {
+		r := request("fp")
+		r.Key = fmt.Sprint("k-", i)
+		c, _, err := begin(ctx, keys, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := keys.Complete(ctx, c, outcomeOf(i, 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appends := counted.appends.Load()
+	r := request("fp")
+	r.Key = "k-0" // its outcome long pushed out of memory
+	c, replay, err := keys.Begin(ctx, r)
+	if err != nil || c != nil || replay == nil {
+		t.Fatalf("retry of a key completed here and forgotten: claim %+v, replay %v, %v; want the replay", c, replay != nil, err)
+	}
+	if n := counted.appends.Load() - appends; n != 0 {
+		t.Errorf("the retry appended %d times; want none", n)
+	}
+}

@@ -25,7 +25,7 @@ func heapAfter(fill func()) float64 {
 //
 //	go test -run '^$' -bench RememberedBytes -benchtime 20000x ./idempotency/
 func BenchmarkRememberedBytes(b *testing.B) {
-	c := (&Keys{RememberBytes: 1 << 40}).memory()
+	c := newMemo(1 << 40)
 	charged := 0.0
 	heap := heapAfter(func() {
 		i := 0
