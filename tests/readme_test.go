@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/acme/orders/eventstore/postgres/pgtest"
+	"github.com/acme/orders/internal/testenv"
 )
 
 // walkthroughInfo marks a fenced block of README.md as a script that TestReadmeWalkthroughs
@@ -29,6 +30,9 @@ const walkthroughInfo = "sh walkthrough "
 // run beside each other and beside anything else listening on this machine.
 func TestReadmeWalkthroughs(t *testing.T) {
 	t.Parallel()
+	// The walk-throughs are shell scripts that talk to the service with curl, as a reader does.
+	testenv.LookPath(t, "bash", "apt-get install bash")
+	testenv.LookPath(t, "curl", "apt-get install curl")
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
