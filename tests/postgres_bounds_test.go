@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/acme/orders/eventstore/postgres/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // With the events table held locked by another session, creates that come while the node's
@@ -22,7 +21,7 @@ func TestPostgresLockedTableAnswersWithinTimeout(t *testing.T) {
 	url := pgtest.Start(t).NewDatabase(t)
 	s := startServer(t, "", "--store", "postgres", "--postgres-url", url, "--postgres-statement-timeout", timeout.String())
 	s.create(t, "locked-before", "c-locked")
-	tx, err := connectPG(t, url).Begin(t.Context())
+	tx, err := pgtest.Connect(t, url).Begin(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,10 +72,10 @@ func TestPostgresReadOnlyDatabaseIsNotReady(t *testing.T) {
 	s := startServer(t, "", "--store", "postgres", "--postgres-url", url)
 	s.create(t, "readonly-before", "c-readonly")
 	wantStatus(t, s.do(t, "GET", "/readyz", "", nil), http.StatusOK)
-	admin := connectPG(t, url)
-	t.Cleanup(func() { setReadOnly(t, admin, false) }) // for the database to be dropped
+	admin := pgtest.Connect(t, url)
+	t.Cleanup(func() { pgtest.SetReadOnly(t, admin, false) }) // for the database to be dropped
 
-	setReadOnly(t, admin, true)
+	pgtest.SetReadOnly(t, admin, true)
 	var ready *response
 	if !eventually(10*time.Second, func() bool {
 		ready = s.do(t, "GET", "/readyz", "", nil)
@@ -90,36 +89,9 @@ func TestPostgresReadOnlyDatabaseIsNotReady(t *testing.T) {
 	}
 	checkProblem(t, s.do(t, "POST", "/v1/orders", "readonly-during", orderFor("c-readonly")), http.StatusServiceUnavailable, "unavailable")
 
-	setReadOnly(t, admin, false)
+	pgtest.SetReadOnly(t, admin, false)
 	if !eventually(10*time.Second, func() bool { return s.do(t, "GET", "/readyz", "", nil).status == http.StatusOK }) {
 		t.Error("/readyz once the database takes writes again: still not 200 after 10 s")
 	}
 	s.create(t, "readonly-after", "c-readonly")
-}
-
-// connectPG opens a connection of the test's own to the database at url.
-func connectPG(t *testing.T, url string) *pgx.Conn {
-	t.Helper()
-	conn, err := pgx.Connect(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	return conn
-}
-
-// setReadOnly makes the server of conn read-only by default, or not, as a failover tool does
-// to a demoted primary, and has every session take it up (pg_reload_conf). It runs in cleanups
-// too, where the test's context has ended.
-func setReadOnly(t *testing.T, conn *pgx.Conn, on bool) {
-	t.Helper()
-	set := `ALTER SYSTEM RESET default_transaction_read_only`
-	if on {
-		set = `ALTER SYSTEM SET default_transaction_read_only = on`
-	}
-	for _, sql := range []string{set, `SELECT pg_reload_conf()`} {
-		if _, err := conn.Exec(context.Background(), sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
 }

@@ -28,7 +28,7 @@ func TestQueuedWriteWaitsOneTimeout(t *testing.T) {
 	eventstoretest.MustAppend(t, s, "before", eventstore.NoStream, eventstoretest.NewEvents(1)...)
 
 	// Given a session that holds the events table and a write that waits for it,
-	locker := connect(t, url)
+	locker := pgtest.Connect(t, url)
 	tx := lockEvents(t, locker)
 	first := appendAsync(t.Context(), s, "first", eventstoretest.NewEvents(1)...)
 	waitForTableWaiter(t, locker)
@@ -112,13 +112,13 @@ func TestCheckWritableSeesReadOnlyDatabase(t *testing.T) {
 	url := pgtest.StartOwn(t).NewDatabase(t) // ALTER SYSTEM is the whole server's
 	s := mustOpen(t, url)
 	defer s.Close()
-	admin := connect(t, url)
-	t.Cleanup(func() { setReadOnly(t, admin, false) }) // for the database to be dropped
+	admin := pgtest.Connect(t, url)
+	t.Cleanup(func() { pgtest.SetReadOnly(t, admin, false) }) // for the database to be dropped
 	if err := s.CheckWritable(t.Context()); err != nil {
 		t.Fatalf("a writable database: %v", err)
 	}
 
-	setReadOnly(t, admin, true)
+	pgtest.SetReadOnly(t, admin, true)
 	var err error
 	for deadline := time.Now().Add(patience); err == nil; err = s.CheckWritable(t.Context()) {
 		if time.Now().After(deadline) {
@@ -136,7 +136,7 @@ func TestCheckWritableSeesReadOnlyDatabase(t *testing.T) {
 		t.Errorf("append to a read-only database: %v; want ErrUnavailable", err)
 	}
 
-	setReadOnly(t, admin, false)
+	pgtest.SetReadOnly(t, admin, false)
 	for deadline := time.Now().Add(patience); s.CheckWritable(t.Context()) != nil; {
 		if time.Now().After(deadline) {
 			t.Fatalf("CheckWritable still failing %v after the database took writes again", patience)
@@ -144,20 +144,4 @@ func TestCheckWritableSeesReadOnlyDatabase(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	eventstoretest.MustAppend(t, s, "taken", eventstore.NoStream, eventstoretest.NewEvents(1)...)
-}
-
-// setReadOnly makes the server of conn read-only by default, or not, as a failover tool does
-// to a demoted primary, and has every session take it up (pg_reload_conf). It runs in cleanups
-// too, where the test's context has ended.
-func setReadOnly(t *testing.T, conn *pgx.Conn, on bool) {
-	t.Helper()
-	set := `ALTER SYSTEM RESET default_transaction_read_only`
-	if on {
-		set = `ALTER SYSTEM SET default_transaction_read_only = on`
-	}
-	for _, sql := range []string{set, `SELECT pg_reload_conf()`} {
-		if _, err := conn.Exec(context.Background(), sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
 }

@@ -28,7 +28,7 @@ func TestExpiredStreamsAreForgotten(t *testing.T) {
 // up to date: their events, a day old, read whole, and the stream takes appends as before.
 func TestStreamsFromBeforeMaxAgesHaveNone(t *testing.T) {
 	url := pgtest.Start(t).NewDatabase(t)
-	conn := connect(t, url)
+	conn := pgtest.Connect(t, url)
 	ctx := t.Context()
 	names, err := fs.Glob(migrations, "migrations/*.sql")
 	if err != nil {

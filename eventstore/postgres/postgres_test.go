@@ -103,7 +103,7 @@ func TestWriterWaitsForEarlierPositionToCommit(t *testing.T) {
 	}
 
 	// Given a transaction that holds the write lock and has written the next position,
-	held := connect(t, url)
+	held := pgtest.Connect(t, url)
 	tx, err := held.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -143,17 +143,6 @@ func TestWriterWaitsForEarlierPositionToCommit(t *testing.T) {
 	if e := next(t, events); e.ID != late[0].ID || e.Position != res.Position {
 		t.Errorf("then it saw %s at %v, want the append's %s at %v", e.ID, e.Position, late[0].ID, res.Position)
 	}
-}
-
-// connect opens a connection of the test's own to the database at url.
-func connect(t *testing.T, url string) *pgx.Conn {
-	t.Helper()
-	conn, err := pgx.Connect(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	return conn
 }
 
 // outcome is an Append's.
@@ -298,7 +287,7 @@ func TestSubscriptionWokenByAnotherStore(t *testing.T) {
 	writer := mustOpen(t, url)
 	t.Cleanup(func() { writer.Close() })
 	events := received(t, reader)
-	waitForListener(t, connect(t, url))
+	waitForListener(t, pgtest.Connect(t, url))
 
 	// Twice: the listener wakes the subscriptions once when it starts listening, which might
 	// deliver the first event alone.
@@ -369,7 +358,7 @@ func TestConcurrentOpensMigrateOnce(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	conn := connect(t, url)
+	conn := pgtest.Connect(t, url)
 	var versions, applied int
 	if err := conn.QueryRow(t.Context(), `SELECT count(*), count(DISTINCT version) FROM orders_schema_version`).Scan(&versions, &applied); err != nil {
 		t.Fatal(err)

@@ -28,6 +28,7 @@ import (
 	"testing"
 
 	"github.com/acme/orders/internal/testenv"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -159,5 +160,33 @@ func (s *Server) Restart(tb testing.TB) {
 	tb.Helper()
 	if err := s.cluster.startOnPort(context.Background()); err != nil {
 		tb.Fatalf("pgtest: %v", err)
+	}
+}
+
+// Connect opens a connection of the test's own to the database at url, closed when the test
+// ends.
+func Connect(tb testing.TB, url string) *pgx.Conn {
+	tb.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// SetReadOnly makes the server of conn read-only by default, or not, as a failover tool does
+// to a demoted primary, and has every session take it up (pg_reload_conf). It may run in
+// cleanups, where the test's context has ended.
+func SetReadOnly(tb testing.TB, conn *pgx.Conn, on bool) {
+	tb.Helper()
+	set := `ALTER SYSTEM RESET default_transaction_read_only`
+	if on {
+		set = `ALTER SYSTEM SET default_transaction_read_only = on`
+	}
+	for _, sql := range []string{set, `SELECT pg_reload_conf()`} {
+		if _, err := conn.Exec(context.Background(), sql); err != nil {
+			tb.Fatalf("%s: %v", sql, err)
+		}
 	}
 }
