@@ -186,7 +186,7 @@ func TestProviderEventKeysCannotBeTakenByClients(t *testing.T) {
 // event with the id that alice used as her own key, are applied.
 func TestProviderKeysOfEarlierRelease(t *testing.T) {
 	t.Parallel()
-	for _, store := range providerKeysStores(t) {
+	for _, store := range committedStores(t, "provider-keys-*") {
 		t.Run(filepath.Base(store), func(t *testing.T) {
 			t.Parallel()
 			serveProviderKeysStore(t, store)
@@ -201,7 +201,7 @@ func TestProviderKeysOfEarlierRelease(t *testing.T) {
 // are found on their orders, whose events carry their keys, or in the provider log.
 func TestProviderKeysOfEarlierReleasePastTTL(t *testing.T) {
 	t.Parallel()
-	for _, store := range providerKeysStores(t) {
+	for _, store := range committedStores(t, "provider-keys-*") {
 		for _, swept := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/swept=%v", filepath.Base(store), swept), func(t *testing.T) {
 				t.Parallel()
@@ -214,7 +214,7 @@ func TestProviderKeysOfEarlierReleasePastTTL(t *testing.T) {
 // serveProviderKeysStore serves a copy of store with its keys kept (see
 // TestProviderKeysOfEarlierRelease).
 func serveProviderKeysStore(t *testing.T, store string) {
-	rec, dir := openProviderKeysStore(t, store)
+	rec, dir := openCommittedStore[providerKeysStore](t, store)
 	s := startServer(t, dir, "--keys-file", accessKeysFile(t), "--payment-providers", providersFile(t, psp, stripe),
 		"--key-ttl", keyTTLCovering(t, recordedStore{Orders: rec.Orders}).String())
 	for _, d := range rec.Deliveries {
@@ -245,7 +245,7 @@ func serveProviderKeysStore(t *testing.T, store string) {
 // serveProviderKeysPastTTL serves a copy of store past its keys' TTL, their streams deleted
 // if swept (see TestProviderKeysOfEarlierReleasePastTTL).
 func serveProviderKeysPastTTL(t *testing.T, store string, swept bool) {
-	rec, dir := openProviderKeysStore(t, store)
+	rec, dir := openCommittedStore[providerKeysStore](t, store)
 	if swept {
 		sweepKeys(t, dir)
 	}
@@ -259,35 +259,6 @@ func serveProviderKeysPastTTL(t *testing.T, store string, swept bool) {
 		}
 	}
 	checkProviderStoreOrders(t, s, rec)
-}
-
-// providerKeysStores are the committed stores with provider keys of earlier releases.
-func providerKeysStores(t *testing.T) []string {
-	t.Helper()
-	stores, err := filepath.Glob(filepath.Join("testdata", "provider-keys-*"))
-	if err != nil || len(stores) == 0 {
-		t.Fatalf("no store with provider keys under testdata (%v)", err)
-	}
-	return stores
-}
-
-// openProviderKeysStore reads what the release under store recorded and copies its data to a
-// fresh directory, which it returns.
-func openProviderKeysStore(t *testing.T, store string) (providerKeysStore, string) {
-	t.Helper()
-	var rec providerKeysStore
-	raw, err := os.ReadFile(filepath.Join(store, "recorded.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &rec); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS(filepath.Join(store, "data"))); err != nil {
-		t.Fatal(err)
-	}
-	return rec, dir
 }
 
 // sweepKeys deletes every key stream of the embedded store in dir; the server must be stopped.

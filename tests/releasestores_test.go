@@ -139,11 +139,15 @@ func checkCreatePastTTL(t *testing.T, q recordedRequest, r *response) {
 }
 
 // releaseStores are the committed stores of earlier releases.
-func releaseStores(t *testing.T) []string {
+func releaseStores(t *testing.T) []string { return committedStores(t, "store-*") }
+
+// committedStores are the directories under testdata that match pattern: stores written by
+// earlier releases, each its data and what the release recorded of it.
+func committedStores(t *testing.T, pattern string) []string {
 	t.Helper()
-	stores, err := filepath.Glob(filepath.Join("testdata", "store-*"))
+	stores, err := filepath.Glob(filepath.Join("testdata", pattern))
 	if err != nil || len(stores) == 0 {
-		t.Fatalf("no release store under testdata (%v)", err)
+		t.Fatalf("no store %s under testdata (%v)", pattern, err)
 	}
 	return stores
 }
@@ -151,8 +155,14 @@ func releaseStores(t *testing.T) []string {
 // openReleaseStore reads what the release under store recorded and copies its data to a
 // fresh directory, which it returns.
 func openReleaseStore(t *testing.T, store string) (recordedStore, string) {
+	return openCommittedStore[recordedStore](t, store)
+}
+
+// openCommittedStore reads what the release under store recorded (recorded.json, as an R) and
+// copies its data to a fresh directory, which it returns.
+func openCommittedStore[R any](t *testing.T, store string) (R, string) {
 	t.Helper()
-	var rec recordedStore
+	var rec R
 	raw, err := os.ReadFile(filepath.Join(store, "recorded.json"))
 	if err != nil {
 		t.Fatal(err)
