@@ -58,8 +58,9 @@ type attempt struct {
 }
 
 func (k *Keys) attempt(r Request) *attempt {
-	return &attempt{k: k, r: r, stream: StreamName(r.Principal, r.Key), deadline: time.Now().Add(k.wait()),
-		poll: pollFirst, believedNew: !r.ReadFirst && !k.known(StreamName(r.Principal, r.Key))}
+	stream := StreamName(r.Principal, r.Key)
+	return &attempt{k: k, r: r, stream: stream, deadline: time.Now().Add(k.wait()),
+		poll: pollFirst, believedNew: !r.ReadFirst && !k.known(stream)}
 }
 
 func (a *attempt) stop() {
