@@ -137,13 +137,16 @@ func (s *Server) apiKeys() APIKeys {
 	return s.APIKeys
 }
 
-// authenticate maps the bearer key to its principal and roles (401 if there is none), then
-// lets the request through only if the access table allows the route to one of the roles
-// (403 if not).
+// authenticate maps the bearer key to its principal and roles (401 if there is none), or, for
+// a request without one that Dispatch sent, takes the caller Dispatch names; then it lets the
+// request through only if the access table allows the route to one of the roles (403 if not).
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		// Development mode (no keys) takes a request without a key too; Authenticate decides.
 		bearer, ok := bearerToken(c.Request().Header.Get("Authorization"))
+		if caller, sent := dispatchedCaller(c); !ok && sent {
+			return s.admit(c, caller, next)
+		}
 		dev := len(s.apiKeys()) == 0
 		if !ok && !dev {
 			return errUnauthorized
@@ -155,13 +158,19 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		if !ok {
 			return errUnauthorized
 		}
-		r := stateOf(c)
-		r.Principal, r.roles = caller.Principal, caller.Roles
-		if err := s.authorize(c); err != nil {
-			return err
-		}
-		return next(c)
+		return s.admit(c, caller, next)
 	}
+}
+
+// admit makes caller the request's and lets it through if the access table allows the route to
+// one of its roles (403 if not).
+func (s *Server) admit(c echo.Context, caller access.Caller, next echo.HandlerFunc) error {
+	r := stateOf(c)
+	r.Principal, r.roles = caller.Principal, caller.Roles
+	if err := s.authorize(c); err != nil {
+		return err
+	}
+	return next(c)
 }
 
 // bearerToken is the token of an Authorization header of the Bearer scheme (RFC 6750), whose

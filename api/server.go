@@ -66,6 +66,11 @@ type Server struct {
 	Console http.Handler
 	// Webhooks are the webhook endpoints and their deliveries; nil answers their routes 503.
 	Webhooks *webhooks.Service
+	// Broker, if set, tells the state of the message broker's connection for /readyz. It never
+	// makes the service unready: HTTP commands go on without the broker.
+	Broker func() string
+
+	dispatcher atomic.Pointer[echo.Echo] // the handlers Dispatch runs, made by Handler
 
 	providerSet atomic.Pointer[providers.Set] // see SetProviders
 
@@ -105,6 +110,7 @@ func (s *Server) Handler() http.Handler {
 	for _, r := range e.Routes() {
 		routes[r.Path] = true
 	}
+	s.dispatcher.Store(e)
 	return e
 }
 
@@ -227,7 +233,11 @@ func (s *Server) readyz(c echo.Context) error {
 			return nil
 		}
 	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+	answer := map[string]string{"status": "ready"}
+	if s.Broker != nil {
+		answer["nats"] = s.Broker()
+	}
+	return c.JSON(http.StatusOK, answer)
 }
 
 func problemPage(c echo.Context) error {
