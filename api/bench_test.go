@@ -3,11 +3,12 @@ package api
 import (
 	"context"
 	"fmt"
-	"io"
 	"iter"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -22,7 +23,7 @@ import (
 
 // BenchmarkReplay serves a retry of a completed command: the cheapest keyed request, and the
 // one whose cost the load harness's replay phase measures against its baseline. The server
-// logs as in production (JSON lines, to a discarded writer).
+// logs as in production (newServer).
 func BenchmarkReplay(b *testing.B) {
 	srv, _ := newServer(b, nil)
 	h := srv.Handler()
@@ -47,7 +48,8 @@ func BenchmarkReplay(b *testing.B) {
 }
 
 // newServer serves the commands on an embedded store in a temporary directory, which wrap, if
-// set, wraps for the server; it logs as in production, to a discarded writer.
+// set, wraps for the server; it logs as in production: JSON lines, each written to a file as
+// it is logged.
 func newServer(tb testing.TB, wrap func(eventstore.Store) eventstore.Store) (*Server, *sqlite.Store) {
 	tb.Helper()
 	s, err := sqlite.Open(tb.TempDir(), sqlite.Config{})
@@ -59,8 +61,13 @@ func newServer(tb testing.TB, wrap func(eventstore.Store) eventstore.Store) (*Se
 	if wrap != nil {
 		store = wrap(s)
 	}
+	logFile, err := os.Create(filepath.Join(tb.TempDir(), "log"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { logFile.Close() })
 	srv := &Server{Store: store, Feed: s, Orders: &command.Handler{Store: store}, Keys: &idempotency.Keys{Store: store}, IDs: command.NewOrderIDs(), Metrics: NewMetrics(),
-		Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+		Log: slog.New(slog.NewJSONHandler(logFile, nil))}
 	srv.Keys.Log = srv.Log
 	return srv, s
 }

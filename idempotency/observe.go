@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/acme/orders/internal/requestlog"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -51,11 +52,16 @@ func NewSteps(reg prometheus.Registerer) *Steps {
 	return &Steps{c}
 }
 
-// observe logs step e of the key stream's life with ctx (the request's, whose log handler
-// may tell which request it is) and counts it.
+// observe counts step e of the key stream's life and logs it: on the line of the request ctx
+// is of (requestlog.Request.Step), which its intake logs once it has answered, or, outside a
+// request, on a line of its own.
 func (k *Keys) observe(ctx context.Context, e Event, stream string) {
 	if k.Steps != nil {
 		k.Steps.counter.WithLabelValues(string(e)).Inc()
+	}
+	if r := requestlog.FromContext(ctx); r != nil {
+		r.Step(streamKeyHash(stream), string(e))
+		return
 	}
 	if k.Log != nil {
 		k.Log.LogAttrs(ctx, slog.LevelInfo, "idempotency key", slog.String("event", string(e)), slog.String("key_hash", streamKeyHash(stream)))

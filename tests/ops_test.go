@@ -115,6 +115,7 @@ type logLine struct {
 	Level     string  `json:"level"`
 	Event     string  `json:"event"`
 	KeyHash   string  `json:"key_hash"`
+	Key       string  `json:"key"`
 	RequestID string  `json:"request_id"`
 	Principal *string `json:"principal"`
 	Method    string  `json:"method"`
@@ -144,8 +145,9 @@ func (s *server) logLines(t testing.TB) []logLine {
 	return lines
 }
 
-// The logs follow an idempotency key through its life by its hash, with the request id and
-// principal of each step, and never name the key itself.
+// The logs follow an idempotency key through its life by its hash: each request's one line
+// names the key's hash and the steps it took there, with the request's id, principal, route
+// and status, and no line names the key itself.
 func TestLogsFollowAKeyByItsHash(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "")
@@ -156,51 +158,31 @@ func TestLogsFollowAKeyByItsHash(t *testing.T) {
 	s.do(t, "POST", "/v1/orders", key, orderFor("c-logs-other"), "X-Request-Id", "logs-other")
 
 	hash := idempotency.KeyHash("local", key)
-	want := []struct{ event, request string }{
-		{"claimed", "logs-first"}, {"completed", "logs-first"}, {"replayed", "logs-retry"}, {"mismatched", "logs-other"},
-	}
-	var steps []logLine
+	want := map[string]string{"logs-first": "claimed completed", "logs-retry": "replayed", "logs-other": "mismatched"}
+	got := map[string]logLine{}
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		steps = steps[:0]
+	for len(got) < len(want) && time.Now().Before(deadline) {
 		for _, l := range s.logLines(t) {
-			// The first request's outcome is recorded just after its answer, so the retry,
-			// sent at once, may wait for it: that step may be logged or not.
-			if l.Msg == "idempotency key" && l.KeyHash == hash && (l.Event != "waited" || l.RequestID != "logs-retry") {
-				steps = append(steps, l)
+			if l.Msg == "request" && want[l.RequestID] != "" {
+				got[l.RequestID] = l
 			}
-		}
-		if len(steps) >= len(want) || time.Now().After(deadline) {
-			break
 		}
 		time.Sleep(20 * time.Millisecond) // the log is read from the process's stderr
 	}
-	if len(steps) != len(want) {
-		t.Fatalf("log lines of key hash %s: %+v; want %d steps", hash, steps, len(want))
-	}
-	// The claim comes first; the first request's outcome is recorded after its answer, so its
-	// "completed" may be logged after the retries' steps.
-	for i, w := range want {
-		found := false
-		for j, l := range steps {
-			if l.Event == w.event && l.RequestID == w.request && l.Principal != nil && *l.Principal == "local" && (i > 0 || j == 0) {
-				found = true
-			}
-		}
-		if !found {
-			t.Errorf("log lines of the key: %+v; want event %s of request %s by local%s", steps, w.event, w.request, map[bool]string{true: ", first"}[i == 0])
+	for id, steps := range want {
+		l, ok := got[id]
+		if !ok || l.KeyHash != hash || l.Key != steps || l.Principal == nil || *l.Principal != "local" ||
+			l.Method != "POST" || l.Route != "/v1/orders" || l.LatencyMS == nil {
+			t.Errorf("request log line of %s: %+v; want key_hash %s, key %q, principal local, POST /v1/orders and latency", id, l, hash, steps)
 		}
 	}
-
-	var request *logLine
+	if got["logs-first"].Status != 201 || got["logs-retry"].Status != 201 || got["logs-other"].Status != 422 {
+		t.Errorf("statuses logged: %d, %d, %d; want 201, 201 (replayed) and 422", got["logs-first"].Status, got["logs-retry"].Status, got["logs-other"].Status)
+	}
 	for _, l := range s.logLines(t) {
-		if l.Msg == "request" && l.RequestID == "logs-first" {
-			request = &l
+		if l.Msg == "idempotency key" {
+			t.Errorf("a key's step logged on a line of its own within a request: %+v", l)
 		}
-	}
-	if request == nil || request.Method != "POST" || request.Route != "/v1/orders" || request.Status != 201 ||
-		request.Principal == nil || *request.Principal != "local" || request.LatencyMS == nil {
-		t.Errorf("request log line of logs-first: %+v; want method, route, status 201, principal and latency", request)
 	}
 	if strings.Contains(s.current().stderr.String(), key) {
 		t.Errorf("the logs name the idempotency key %q itself", key)

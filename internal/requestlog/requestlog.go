@@ -1,5 +1,7 @@
 // Package requestlog names the request a line was logged for: a slog handler that adds the id
-// and principal of the request in a record's context to the record, whichever package logs it.
+// and principal of the request in a record's context to the record, whichever package logs it,
+// and the steps its idempotency key took in the request, which ride on its lines instead of
+// lines of their own.
 // The intake that serves the request (the API) puts a *Request in its context; the packages it
 // calls only log with that context, and know nothing of the intake.
 package requestlog
@@ -13,6 +15,20 @@ import (
 type Request struct {
 	ID        string // logged as request_id
 	Principal string // logged as principal; "" until the caller is known
+	// KeyHash and KeySteps are, once the request's idempotency key took a step, the key's hash
+	// (logged as key_hash) and its steps in this request, in order, space-separated (logged as
+	// key). Set by the goroutine that serves the request, as Principal is.
+	KeyHash, KeySteps string
+}
+
+// Step notes that the request's key, of hash hash, took step.
+func (r *Request) Step(hash, step string) {
+	r.KeyHash = hash
+	if r.KeySteps == "" {
+		r.KeySteps = step
+		return
+	}
+	r.KeySteps += " " + step
 }
 
 // Key is the context key of a *Request. A context that is a request's own state may answer
@@ -40,6 +56,9 @@ type handler struct{ slog.Handler }
 func (h handler) Handle(ctx context.Context, rec slog.Record) error {
 	if r := FromContext(ctx); r != nil {
 		rec.AddAttrs(slog.String("request_id", r.ID), slog.String("principal", r.Principal))
+		if r.KeyHash != "" {
+			rec.AddAttrs(slog.String("key_hash", r.KeyHash), slog.String("key", r.KeySteps))
+		}
 	}
 	return h.Handler.Handle(ctx, rec)
 }

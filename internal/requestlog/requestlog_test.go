@@ -12,7 +12,7 @@ import (
 
 // A line logged with a request's context carries its id and principal as they are when it is
 // logged, through loggers derived with attributes or groups too; a line logged without one
-// carries neither; wrapping a logger twice adds them once.
+// carries neither; the steps of the request's key ride on its lines once taken; wrapping a logger twice adds them once.
 func TestLinesNameTheirRequest(t *testing.T) {
 	var buf bytes.Buffer
 	log := requestlog.Logger(slog.New(slog.NewJSONHandler(&buf, nil)))
@@ -29,11 +29,15 @@ func TestLinesNameTheirRequest(t *testing.T) {
 	r.Principal = "alice"
 	log.With("step", "s").WithGroup("g").InfoContext(ctx, "derived", "k", "v")
 	log.InfoContext(context.Background(), "outside a request")
+	r.Step("abc", "claimed")
+	r.Step("abc", "completed")
+	log.InfoContext(ctx, "request")
 
 	want := []map[string]any{
 		{"msg": "before authentication", "request_id": "req-1", "principal": ""},
 		{"msg": "derived", "step": "s", "g": map[string]any{"k": "v", "request_id": "req-1", "principal": "alice"}},
 		{"msg": "outside a request"},
+		{"msg": "request", "request_id": "req-1", "principal": "alice", "key_hash": "abc", "key": "claimed completed"},
 	}
 	d := json.NewDecoder(&buf)
 	for i, w := range want {
