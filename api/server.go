@@ -233,11 +233,11 @@ func (s *Server) readyz(c echo.Context) error {
 			return nil
 		}
 	}
-	answer := map[string]string{"status": "ready"}
+	ready := map[string]string{"status": "ready"}
 	if s.Broker != nil {
-		answer["nats"] = s.Broker()
+		ready["nats"] = s.Broker()
 	}
-	return c.JSON(http.StatusOK, answer)
+	return c.JSON(http.StatusOK, ready)
 }
 
 func problemPage(c echo.Context) error {

@@ -56,6 +56,13 @@ func backoff(n int, base, maxDelay, retryAfter time.Duration, rnd func(int64) in
 	return max(time.Duration(rnd(int64(ceiling)+1)), min(retryAfter, maxDelay))
 }
 
+// Backoff is the wait the client makes before retry n (1 for the first) with WithBackoff(base,
+// maxDelay), after an answer whose Retry-After header (h) asked for a wait: what any other
+// intake that retries the service's answers waits too (the NATS intake's redeliveries).
+func Backoff(n int, base, maxDelay time.Duration, h http.Header) time.Duration {
+	return backoff(n, base, maxDelay, retryAfter(h), rand.Int64N)
+}
+
 // retryAfter reads a Retry-After header given in seconds; 0 if absent or not seconds.
 func retryAfter(h http.Header) time.Duration {
 	s, err := strconv.ParseInt(h.Get("Retry-After"), 10, 32)

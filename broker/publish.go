@@ -1,0 +1,318 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/acme/orders/command"
+	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/lease"
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Publisher publishes every event of the orders' streams to JetStream, on <Prefix>.<order id>,
+// in log order, with Nats-Msg-Id the event's id. One node publishes at a time: the one whose
+// checkpoint holds the lease (package lease). It follows the log from its checkpoint, publishes
+// a batch, waits for JetStream to acknowledge all of it, then appends the checkpoint past it at
+// the revision it last wrote, which renews the lease; an append refused means another node took
+// over. A node stopped between an acknowledgement and its checkpoint has its successor publish
+// the batch again: at least once, stored once by JetStream within its duplicate window.
+type Publisher struct {
+	JS      jetstream.JetStream
+	Store   eventstore.Store
+	Feed    eventstore.Feed
+	Prefix  string // of the subjects
+	Stream  string // the JetStream stream of the subjects
+	Streams Streams
+	Batch   int // events published and not yet acknowledged, at most
+	Lease   lease.Terms
+	Metrics *Metrics
+	Log     *slog.Logger
+
+	cp        checkpoint
+	expected  eventstore.ExpectedRevision
+	leaseFrom time.Time // when the append of this node's last checkpoint began
+	saves     int       // since the checkpoint stream was last truncated
+	headRead  time.Time
+}
+
+// checkpoint is the publisher's event in its checkpoint stream: the log position published up
+// to, and the node that holds the lease.
+type checkpoint struct {
+	Node    string    `json:"node"`
+	Commit  uint64    `json:"commit"`
+	Prepare uint64    `json:"prepare"`
+	At      time.Time `json:"at"`
+}
+
+func (c checkpoint) position() eventstore.Position {
+	return eventstore.Position{Commit: c.Commit, Prepare: c.Prepare}
+}
+
+// TypeCheckpoint is the type of the publisher's checkpoint events.
+const TypeCheckpoint = "nats-publisher.checkpoint.v1"
+
+// CheckpointStream is the checkpoint stream of the publisher to JetStream stream name.
+func CheckpointStream(name string) string { return "natspublisher-" + name }
+
+// compactAfter bounds the checkpoint stream: after this many checkpoints it is truncated to its
+// last, as a webhook endpoint's delivery stream is.
+const compactAfter = 1000
+
+// ackTimeout bounds the wait for JetStream's acknowledgements of a batch.
+const ackTimeout = 10 * time.Second
+
+var errLeaseLost = errors.New("another node publishes now")
+
+// Run publishes while ctx lasts, taking the lease whenever it is free.
+func (p *Publisher) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		if !p.acquire(ctx) {
+			return
+		}
+		p.Log.Info("nats publisher lease acquired", "node", p.Lease.Node, "position", p.cp.position().String())
+		err := p.publish(ctx)
+		if ctx.Err() == nil {
+			p.Log.Warn("nats publisher stopped; taking the lease again", "error", err)
+			sleep(ctx, time.Second)
+		}
+	}
+}
+
+// acquire reads the last checkpoint and appends its own at the next revision once the lease of
+// the checkpoint's node is over.
+func (p *Publisher) acquire(ctx context.Context) bool {
+	var seen lease.Sighting
+	for ctx.Err() == nil {
+		cp, expected, found, err := p.last(ctx)
+		over, left := true, time.Duration(0)
+		if found {
+			rev, _ := expected.Revision()
+			over, left = p.Lease.Over(&seen, cp.Node, rev, time.Now())
+		}
+		wait := time.Second
+		switch {
+		case err != nil:
+			p.Log.Warn("nats publisher lease", "error", err)
+		case !over:
+			wait = min(time.Second, p.Lease.Length/4, left)
+		default:
+			p.cp, p.expected = cp, expected
+			p.cp.Node = p.Lease.Node
+			if err := p.save(ctx); err == nil {
+				return true
+			}
+		}
+		sleep(ctx, wait)
+	}
+	return false
+}
+
+// last reads the last checkpoint and the revision to append the next at.
+func (p *Publisher) last(ctx context.Context) (checkpoint, eventstore.ExpectedRevision, bool, error) {
+	opts := eventstore.ReadStreamOptions{Direction: eventstore.Backwards, From: eventstore.End, Limit: 1}
+	for e, err := range p.Store.ReadStream(ctx, CheckpointStream(p.Stream), opts) {
+		if errors.Is(err, eventstore.ErrStreamNotFound) {
+			break
+		}
+		if err != nil {
+			return checkpoint{}, eventstore.Any, false, fmt.Errorf("read the publisher's checkpoint: %w", err)
+		}
+		var cp checkpoint
+		if err := json.Unmarshal(e.Data, &cp); err != nil {
+			return checkpoint{}, eventstore.Any, false, fmt.Errorf("the publisher's checkpoint at %d: %w", e.Revision, err)
+		}
+		return cp, eventstore.Exact(e.Revision), true, nil
+	}
+	return checkpoint{}, eventstore.NoStream, false, nil
+}
+
+// save appends the checkpoint, which renews the lease.
+func (p *Publisher) save(ctx context.Context) error {
+	from := time.Now() // before the append: a taker sees its revision only after
+	p.cp.At = from.UTC()
+	data, _ := json.Marshal(p.cp)
+	ev := eventstore.EventData{ID: uuid.Must(uuid.NewV7()), Type: TypeCheckpoint, Data: data}
+	res, err := p.Store.Append(ctx, CheckpointStream(p.Stream), p.expected, ev)
+	if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
+		return errLeaseLost
+	}
+	if err != nil {
+		return fmt.Errorf("save the publisher's checkpoint: %w", err)
+	}
+	p.expected, p.leaseFrom = eventstore.Exact(res.Revision), from
+	if time.Since(p.headRead) >= time.Second {
+		p.headRead = time.Now()
+		if head, err := p.Feed.Head(ctx); err == nil && head.Commit >= p.cp.Commit {
+			p.Metrics.lagEvents.Set(float64(head.Commit - p.cp.Commit))
+		}
+	}
+	if p.saves++; p.saves >= compactAfter {
+		p.saves = 0
+		if err := p.Store.Truncate(ctx, CheckpointStream(p.Stream), res.Revision); err != nil {
+			return fmt.Errorf("compact the publisher's checkpoints: %w", err)
+		}
+	}
+	return nil
+}
+
+// publish follows the log after the checkpoint and publishes it in batches until the lease is
+// lost or ctx ends; it renews the lease a third of its length after the last checkpoint.
+func (p *Publisher) publish(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events := make(chan eventstore.RecordedEvent, p.Batch)
+	followed := make(chan error, 1)
+	opts := eventstore.SubscribeOptions{After: p.cp.position(), Filter: eventstore.Filter{StreamPrefixes: []string{command.StreamName("")}}}
+	go func() {
+		followed <- eventstore.Follow(ctx, p.Feed, opts, func(err error) { p.Log.Warn("nats publisher: the log's subscription dropped", "error", err) },
+			func(e eventstore.RecordedEvent) error {
+				select {
+				case events <- e:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			})
+	}()
+	for {
+		batch, err := p.next(ctx, events, followed)
+		if err != nil {
+			return err
+		}
+		if err := p.sendAll(ctx, batch); err != nil {
+			return err
+		}
+		if err := p.save(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// next waits for the next events, up to Batch of them, or for the time to renew the lease
+// (an empty batch).
+func (p *Publisher) next(ctx context.Context, events <-chan eventstore.RecordedEvent, followed <-chan error) ([]eventstore.RecordedEvent, error) {
+	renew := time.NewTimer(max(time.Until(p.leaseFrom.Add(p.Lease.Length/3)), time.Millisecond))
+	defer renew.Stop()
+	var batch []eventstore.RecordedEvent
+	select {
+	case e := <-events:
+		batch = append(batch, e)
+	case err := <-followed:
+		return nil, err
+	case <-renew.C:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	for len(batch) < p.Batch {
+		select {
+		case e := <-events:
+			batch = append(batch, e)
+		default:
+			return batch, nil
+		}
+	}
+	return batch, nil
+}
+
+// sendAll publishes batch until JetStream acknowledges all of it, renewing the lease between
+// tries; it moves the checkpoint past the batch.
+func (p *Publisher) sendAll(ctx context.Context, batch []eventstore.RecordedEvent) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	for {
+		if time.Since(p.leaseFrom) >= p.Lease.Length/3 {
+			if err := p.save(ctx); err != nil {
+				return err
+			}
+		}
+		err := p.send(ctx, batch)
+		if err == nil {
+			last := batch[len(batch)-1].Position
+			p.cp.Commit, p.cp.Prepare = last.Commit, last.Prepare
+			return nil
+		}
+		p.Metrics.publishErrors.Inc()
+		p.Log.Warn("nats publish; trying again", "events", len(batch), "error", err)
+		if !sleep(ctx, time.Second) {
+			return ctx.Err()
+		}
+	}
+}
+
+// send publishes batch and waits for JetStream's acknowledgement of each event.
+func (p *Publisher) send(ctx context.Context, batch []eventstore.RecordedEvent) error {
+	acks := make([]jetstream.PubAckFuture, 0, len(batch))
+	for _, e := range batch {
+		f, err := p.JS.PublishMsgAsync(p.message(e), jetstream.WithMsgID(e.ID.String()), jetstream.WithExpectStream(p.Stream))
+		if err != nil {
+			return err
+		}
+		acks = append(acks, f)
+	}
+	timeout := time.NewTimer(ackTimeout)
+	defer timeout.Stop()
+	for i, f := range acks {
+		select {
+		case <-f.Ok():
+			p.Metrics.published.Inc()
+			p.Metrics.lagSeconds.Observe(time.Since(batch[i].Recorded).Seconds())
+		case err := <-f.Err():
+			return err
+		case <-timeout.C:
+			return fmt.Errorf("no acknowledgement from JetStream within %v", ackTimeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Headers of the published events.
+const (
+	EventType      = "Event-Type"
+	StreamRevision = "Stream-Revision"
+	LogPosition    = "Log-Position"
+	Principal      = "Principal"
+)
+
+// message is event e as published.
+func (p *Publisher) message(e eventstore.RecordedEvent) *nats.Msg {
+	var md struct {
+		Principal string `json:"principal"`
+	}
+	_ = json.Unmarshal(e.Metadata, &md)
+	h := nats.Header{
+		EventType:      {e.Type},
+		StreamRevision: {strconv.FormatUint(e.Revision, 10)},
+		LogPosition:    {strconv.FormatUint(e.Position.Commit, 10)},
+		"Content-Type": {"application/json"},
+	}
+	if md.Principal != "" {
+		h.Set(Principal, md.Principal)
+	}
+	subject := p.Prefix + "." + strings.TrimPrefix(e.Stream, command.StreamName(""))
+	return &nats.Msg{Subject: subject, Header: h, Data: e.Data}
+}
+
+// sleep waits d or until ctx ends; false if ctx ended.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
