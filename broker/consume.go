@@ -141,7 +141,11 @@ func (in *Intake) handle(ctx context.Context, e Entry, m jetstream.Msg) {
 		}
 	}()
 	method, path := Route(e.Prefix(), m.Subject())
-	status, h, body := in.Dispatcher.Dispatch(ctx, e.Caller(), method, path, commandHeader(m.Headers(), len(m.Data()) > 0), m.Data())
+	header := commandHeader(m.Headers(), len(m.Data()) > 0)
+	if header.Get("X-Request-Id") == "" {
+		header.Set("X-Request-Id", md.Stream+"-"+strconv.FormatUint(md.Sequence.Stream, 10)) // the message, in the log lines
+	}
+	status, h, body := in.Dispatcher.Dispatch(ctx, e.Caller(), method, path, header, m.Data())
 	close(done)
 	outcome, err := in.settle(ctx, m, md, status, h, body)
 	if err != nil {

@@ -32,6 +32,7 @@ type cli struct {
 	Webhooks    webhooksCmd    `cmd:"" help:"Webhook endpoints and their deliveries, through a running service."`
 	Store       storeCmd       `cmd:"" help:"Whole event stores: copy one into another (embedded, PostgreSQL, KurrentDB)."`
 	Provider    providerCmd    `cmd:"" help:"Payment providers' signed callbacks: send one as a provider would, to try it locally."`
+	Nats        natsCmd        `cmd:"" help:"Commands through NATS JetStream: publish one as a service behind the broker would, to try it locally."`
 }
 
 // run is main without the process: tests call it directly.

@@ -51,7 +51,10 @@ type serveCmd struct {
 
 	Webhooks webhookFlags `embed:""`
 
+	Nats natsFlags `embed:""`
+
 	providers *providers.Set // read from PaymentProviders at start
+	nats      *natsService   // nil without --nats-url
 }
 
 func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
@@ -104,6 +107,9 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       cmd.Limits.IdleTimeout,
 		MaxHeaderBytes:    api.MaxHeaderBytes,
+	}
+	if err := cmd.nats.start(ctx); err != nil {
+		return err
 	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(api.NewListener(ln, maxConns, metrics, log)) }()
@@ -191,6 +197,13 @@ func (cmd *serveCmd) server(ctx context.Context, e *env, store backend, metrics 
 	if cmd.PaymentProviders != "" {
 		srv.SetProviders(cmd.providers)
 		reloads = append(reloads, reloadProviders(cmd.PaymentProviders, srv, log))
+	}
+	if cmd.nats, err = cmd.Nats.open(ctx, srv, timed, store, idem.Lease, cmd.KeyWait, metrics.Registry, log); err != nil {
+		return nil, err
+	}
+	started.add(cmd.nats.stop)
+	if cmd.nats != nil && cmd.Nats.NatsIntake != "" {
+		reloads = append(reloads, cmd.nats.reload)
 	}
 	started.add(reloadOnHangup(ctx, reloads...))
 	return srv, nil
