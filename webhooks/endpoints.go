@@ -235,6 +235,13 @@ func (es *Endpoints) List(principal string, all bool) []Endpoint {
 	return out
 }
 
+// none reports whether no endpoint is registered, in any status: nothing runs deliveries.
+func (es *Endpoints) none() bool {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	return len(es.byID) == 0
+}
+
 // active returns the endpoints that deliveries go to.
 func (es *Endpoints) active() []Endpoint {
 	es.mu.Lock()

@@ -116,6 +116,10 @@ func (s *Service) watch(ctx context.Context, after eventstore.Position, changed 
 			changed.Notify()
 			return nil
 		}
+		if s.Endpoints.none() {
+			s.tail.hand(e, "") // no runner to hand it to or wake: its principal is not decoded
+			return nil
+		}
 		principal := principalOf(e)
 		s.tail.hand(e, principal)
 		s.wakeFor(principal).Notify()
