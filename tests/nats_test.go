@@ -108,8 +108,8 @@ func (r *natsRig) flags(t *testing.T) []string {
 func (r *natsRig) publish(t *testing.T, subject, key string, body []byte) {
 	t.Helper()
 	m := &nats.Msg{Subject: subject, Data: body, Header: nats.Header{"Idempotency-Key": {key}, "Reply-To": {"_INBOX.test." + key}}}
-	if _, err := r.js.PublishMsgAsync(m); err != nil {
-		t.Fatal(err)
+	if _, err := r.js.PublishMsgAsync(m, jetstream.WithStallWait(time.Minute)); err != nil {
+		t.Error(err) // on the publishing goroutine: Fatal must not be called there
 	}
 }
 

@@ -100,14 +100,7 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: cmd.Limits.ReadHeaderTimeout,
-		ReadTimeout:       cmd.Limits.ReadTimeout,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       cmd.Limits.IdleTimeout,
-		MaxHeaderBytes:    api.MaxHeaderBytes,
-	}
+	hs := cmd.httpServer(srv)
 	if err := cmd.nats.start(ctx); err != nil {
 		return err
 	}
@@ -117,6 +110,18 @@ func (cmd *serveCmd) Run(ctx context.Context, e *env) error {
 	log.Info("serving", "addr", ln.Addr().String(), "data", cmd.Data, "development_mode", len(keys) == 0,
 		"max_connections", maxConns, "idle_timeout", cmd.Limits.IdleTimeout.String(), "memory_limit_bytes", memoryLimit)
 	return shutDown(ctx, served, hs, srv, cmd.Shutdown, log)
+}
+
+// httpServer is the HTTP server of srv's handlers, with the limits' timeouts.
+func (cmd *serveCmd) httpServer(srv *api.Server) *http.Server {
+	return &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: cmd.Limits.ReadHeaderTimeout,
+		ReadTimeout:       cmd.Limits.ReadTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       cmd.Limits.IdleTimeout,
+		MaxHeaderBytes:    api.MaxHeaderBytes,
+	}
 }
 
 // readFiles reads the keys file, which it returns, and the providers file: one that cannot be
