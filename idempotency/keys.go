@@ -34,7 +34,7 @@ type Keys struct {
 	Log   *slog.Logger
 	Steps *Steps
 	// RememberBytes bounds the memory that completed keys take, so that their replays need no
-	// read of the store; 0 means RememberDefault (32 MiB), a negative number none. An outcome
+	// read of the store; 0 means RememberDefault (64 MiB), a negative number none. An outcome
 	// larger than 64 KiB (or than a 64th of the budget) stays in the store: its replay reads it.
 	RememberBytes int64
 

@@ -97,7 +97,7 @@ func (r remembered) is(fingerprint string, expiresAt time.Time) bool {
 
 // RememberDefault is how many bytes of completed keys a Keys keeps in memory unless told
 // otherwise.
-const RememberDefault = 32 << 20
+const RememberDefault = 64 << 20
 
 // What a remembered key takes beyond its strings: the LRU's list entry with the remembered
 // struct, its map slot, the strings' headers. Charged generously: measured by

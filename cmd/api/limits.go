@@ -19,7 +19,7 @@ type limitFlags struct {
 	MaxConnections     int           `default:"0" env:"API_MAX_CONNECTIONS" help:"Most connections open at once, idle ones included; one more is answered 503 with Retry-After and closed. 0: the open-file limit (RLIMIT_NOFILE) less 256 for the store's files and twice --webhooks-attempts for the deliveries' connections, at most 4096."`
 	BodyMemory         int64         `default:"16" env:"API_BODY_MEMORY" help:"MiB of command bodies read and checked at once, past the first 16 KiB of each; a body that finds no room within 1 s is answered 503 with Retry-After."`
 	ProviderBodyMemory int64         `default:"4" env:"API_PROVIDER_BODY_MEMORY" help:"MiB of payment providers' deliveries read and verified at once, past the first 16 KiB of each, apart from --body-memory; a delivery that finds no room within 1 s is answered 503 with Retry-After."`
-	MemoryLimit        int64         `default:"160" env:"API_MEMORY_LIMIT" help:"MiB of memory the Go runtime keeps the process under by collecting garbage sooner as it nears them (its soft limit; GOMEMLIMIT wins if set); 0: none. --key-memory, --order-memory, --body-memory and --provider-body-memory together must fit in half of it: the rest is the work of the requests in flight."`
+	MemoryLimit        int64         `default:"256" env:"API_MEMORY_LIMIT" help:"MiB of memory the Go runtime keeps the process under by collecting garbage sooner as it nears them (its soft limit; GOMEMLIMIT wins if set); 0: none. --key-memory, --order-memory, --body-memory and --provider-body-memory together must fit in half of it: the rest is the work of the requests in flight."`
 }
 
 // setMemoryLimit sets the runtime's soft memory limit from --memory-limit, unless GOMEMLIMIT
