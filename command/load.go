@@ -55,10 +55,7 @@ func (h *Handler) load(ctx context.Context, id, principal, key string, keys map[
 	var o Order
 	var f order.Folder
 	var lastMeta []byte
-	var needle *keyNeedle
-	if key != "" {
-		needle = newKeyNeedle(principal, key)
-	}
+	needle := newKeyNeedle(principal, key)
 	for e, err := range h.Store.ReadStream(ctx, StreamName(id), eventstore.ReadStreamOptions{}) {
 		if errors.Is(err, eventstore.ErrStreamNotFound) {
 			return Order{}, nil
@@ -73,7 +70,7 @@ func (h *Handler) load(ctx context.Context, id, principal, key string, keys map[
 		f.Apply(ev)
 		o.Position, lastMeta = e.Position, e.Metadata
 		first := e.Revision == 0
-		if !first && keys == nil && (needle == nil || !needle.mayName(e.Metadata)) {
+		if !first && keys == nil && (key == "" || !needle.mayName(e.Metadata)) {
 			continue
 		}
 		var md Metadata
@@ -86,7 +83,7 @@ func (h *Handler) load(ctx context.Context, id, principal, key string, keys map[
 		if keys != nil && md.IdempotencyKey != "" {
 			keys[keyOf(md.Principal, md.IdempotencyKey)] = struct{}{}
 		}
-		if needle == nil || md.IdempotencyKey != key || md.Principal != principal {
+		if key == "" || md.IdempotencyKey != key || md.Principal != principal {
 			continue
 		}
 		if o.Key == nil {
@@ -101,26 +98,21 @@ func (h *Handler) load(ctx context.Context, id, principal, key string, keys map[
 
 // keyNeedle tells, without decoding it, whether an event's metadata may name a principal's key:
 // most events of an order are not the key's. The metadata written now (chained) holds the
-// principal's member and then the key's right after the hash: those are compared where they
-// stand. Metadata in another layout is searched for the key's JSON text.
-type keyNeedle struct {
-	principal []byte // `"principal":"…",`
-	key       []byte // `"idempotencyKey":"…"`
-}
+// principal's member and the key's right after the hash, where they are compared; metadata of
+// another layout is searched for the key's JSON text.
+type keyNeedle struct{ members, key []byte }
 
-func newKeyNeedle(principal, key string) *keyNeedle {
+func newKeyNeedle(principal, key string) keyNeedle {
 	p, _ := json.Marshal(principal)
 	k, _ := json.Marshal(key)
-	return &keyNeedle{principal: fmt.Appendf(nil, `"principal":%s,`, p), key: fmt.Appendf(nil, `"idempotencyKey":%s`, k)}
+	return keyNeedle{fmt.Appendf(nil, `"principal":%s,"idempotencyKey":%s`, p, k), k}
 }
 
-// mayName reports whether metadata may name the key: false only if it cannot.
-func (n *keyNeedle) mayName(metadata []byte) bool {
-	if StoredHash(metadata) == "" || !bytes.HasPrefix(metadata[hashMember:], []byte(`"principal":`)) {
-		return bytes.Contains(metadata, n.key[len(`"idempotencyKey":`):])
+func (n keyNeedle) mayName(metadata []byte) bool {
+	if StoredHash(metadata) != "" && bytes.HasPrefix(metadata[hashMember:], []byte(`"principal":`)) {
+		return bytes.HasPrefix(metadata[hashMember:], n.members)
 	}
-	rest, ok := bytes.CutPrefix(metadata[hashMember:], n.principal)
-	return ok && bytes.HasPrefix(rest, n.key) && len(rest) > len(n.key) && (rest[len(n.key)] == ',' || rest[len(n.key)] == '}')
+	return bytes.Contains(metadata, n.key)
 }
 
 // Point is how far LoadAt folds an order's history: up to and including a revision, or the

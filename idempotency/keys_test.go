@@ -474,7 +474,9 @@ func TestRequestWaitsForAClaimHeldHereWhateverItsFingerprint(t *testing.T) {
 // key and replays it, without claiming it first, for a claim the store would refuse.
 func TestKnownKeyIsReadBeforeItsClaim(t *testing.T) {
 	keys, _, s := newKeys(t)
-	keys.RememberBytes = 64 << 10 // a few answers
+	// A few answers, and a table of 1,024 keys, in which none of these 200 takes the slot of
+	// k-0 (a slot follows from the key stream's name).
+	keys.RememberBytes = 64 << 10
 	counted := &countingStore{Store: s}
 	keys.Store = counted
 	ctx := context.Background()

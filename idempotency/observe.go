@@ -52,24 +52,18 @@ func NewSteps(reg prometheus.Registerer) *Steps {
 	return &Steps{c}
 }
 
-// observe counts step e of the key stream's life and logs it: on the line of the request ctx
-// is of (requestlog.Request.Step), which its intake logs once it has answered, or, outside a
-// request, on a line of its own.
+// observe counts step e of the key stream's life and logs it, with the key's hash (KeyHash): on
+// the line of the request ctx is of (requestlog.Request.Step), which its intake logs once it
+// has answered, or, outside a request, on a line of its own.
 func (k *Keys) observe(ctx context.Context, e Event, stream string) {
 	if k.Steps != nil {
 		k.Steps.counter.WithLabelValues(string(e)).Inc()
 	}
+	hash := strings.TrimPrefix(stream, StreamPrefix)
+	hash = hash[:min(len(hash), 16)]
 	if r := requestlog.FromContext(ctx); r != nil {
-		r.Step(streamKeyHash(stream), string(e))
-		return
+		r.Step(hash, string(e))
+	} else if k.Log != nil {
+		k.Log.LogAttrs(ctx, slog.LevelInfo, "idempotency key", slog.String("event", string(e)), slog.String("key_hash", hash))
 	}
-	if k.Log != nil {
-		k.Log.LogAttrs(ctx, slog.LevelInfo, "idempotency key", slog.String("event", string(e)), slog.String("key_hash", streamKeyHash(stream)))
-	}
-}
-
-// streamKeyHash is KeyHash of the key whose stream is named stream.
-func streamKeyHash(stream string) string {
-	h := strings.TrimPrefix(stream, StreamPrefix)
-	return h[:min(len(h), 16)]
 }

@@ -4,9 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"hash/maphash"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -139,15 +139,18 @@ type completed struct {
 type knownKeys struct {
 	mu    sync.Mutex
 	slots []uint64
-	seed  maphash.Seed
 }
 
 // knownShare is the part of RememberBytes the table of known keys takes: 8 bytes a key.
 const knownShare = 8
 
+// slot: a key stream's name ends in a SHA-256 (StreamName): its first 64 bits are the key's
+// hash, its first 32 its slot's.
 func (t *knownKeys) slot(stream string) (int, uint64) {
-	h := maphash.String(t.seed, stream) | 1 // 0 is an empty slot
-	return int(h % uint64(len(t.slots))), h
+	digits := strings.TrimPrefix(stream, StreamPrefix)
+	h, _ := strconv.ParseUint(digits[:min(len(digits), 16)], 16, 64)
+	h |= 1 // 0 is an empty slot
+	return int((h >> 32) % uint64(len(t.slots))), h
 }
 
 func (t *knownKeys) note(stream string) {
@@ -200,7 +203,7 @@ func (k *Keys) memory() (here, read *memo) {
 		}
 		if n > 0 {
 			keys := max(n/knownShare/8, 1)
-			m.known = knownKeys{slots: make([]uint64, keys), seed: maphash.MakeSeed()}
+			m.known = knownKeys{slots: make([]uint64, keys)}
 			m.read = newMemo(max(n/8, 1))
 			m.here = newMemo(max(n-n/8-8*keys, 1))
 		}
