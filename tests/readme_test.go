@@ -184,7 +184,14 @@ func (w walkthrough) run(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shim := fmt.Sprintf("#!/bin/sh\nif [ \"$1\" = run ] && [ \"$2\" = ./cmd/api ]; then shift 2; exec api \"$@\"; fi\nexec %q \"$@\"\n", goTool)
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// go tool runs the module's tools (go.mod's tool lines) in the walk-through's directory, as
+	// a reader runs them from the module's.
+	shim := fmt.Sprintf("#!/bin/sh\nif [ \"$1\" = run ] && [ \"$2\" = ./cmd/api ]; then shift 2; exec api \"$@\"; fi\n"+
+		"if [ \"$1\" = tool ]; then t=$2; shift 2; exec \"$(cd %q && %q tool -n \"$t\")\" \"$@\"; fi\nexec %q \"$@\"\n", root, goTool, goTool)
 	if err := os.WriteFile(filepath.Join(bin, "go"), []byte(shim), 0o755); err != nil {
 		t.Fatal(err)
 	}
