@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -359,4 +360,47 @@ func TestNatsAgainstHTTP(t *testing.T) {
 	p50, p99 := r.publishLag(orders)
 	t.Logf("%d creates: NATS %.0f/s (%v), HTTP with 32 clients %.0f/s (%v); publish lag under the NATS load p50 %v, p99 %v",
 		n, float64(n)/viaNats.Seconds(), viaNats.Round(time.Millisecond), float64(n)/viaHTTP.Seconds(), viaHTTP.Round(time.Millisecond), p50, p99)
+}
+
+// While NATS is away the HTTP API takes commands and /readyz stays 200, naming the connection's
+// state; once NATS is back the node reconnects by itself and takes commands from it again. A
+// consumer added to the intake file is consumed after SIGHUP.
+func TestNatsOutageAndIntakeReload(t *testing.T) {
+	t.Parallel()
+	r := newNatsRig(t)
+	flags := r.flags(t)
+	s := startServer(t, "", flags...)
+	ready := func(state string) bool {
+		res, err := s.send(t, request{method: "GET", path: "/readyz"})
+		return err == nil && res.status == http.StatusOK && res.str("nats") == state
+	}
+	waitFor(t, 10*time.Second, "readiness naming NATS connected", func() bool { return ready("connected") })
+	r.ns.Stop()
+	waitFor(t, 10*time.Second, "readiness naming NATS reconnecting, still 200", func() bool { return ready("reconnecting") })
+	s.create(t, "during-the-outage", "c-outage")
+	r.ns.Start(t)
+	waitFor(t, 30*time.Second, "readiness naming NATS connected again", func() bool { return ready("connected") })
+	r.publish(t, "orders.cmd.create", "after-the-outage", natsCreate("after-the-outage"))
+	waitFor(t, 30*time.Second, "the command after the outage answered", func() bool { return r.answered() == 1 })
+
+	intake := flags[slices.Index(flags, "--nats-intake")+1]
+	two := `{"intake":[{"stream":"ORDERS_COMMANDS","consumer":"orders","subject":"orders.cmd.>","principal":"local"},
+		{"stream":"SHOP_COMMANDS","consumer":"shop","subject":"shop.cmd.>","principal":"local"}]}`
+	if err := os.WriteFile(intake, []byte(two), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.signal(t, syscall.SIGHUP)
+	waitFor(t, 10*time.Second, "the stream of the new consumer", func() bool {
+		_, err := r.js.Stream(t.Context(), "SHOP_COMMANDS")
+		return err == nil
+	})
+	r.publish(t, "shop.cmd.create", "through-the-new-consumer", natsCreate("through-the-new-consumer"))
+	waitFor(t, 30*time.Second, "the command of the new consumer answered", func() bool { return r.answered() == 2 })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for key, replies := range r.replies {
+		if replies[0].Header.Get("Status-Code") != "201" {
+			t.Errorf("%s: %v %s", key, replies[0].Header, replies[0].Data)
+		}
+	}
 }
