@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acme/orders/access"
 	"github.com/acme/orders/api"
 	"github.com/acme/orders/command"
 	"github.com/acme/orders/eventstore"
@@ -306,5 +307,59 @@ func TestRoute(t *testing.T) {
 		if got := method + " " + path; got != want {
 			t.Errorf("%s: %s; want %s", subject, got, want)
 		}
+	}
+}
+
+// answers is a Dispatcher that answers from a list, then 201, counting its calls.
+type answers struct {
+	mu    sync.Mutex
+	list  []int
+	calls int
+}
+
+func (a *answers) Dispatch(context.Context, access.Caller, string, string, http.Header, []byte) (int, http.Header, []byte) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.calls++
+	if len(a.list) == 0 {
+		return http.StatusCreated, http.Header{"Content-Type": {"application/json"}}, []byte("{}\n")
+	}
+	status := a.list[0]
+	a.list = a.list[1:]
+	h := http.Header{"Content-Type": {"application/problem+json"}, "Retry-After": {"1"}}
+	return status, h, []byte(`{"type":"/problems/x"}` + "\n")
+}
+
+// A key in flight elsewhere (409 with Retry-After) and an unavailable store (503) are
+// delivered again, after a wait, until the command's answer is final; nothing is dead-lettered.
+func TestPassingRefusalsAreRedelivered(t *testing.T) {
+	r := newRig(t)
+	if err := testStreams.Ensure(t.Context(), r.js, "CMD", "orders.cmd.>"); err != nil {
+		t.Fatal(err)
+	}
+	a := &answers{list: []int{http.StatusConflict, http.StatusServiceUnavailable}}
+	in := &Intake{JS: r.js, Dispatcher: a, Streams: testStreams, DeadLetters: "orders.deadletter",
+		AckWait: 5 * time.Second, MaxAckPending: 4, Metrics: NewMetrics(prometheus.NewRegistry()), Log: r.log}
+	entries, _ := ParseIntake([]byte(`{"intake":[{"stream":"CMD","consumer":"orders","subject":"orders.cmd.>","principal":"local"}]}`))
+	if err := in.Apply(t.Context(), entries); err != nil {
+		t.Fatal(err)
+	}
+	defer in.Stop()
+	start := time.Now()
+	reply := r.send(t, "orders.cmd.create", "k-1", create)
+	a.mu.Lock()
+	calls := a.calls
+	a.mu.Unlock()
+	if reply.Header.Get(StatusCode) != "201" || calls != 3 {
+		t.Fatalf("reply %v after %d dispatches; want 201 after 3", reply.Header, calls)
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Errorf("answered after %v: the redeliveries did not wait for Retry-After", took)
+	}
+	if n := testutil.ToFloat64(in.Metrics.messages.WithLabelValues("orders", outcomeRetried)); n != 2 {
+		t.Errorf("retried: %v; want 2", n)
+	}
+	if n := testutil.ToFloat64(in.Metrics.redeliveries.WithLabelValues("orders")); n != 2 {
+		t.Errorf("redeliveries: %v; want 2", n)
 	}
 }
