@@ -195,6 +195,7 @@ func (w walkthrough) run(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bin, "go"), []byte(shim), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	w.buildTools(t, root, goTool)
 	port, port2 := freePort(t), freePort(t)
 	ports := strings.NewReplacer(":8080", ":"+port, ":8081", ":"+port2)
 	var script strings.Builder
@@ -223,6 +224,21 @@ func (w walkthrough) run(t *testing.T) {
 	}
 	for i, s := range w.steps {
 		s.check(t, filepath.Join(work, fmt.Sprint(i)))
+	}
+}
+
+// buildTools builds the module's tools that the walk-through runs with go tool, before its
+// time starts: on a fresh machine the NATS server takes a minute or more to build on two busy
+// cores, which the walk-through's reader waits for once.
+func (w walkthrough) buildTools(t *testing.T, root, goTool string) {
+	for _, s := range w.steps {
+		for _, m := range regexp.MustCompile(`\bgo tool ([\w-]+)`).FindAllStringSubmatch(s.command, -1) {
+			cmd := exec.CommandContext(t.Context(), goTool, "tool", "-n", m[1])
+			cmd.Dir = root
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("go tool -n %s: %v\n%s", m[1], err, out)
+			}
+		}
 	}
 }
 
