@@ -597,6 +597,39 @@ func (e GetHealth200JSONResponseBodyStatus) Valid() bool {
 	}
 }
 
+// Defines values for GetReadiness200JSONResponseBodyNats.
+const (
+	Closed       GetReadiness200JSONResponseBodyNats = "closed"
+	Connected    GetReadiness200JSONResponseBodyNats = "connected"
+	Connecting   GetReadiness200JSONResponseBodyNats = "connecting"
+	Disconnected GetReadiness200JSONResponseBodyNats = "disconnected"
+	DrainingPubs GetReadiness200JSONResponseBodyNats = "draining_pubs"
+	DrainingSubs GetReadiness200JSONResponseBodyNats = "draining_subs"
+	Reconnecting GetReadiness200JSONResponseBodyNats = "reconnecting"
+)
+
+// Valid indicates whether the value is a known member of the GetReadiness200JSONResponseBodyNats enum.
+func (e GetReadiness200JSONResponseBodyNats) Valid() bool {
+	switch e {
+	case Closed:
+		return true
+	case Connected:
+		return true
+	case Connecting:
+		return true
+	case Disconnected:
+		return true
+	case DrainingPubs:
+		return true
+	case DrainingSubs:
+		return true
+	case Reconnecting:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for GetReadiness200JSONResponseBodyStatus.
 const (
 	Ready GetReadiness200JSONResponseBodyStatus = "ready"
@@ -2093,6 +2126,9 @@ type GetMetricsParams struct {
 	// longer, or with other characters) the server generates one and the response carries it.
 	XRequestId *RequestId `json:"X-Request-Id,omitempty"`
 }
+
+// GetReadiness200JSONResponseBodyNats defines parameters for GetReadiness.
+type GetReadiness200JSONResponseBodyNats string
 
 // GetReadiness200JSONResponseBodyStatus defines parameters for GetReadiness.
 type GetReadiness200JSONResponseBodyStatus string
@@ -3844,7 +3880,7 @@ type ClientInterface interface {
 
 	// GetReadiness Readiness
 	//
-	// 200 when the service can take commands: the event store answers and takes writes (a PostgreSQL database turned read-only, as after a failover, does not), no projection has failed, the key sweeper works and the data directory takes writes. 503 otherwise, the problem's detail naming the reason.
+	// 200 when the service can take commands: the event store answers and takes writes (a PostgreSQL database turned read-only, as after a failover, does not), no projection has failed, the key sweeper works and the data directory takes writes. 503 otherwise, the problem's detail naming the reason. A service configured with NATS JetStream names its connection's state in `nats`; the HTTP API takes commands whatever it is, so it does not make the service unready.
 	//
 	// Corresponds with GET /readyz (the `GetReadiness` operationId).
 	GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4629,7 +4665,7 @@ func (c *Client) GetProblemType(ctx context.Context, code string, reqEditors ...
 
 // GetReadiness Readiness
 //
-// 200 when the service can take commands: the event store answers and takes writes (a PostgreSQL database turned read-only, as after a failover, does not), no projection has failed, the key sweeper works and the data directory takes writes. 503 otherwise, the problem's detail naming the reason.
+// 200 when the service can take commands: the event store answers and takes writes (a PostgreSQL database turned read-only, as after a failover, does not), no projection has failed, the key sweeper works and the data directory takes writes. 503 otherwise, the problem's detail naming the reason. A service configured with NATS JetStream names its connection's state in `nats`; the HTTP API takes commands whatever it is, so it does not make the service unready.
 //
 // Corresponds with GET /readyz (the `GetReadiness` operationId).
 func (c *Client) GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -8445,7 +8481,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetReadinessWithResponse Readiness
 	//
-	// 200 when the service can take commands: the event store answers and takes writes (a PostgreSQL database turned read-only, as after a failover, does not), no projection has failed, the key sweeper works and the data directory takes writes. 503 otherwise, the problem's detail naming the reason.
+	// 200 when the service can take commands: the event store answers and takes writes (a PostgreSQL database turned read-only, as after a failover, does not), no projection has failed, the key sweeper works and the data directory takes writes. 503 otherwise, the problem's detail naming the reason. A service configured with NATS JetStream names its connection's state in `nats`; the HTTP API takes commands whatever it is, so it does not make the service unready.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -9617,6 +9653,8 @@ type GetReadinessResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
+		// Nats The state of the connection to NATS, when one is configured, as the NATS client names it, in lower case.
+		Nats   *GetReadiness200JSONResponseBodyNats  `json:"nats,omitempty"`
 		Status GetReadiness200JSONResponseBodyStatus `json:"status"`
 	}
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -9629,6 +9667,8 @@ type GetReadinessResponse struct {
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetReadinessResponse) GetJSON200() *struct {
+	// Nats The state of the connection to NATS, when one is configured, as the NATS client names it, in lower case.
+	Nats   *GetReadiness200JSONResponseBodyNats  `json:"nats,omitempty"`
 	Status GetReadiness200JSONResponseBodyStatus `json:"status"`
 } {
 	return r.JSON200
@@ -15054,7 +15094,7 @@ func (c *ClientWithResponses) GetProblemTypeWithResponse(ctx context.Context, co
 
 // GetReadinessWithResponse Readiness
 //
-// 200 when the service can take commands: the event store answers and takes writes (a PostgreSQL database turned read-only, as after a failover, does not), no projection has failed, the key sweeper works and the data directory takes writes. 503 otherwise, the problem's detail naming the reason.
+// 200 when the service can take commands: the event store answers and takes writes (a PostgreSQL database turned read-only, as after a failover, does not), no projection has failed, the key sweeper works and the data directory takes writes. 503 otherwise, the problem's detail naming the reason. A service configured with NATS JetStream names its connection's state in `nats`; the HTTP API takes commands whatever it is, so it does not make the service unready.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -16498,6 +16538,8 @@ func ParseGetReadinessResponse(rsp *http.Response) (*GetReadinessResponse, error
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
+			// Nats The state of the connection to NATS, when one is configured, as the NATS client names it, in lower case.
+			Nats   *GetReadiness200JSONResponseBodyNats  `json:"nats,omitempty"`
 			Status GetReadiness200JSONResponseBodyStatus `json:"status"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
