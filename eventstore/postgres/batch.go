@@ -80,7 +80,10 @@ func newBatch() *batch {
 }
 
 // keys returns the streams and the event ids that requests name, for the transaction to read.
-func keys(requests []*request) (streams []string, ids []uuid.UUID) {
+// The ids are arrays, which pgx encodes as PostgreSQL's uuid at once: a uuid.UUID it encodes as
+// a driver.Valuer, by reflection, into text for the server to parse (8% of the service's
+// processor time under keyed creates).
+func keys(requests []*request) (streams []string, ids [][16]byte) {
 	seen := map[string]struct{}{}
 	add := func(stream string) {
 		if _, ok := seen[stream]; !ok {

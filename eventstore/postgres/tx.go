@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -126,7 +125,7 @@ func readBatch(ctx context.Context, tx pgx.Tx, requests []*request, look int) (*
 		return err
 	})
 	q.Queue(`SELECT id, stream, revision, position FROM events WHERE id = ANY($1)`, ids).Query(func(rows pgx.Rows) error {
-		var id uuid.UUID
+		var id [16]byte
 		var ref eventRef
 		_, err := pgx.ForEachRow(rows, []any{&id, &ref.stream, &ref.revision, &ref.position}, func() error {
 			b.ids[id] = ref
@@ -215,7 +214,7 @@ func (b *batch) queueStreams(q *pgx.Batch) {
 // start (now()).
 func (b *batch) queueInserts(q *pgx.Batch) {
 	n := len(b.inserts)
-	positions, ids, streams, revisions := make([]int64, n), make([]uuid.UUID, n), make([]string, n), make([]int64, n)
+	positions, ids, streams, revisions := make([]int64, n), make([][16]byte, n), make([]string, n), make([]int64, n)
 	types, data, metadata := make([]string, n), make([][]byte, n), make([][]byte, n)
 	for i, e := range b.inserts {
 		positions[i], ids[i], streams[i], revisions[i] = e.position, e.data.ID, e.stream, e.revision
