@@ -87,33 +87,25 @@ func (p *Publisher) Run(ctx context.Context) {
 	}
 }
 
-// acquire reads the last checkpoint and appends its own at the next revision once the lease of
-// the checkpoint's node is over.
+// acquire takes the publisher's lease (lease.Terms.Acquire) with a checkpoint at the last one's
+// position.
 func (p *Publisher) acquire(ctx context.Context) bool {
-	var seen lease.Sighting
-	for ctx.Err() == nil {
-		cp, expected, found, err := p.last(ctx)
-		over, left := true, time.Duration(0)
-		if found {
-			rev, _ := expected.Revision()
-			over, left = p.Lease.Over(&seen, cp.Node, rev, time.Now())
-		}
-		wait := time.Second
-		switch {
-		case err != nil:
+	var cp checkpoint
+	var expected eventstore.ExpectedRevision
+	return p.Lease.Acquire(ctx, func(ctx context.Context) lease.Look {
+		var found bool
+		var err error
+		if cp, expected, found, err = p.last(ctx); err != nil {
 			p.Log.Warn("nats publisher lease", "error", err)
-		case !over:
-			wait = min(time.Second, p.Lease.Length/4, left)
-		default:
-			p.cp, p.expected = cp, expected
-			p.cp.Node = p.Lease.Node
-			if err := p.save(ctx); err == nil {
-				return true
-			}
+			return lease.Look{Failed: true}
 		}
-		sleep(ctx, wait)
-	}
-	return false
+		rev, _ := expected.Revision()
+		return lease.Look{Holder: cp.Node, Revision: rev, Found: found}
+	}, func(ctx context.Context) error {
+		p.cp, p.expected = cp, expected
+		p.cp.Node = p.Lease.Node
+		return p.save(ctx)
+	})
 }
 
 // last reads the last checkpoint and the revision to append the next at.

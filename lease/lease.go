@@ -7,6 +7,7 @@ package lease
 
 import (
 	"cmp"
+	"context"
 	"sync"
 	"time"
 )
@@ -78,4 +79,45 @@ func (ss *Sightings) Over(t Terms, stream, holder string, rev uint64, now time.T
 	}
 	ss.m[stream] = s
 	return over, left
+}
+
+// Look is what a holder-to-be saw of a stream whose appends name their holders.
+type Look struct {
+	Holder   string // the node that appended last
+	Revision uint64 // the revision of that append
+	Found    bool   // the stream has an append
+	Failed   bool   // the stream could not be read (the look logged why): look again later
+	Stop     bool   // the lease is no longer wanted
+}
+
+// Acquire takes the lease of a stream whose every append names its holder and renews its
+// lease: it looks at the stream until the last holder's lease is over (at most a second
+// between looks), then takes it with take, the append at the revision seen, which the store
+// refuses should another process append first (and Acquire looks again). It returns false
+// once ctx ends or a look stops.
+func (t Terms) Acquire(ctx context.Context, look func(context.Context) Look, take func(context.Context) error) bool {
+	var seen Sighting
+	for ctx.Err() == nil {
+		l := look(ctx)
+		if l.Stop {
+			return false
+		}
+		over, left := true, time.Duration(0)
+		if l.Found {
+			over, left = t.Over(&seen, l.Holder, l.Revision, time.Now())
+		}
+		wait := time.Second
+		switch {
+		case l.Failed:
+		case !over:
+			wait = min(wait, t.Length/4, left)
+		case take(ctx) == nil:
+			return true
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	return false
 }

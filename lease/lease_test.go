@@ -1,6 +1,8 @@
 package lease
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -55,5 +57,31 @@ func TestSightingsAreBounded(t *testing.T) {
 	}
 	if over, _ := ss.Over(terms, kept, "b", 1, t0.Add(time.Second)); !over || len(ss.m) != 2 {
 		t.Fatalf("a kept sighting: over %v with %d kept; want over, and dropped", over, len(ss.m))
+	}
+}
+
+// Acquire takes a stream held by another node only once that node's last append has stayed
+// the last for the lease's length, looks again after a refused take, and gives up when a look
+// stops it.
+func TestAcquire(t *testing.T) {
+	terms := Terms{Length: 300 * time.Millisecond, Node: "a"}
+	start, takes := time.Now(), 0
+	took := terms.Acquire(t.Context(), func(context.Context) Look {
+		return Look{Holder: "b", Revision: 7, Found: true}
+	}, func(context.Context) error {
+		if takes++; takes == 1 {
+			return errors.New("refused: another node appended first")
+		}
+		return nil
+	})
+	if elapsed := time.Since(start); !took || takes != 2 || elapsed < terms.Length {
+		t.Errorf("took %v after %d takes in %v; want it on the second take, after %v", took, takes, elapsed, terms.Length)
+	}
+	stopped := terms.Acquire(t.Context(), func(context.Context) Look { return Look{Stop: true} }, func(context.Context) error {
+		t.Error("a stopped look took the lease")
+		return nil
+	})
+	if stopped {
+		t.Error("Acquire reported a lease taken after a look stopped it")
 	}
 }

@@ -169,44 +169,33 @@ func (r *runner) nextDue(now time.Time) time.Duration {
 	return max(wait, time.Millisecond)
 }
 
-// acquire takes the endpoint's lease (see package lease): it reads the last checkpoint and
-// appends its own at the next revision once the lease of the checkpoint's node is over.
+// acquire takes the endpoint's lease (lease.Terms.Acquire) while the endpoint is enabled: the
+// checkpoint it appends is the last one's, or a first one at the endpoint's start.
 func (r *runner) acquire(ctx context.Context) bool {
-	var seen lease.Sighting
 	terms := lease.Terms{Length: r.s.Config.Lease, Node: r.s.Node, Sole: r.s.Config.SingleNode}
-	for ctx.Err() == nil {
-		ep, err := r.s.Endpoints.Get(r.id, "", true)
-		if err != nil || ep.Status != StatusEnabled {
-			return false
+	var ep Endpoint
+	var cp Checkpoint
+	var expected eventstore.ExpectedRevision
+	var found bool
+	return terms.Acquire(ctx, func(ctx context.Context) lease.Look {
+		var err error
+		if ep, err = r.s.Endpoints.Get(r.id, "", true); err != nil || ep.Status != StatusEnabled {
+			return lease.Look{Stop: true}
 		}
-		cp, expected, found, err := r.s.checkpoint(ctx, r.id)
-		wait := time.Second
-		over, left := true, time.Duration(0)
-		if found {
-			rev, _ := expected.Revision() // a checkpoint kept in a backup stream by an earlier release: 0
-			over, left = terms.Over(&seen, cp.Node, rev, time.Now())
-		}
-		switch {
-		case err != nil:
+		if cp, expected, found, err = r.s.checkpoint(ctx, r.id); err != nil {
 			r.s.Log.Warn("webhook lease", "endpoint", r.id, "error", err)
-		case !over:
-			wait = min(time.Second, r.s.Config.Lease/4, left)
-		default:
-			r.expected, r.cp, r.lost = expected, Checkpoint{Cursor: ep.Start}, false
-			if found {
-				r.cp = cp
-			}
-			r.cp.Node = r.s.Node
-			if r.save(ctx) == nil {
-				return true
-			}
+			return lease.Look{Failed: true}
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
+		rev, _ := expected.Revision() // a checkpoint kept in a backup stream by an earlier release: 0
+		return lease.Look{Holder: cp.Node, Revision: rev, Found: found}
+	}, func(ctx context.Context) error {
+		r.expected, r.cp, r.lost = expected, Checkpoint{Cursor: ep.Start}, false
+		if found {
+			r.cp = cp
 		}
-	}
-	return false
+		r.cp.Node = r.s.Node
+		return r.save(ctx)
+	})
 }
 
 // save appends the checkpoint, which renews the lease.
