@@ -280,18 +280,14 @@ const (
 
 // message is event e as published.
 func (p *Publisher) message(e eventstore.RecordedEvent) *nats.Msg {
-	var md struct {
-		Principal string `json:"principal"`
-	}
-	_ = json.Unmarshal(e.Metadata, &md)
 	h := nats.Header{
 		EventType:      {e.Type},
 		StreamRevision: {strconv.FormatUint(e.Revision, 10)},
 		LogPosition:    {strconv.FormatUint(e.Position.Commit, 10)},
 		"Content-Type": {"application/json"},
 	}
-	if md.Principal != "" {
-		h.Set(Principal, md.Principal)
+	if principal := command.PrincipalOf(e.Metadata); principal != "" {
+		h.Set(Principal, principal)
 	}
 	subject := p.Prefix + "." + strings.TrimPrefix(e.Stream, command.StreamName(""))
 	return &nats.Msg{Subject: subject, Header: h, Data: e.Data}

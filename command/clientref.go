@@ -54,10 +54,6 @@ func clientRefClaim(c order.CreateOrder, md Metadata) (eventstore.StreamAppend, 
 		Events: []eventstore.EventData{{ID: eventID(md, c.OrderID, stream, 0), Type: TypeClientRefClaimed, Data: data}}}, nil
 }
 
-func refTaken(c order.CreateOrder) error {
-	return fmt.Errorf("%w: customer %s, reference %q", ErrClientRefTaken, c.CustomerID, c.ClientRef)
-}
-
 // claimHolder returns the order that the claim in stream is for, if there is one: a client
 // reference's claim and a payment id's name it alike.
 func (h *Handler) claimHolder(ctx context.Context, stream string) (orderID string, found bool, err error) {

@@ -96,10 +96,9 @@ func (h *Handler) load(ctx context.Context, id, principal, key string, keys map[
 	return o, nil
 }
 
-// keyNeedle tells, without decoding it, whether an event's metadata may name a principal's key:
-// most events of an order are not the key's. The metadata written now (chained) holds the
-// principal's member and the key's right after the hash, where they are compared; metadata of
-// another layout is searched for the key's JSON text.
+// keyNeedle tells, without decoding it, whether an event's metadata may name a principal's key.
+// Metadata written now (chained) holds the principal's and key's members right after the hash,
+// where they are compared; metadata of another layout is searched for the key's JSON text.
 type keyNeedle struct{ members, key []byte }
 
 func newKeyNeedle(principal, key string) keyNeedle {

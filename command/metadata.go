@@ -2,6 +2,7 @@ package command
 
 import (
 	"crypto/sha1"
+	"encoding/json"
 	"strconv"
 	"time"
 
@@ -22,6 +23,13 @@ type Metadata struct {
 	// PrevHash chains the event to the previous one of its stream (see ChainHash). The
 	// event's own hash is stored before these fields, as the metadata's first member.
 	PrevHash string `json:"prevHash,omitempty"`
+}
+
+// PrincipalOf is the principal in an event's stored metadata; "" if none or undecodable.
+func PrincipalOf(metadata []byte) string {
+	var md struct{ Principal string }
+	json.Unmarshal(metadata, &md)
+	return md.Principal
 }
 
 // eventIDSpace is the UUIDv5 namespace of derived event ids. Changing it, or anything else in

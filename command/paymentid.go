@@ -90,7 +90,7 @@ func (h *Handler) claimHeld(ctx context.Context, id string, c order.Command, str
 	switch c := c.(type) {
 	case order.CreateOrder:
 		if err == nil && holder != c.OrderID {
-			err = refTaken(c)
+			err = fmt.Errorf("%w: customer %s, reference %q", ErrClientRefTaken, c.CustomerID, c.ClientRef)
 		}
 	case order.StartPayment:
 		if err == nil && holder != id {

@@ -144,8 +144,7 @@ type knownKeys struct {
 // knownShare is the part of RememberBytes the table of known keys takes: 8 bytes a key.
 const knownShare = 8
 
-// slot: a key stream's name ends in a SHA-256 (StreamName): its first 64 bits are the key's
-// hash, its first 32 its slot's.
+// slot: a key stream's name ends in a SHA-256 (StreamName), whose first 64 bits hash the key.
 func (t *knownKeys) slot(stream string) (int, uint64) {
 	digits := strings.TrimPrefix(stream, StreamPrefix)
 	h, _ := strconv.ParseUint(digits[:min(len(digits), 16)], 16, 64)

@@ -329,11 +329,11 @@ func (b *lookupsBatch) lookupOrder(e eventstore.RecordedEvent) error {
 		if ev.ClientRef == "" {
 			return nil
 		}
-		_, err = b.tx.ExecContext(b.ctx, b.ref, principalOf(e), ev.CustomerID, ev.ClientRef, orderID)
+		_, err = b.tx.ExecContext(b.ctx, b.ref, command.PrincipalOf(e.Metadata), ev.CustomerID, ev.ClientRef, orderID)
 	case order.PaymentStarted:
-		err = b.l.lookupPayment(b.ctx, b.tx, b.t, e, principalOf(e), ev.PaymentID, orderID)
+		err = b.l.lookupPayment(b.ctx, b.tx, b.t, e, command.PrincipalOf(e.Metadata), ev.PaymentID, orderID)
 	case order.ProviderEventUnapplied:
-		err = b.unapplied(e, providers.Unapplied{Provider: ev.Provider, Principal: principalOf(e), EventID: ev.EventID,
+		err = b.unapplied(e, providers.Unapplied{Provider: ev.Provider, Principal: command.PrincipalOf(e.Metadata), EventID: ev.EventID,
 			EventType: ev.Type, OrderID: orderID, Reason: ev.Reason, ReceivedAt: ev.At})
 	}
 	return err
@@ -363,14 +363,6 @@ func (l Lookups) lookupPayment(ctx context.Context, tx *sql.Tx, t Tables, e even
 		"principal", principal, "payment_id", paymentID, "order", first, "second_order", orderID,
 		"stream", e.Stream, "revision", e.Revision)
 	return nil
-}
-
-// principalOf is the principal in an order event's metadata. Metadata that does not decode
-// names none, as in the orders read model: its rows then answer no one.
-func principalOf(e eventstore.RecordedEvent) string {
-	var md command.Metadata
-	json.Unmarshal(e.Metadata, &md)
-	return md.Principal
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

@@ -106,7 +106,7 @@ func (b *ordersBatch) fold(e eventstore.RecordedEvent) error {
 		return fmt.Errorf("%s@%d: %w", e.Stream, e.Revision, err)
 	}
 	if row.state.Version == 0 {
-		row.principal = principalOf(e)
+		row.principal = command.PrincipalOf(e.Metadata)
 	}
 	row.state = order.Evolve(row.state, ev)
 	row.position, row.changed = e.Position.Commit, true

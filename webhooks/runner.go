@@ -354,19 +354,10 @@ func (r *runner) takeFromTail(now time.Time, room int) bool {
 // principal's orders (the principal that commanded it: only an order's owner commands it), of
 // a type it subscribes to.
 func match(ep Endpoint, e eventstore.RecordedEvent) (Delivery, bool) {
-	if principalOf(e) != ep.Principal {
+	if command.PrincipalOf(e.Metadata) != ep.Principal {
 		return Delivery{}, false
 	}
 	return deliveryOf(ep, e)
-}
-
-// principalOf is the principal that commanded event e ("" if its metadata names none).
-func principalOf(e eventstore.RecordedEvent) string {
-	var md struct {
-		Principal string `json:"principal"`
-	}
-	_ = json.Unmarshal(e.Metadata, &md)
-	return md.Principal
 }
 
 // deliveryOf makes the delivery of e, an event of one of ep's principal's orders, if ep

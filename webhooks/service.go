@@ -120,7 +120,7 @@ func (s *Service) watch(ctx context.Context, after eventstore.Position, changed 
 			s.tail.hand(e, "") // no runner to hand it to or wake: its principal is not decoded
 			return nil
 		}
-		principal := principalOf(e)
+		principal := command.PrincipalOf(e.Metadata)
 		s.tail.hand(e, principal)
 		s.wakeFor(principal).Notify()
 		return nil
