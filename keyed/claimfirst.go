@@ -57,19 +57,19 @@ func (p *Pipeline) writeClaimFirst(ctx context.Context, c *idempotency.Claim, r 
 func (p *Pipeline) complete(ctx context.Context, c *idempotency.Claim, r idempotency.Request, pl plan, ran ran) (Answer, error) {
 	if !fault.Final(ran.err) {
 		if err := p.Keys.Release(ctx, c, http.StatusText(ran.out.Status)); err != nil {
-			p.log().WarnContext(ctx, "release key", "claimant", r.Claimant, "key", idempotency.KeyHash(r.Principal, r.Key), "error", err)
+			p.log(r).WarnContext(ctx, "release key", "error", err)
 		}
 		return ran.Answer(), nil
 	}
 	err := p.Keys.Complete(ctx, c, ran.out)
 	switch {
 	case errors.Is(err, idempotency.ErrTakenOver):
-		p.log().InfoContext(ctx, "record outcome", "claimant", r.Claimant, "key", idempotency.KeyHash(r.Principal, r.Key), "error", err)
+		p.log(r).InfoContext(ctx, "record outcome", "error", err)
 		return Answer{}, err // another request runs the key now: its outcome stands
 	case err != nil:
 		// The effect, if any, is in the work's streams: the next retry finds it there. Let
 		// the key go, so that it runs at once rather than after the lease.
-		p.log().WarnContext(ctx, "record outcome", "claimant", r.Claimant, "key", idempotency.KeyHash(r.Principal, r.Key), "error", err)
+		p.log(r).WarnContext(ctx, "record outcome", "error", err)
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
 		p.Keys.Release(ctx, c, "outcome not recorded")

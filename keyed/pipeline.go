@@ -1,6 +1,7 @@
 package keyed
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -87,11 +88,8 @@ func (p *Pipeline) Do(ctx context.Context, r idempotency.Request, prepare Prepar
 // meanwhile or it existed after all; nothing was written.
 var errStartOver = errors.New("the key's claim was refused: start over")
 
-func (p *Pipeline) log() *slog.Logger {
-	if p.Keys.Log == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-	return p.Keys.Log
+func (p *Pipeline) log(r idempotency.Request) *slog.Logger {
+	return cmp.Or(p.Keys.Log, slog.New(slog.DiscardHandler)).With("claimant", r.Claimant, "key", idempotency.KeyHash(r.Principal, r.Key))
 }
 
 func hook(f func(string), key string) {
