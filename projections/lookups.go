@@ -42,12 +42,13 @@ var _ Selective = Lookups{}
 
 func (Lookups) Name() string { return "lookups" }
 
-// Version 5 forgets the rows of keys long expired (KeyRowsKept), their expiry stamped with a
-// fixed width and indexed; version 4 lists the providers' events not applied; version 3 keeps the first order of a
-// payment id, where version 2 kept the last; version 2
-// keyed payments and client references by principal too, where version 1 had one row per
-// payment id, and per customer and reference, across principals.
-func (Lookups) Version() int { return 5 }
+// Version 6 finds a key's row by its stream only while the key is in flight; version 5
+// forgets the rows of keys long expired (KeyRowsKept), their expiry stamped with a fixed width
+// and indexed; version 4 lists the providers' events not applied; version 3 keeps the first
+// order of a payment id, where version 2 kept the last; version 2 keyed payments and client
+// references by principal too, where version 1 had one row per payment id, and per customer
+// and reference, across principals.
+func (Lookups) Version() int { return 6 }
 
 func (Lookups) Filter() eventstore.Filter {
 	return eventstore.Filter{StreamPrefixes: []string{idempotency.StreamPrefix, command.StreamName(""), providers.LogPrefix}}
@@ -62,7 +63,7 @@ func (Lookups) Create(ctx context.Context, tx *sql.Tx, t Tables) error {
 		"{keys}", t["idempotency_keys"], "{payments}", t["payments"], "{refs}", t["client_references"],
 		"{unapplied}", t["provider_events"]).Replace(`
 		CREATE TABLE {keys} (
-			stream       TEXT NOT NULL UNIQUE, -- the key's stream, which hashes principal and key
+			stream       TEXT NOT NULL, -- the key's stream, which hashes principal and key
 			principal    TEXT NOT NULL,
 			key          TEXT NOT NULL,
 			method       TEXT NOT NULL,
@@ -75,6 +76,10 @@ func (Lookups) Create(ctx context.Context, tx *sql.Tx, t Tables) error {
 			PRIMARY KEY (principal, key)
 		) STRICT;
 		CREATE INDEX {keys}_expires ON {keys} (expires_at);
+		-- Only keys in flight, whose outcome a later event of the stream brings, are found by
+		-- their stream: a key stream's name is a hash, which lands on a random page of an index,
+		-- and a key recorded with its outcome (one event) would pay that page for nothing.
+		CREATE INDEX {keys}_in_flight ON {keys} (stream) WHERE status IS NULL;
 		CREATE TABLE {payments} (
 			principal  TEXT NOT NULL, -- who started the payment, the order's creator
 			payment_id TEXT NOT NULL,
