@@ -190,7 +190,7 @@ func (in *Intake) settle(ctx context.Context, m jetstream.Msg, md *jetstream.Msg
 			return outcomeReplayed, m.Ack()
 		}
 		return outcomeApplied, m.Ack()
-	case status >= 500 || status == http.StatusTooManyRequests || h.Get("Retry-After") != "":
+	case client.Retryable(status, h):
 		delay := client.Backoff(int(min(md.NumDelivered, 32)), client.DefaultBaseDelay, client.DefaultMaxDelay, h)
 		return outcomeRetried, m.NakWithDelay(delay)
 	}

@@ -18,9 +18,10 @@
 // call with that same key, so that the service carries the command out at most once and answers
 // every retry with the first outcome (Meta.Replayed). ChangeLineQuantity and RemoveLine (PUT and
 // DELETE, where the contract makes the key optional) carry one too, so that their retries are
-// replays as well. An attempt is retried after a network
-// error, a timeout (WithAttemptTimeout), 409 idempotency-key-in-flight, 429, 503 and any other
-// 5xx; never after another 4xx, which is the command's answer for good. Between attempts the
+// replays as well. An attempt is retried after a network error, a timeout (WithAttemptTimeout),
+// a 429, a 5xx, or any answer with Retry-After (409 idempotency-key-in-flight, 409
+// concurrent-modification): the answers the service does not keep for the key (Retryable);
+// never after another 4xx, which is the command's answer for good. Between attempts the
 // client waits a capped exponential back-off with full jitter (WithBackoff), at least the
 // answer's Retry-After but never more than the back-off's ceiling (5 s by default), and gives up
 // after WithMaxAttempts attempts or when the wait would pass the context's deadline, returning

@@ -26,7 +26,8 @@ var (
 	// idempotency-key-in-flight); retried by the client until its attempts run out.
 	ErrInFlight = fault.InFlight
 	// ErrConflict: the order kept changing while the command ran, and it was not applied (409
-	// concurrent-modification); sending it again, with a new key, may succeed.
+	// concurrent-modification, with Retry-After); retried by the client, with its key, until its
+	// attempts run out.
 	ErrConflict = fault.Conflict
 	// ErrRejected: the order's rules refuse the command (409 invalid-transition, 422
 	// command-rejected, payment-id-taken). Final: a retry with the key replays it.

@@ -28,20 +28,15 @@ type answer struct {
 	body   []byte
 }
 
-// retryable reports whether an attempt that ended with status and problem code (status 0 for
-// no answer, with err) may be sent again with the same Idempotency-Key. A 4xx other than a key
-// in flight or 429 is the command's answer: the service keeps it for the key, so a retry would
-// only replay it, or it names a mistake that a retry repeats.
-func retryable(status int, code string, err error) bool {
-	switch {
-	case err != nil:
-		return true // no answer, or a truncated one: the service may or may not have run it
-	case status == http.StatusConflict:
-		return code == "idempotency-key-in-flight"
-	case status == http.StatusTooManyRequests:
-		return true
-	}
-	return status >= 500
+// Retryable reports whether an answer with status and header h is one the service did not keep
+// for its Idempotency-Key, so that the command sent again with the key may go otherwise: a 5xx,
+// a 429, or any answer that asks for a wait (Retry-After: the key in flight elsewhere, the order
+// changing under the command, a provider's event before the one it follows). Any other answer
+// is the command's for good: the service keeps it for the key, so a retry would only replay it,
+// or it names a mistake that a retry repeats. The client retries by this rule, and so does the
+// NATS intake.
+func Retryable(status int, h http.Header) bool {
+	return status >= 500 || status == http.StatusTooManyRequests || h.Get("Retry-After") != ""
 }
 
 // backoff is the wait before retry n (1 for the first retry): a uniformly random duration in
@@ -93,7 +88,7 @@ func (c *Client) do(ctx context.Context, req request, meta *Meta) (*answer, erro
 		var wait time.Duration
 		if err == nil {
 			p := problemOf(ans)
-			if !retryable(ans.status, p.Code, nil) {
+			if !Retryable(ans.status, ans.header) {
 				return nil, p
 			}
 			err, wait = p, retryAfter(ans.header)

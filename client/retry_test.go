@@ -16,38 +16,38 @@ import (
 )
 
 func TestRetryPolicy(t *testing.T) {
-	netErr := errors.New("connection reset by peer")
 	tests := []struct {
-		name   string
-		status int
-		code   string
-		err    error
-		retry  bool
+		name       string
+		status     int
+		retryAfter string
+		retry      bool
 	}{
-		{"network error", 0, "", netErr, true},
-		{"attempt timeout", 0, "", context.DeadlineExceeded, true},
-		{"answer cut short", 200, "", io.ErrUnexpectedEOF, true},
-		{"key in flight", 409, "idempotency-key-in-flight", nil, true},
-		{"too many requests", 429, "", nil, true},
-		{"unavailable", 503, "unavailable", nil, true},
-		{"internal", 500, "internal", nil, true},
-		{"bad gateway from a proxy", 502, "", nil, true},
-		{"event unreadable", 500, "event-unreadable", nil, true},
-		{"invalid transition", 409, "invalid-transition", nil, false},
-		{"concurrent modification", 409, "concurrent-modification", nil, false},
-		{"malformed", 400, "malformed-request", nil, false},
-		{"unauthorized", 401, "unauthorized", nil, false},
-		{"forbidden", 403, "forbidden", nil, false},
-		{"not found", 404, "not-found", nil, false},
-		{"precondition failed", 412, "precondition-failed", nil, false},
-		{"key reused", 422, "idempotency-key-reused", nil, false},
-		{"rejected", 422, "command-rejected", nil, false},
-		{"teapot", 418, "", nil, false},
+		{"key in flight", 409, "1", true},
+		{"concurrent modification, not kept for the key", 409, "1", true},
+		{"provider event too early", 409, "1", true},
+		{"too many requests", 429, "", true},
+		{"unavailable", 503, "1", true},
+		{"internal", 500, "1", true},
+		{"bad gateway from a proxy", 502, "", true},
+		{"invalid transition", 409, "", false},
+		{"rebuild in progress", 409, "", false},
+		{"malformed", 400, "", false},
+		{"unauthorized", 401, "", false},
+		{"forbidden", 403, "", false},
+		{"not found", 404, "", false},
+		{"precondition failed", 412, "", false},
+		{"key reused", 422, "", false},
+		{"rejected", 422, "", false},
+		{"teapot", 418, "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := retryable(tt.status, tt.code, tt.err); got != tt.retry {
-				t.Errorf("retryable(%d, %q, %v) = %v, want %v", tt.status, tt.code, tt.err, got, tt.retry)
+			h := http.Header{}
+			if tt.retryAfter != "" {
+				h.Set("Retry-After", tt.retryAfter)
+			}
+			if got := Retryable(tt.status, h); got != tt.retry {
+				t.Errorf("Retryable(%d, Retry-After %q) = %v, want %v", tt.status, tt.retryAfter, got, tt.retry)
 			}
 		})
 	}
@@ -147,6 +147,7 @@ func TestCommandRetriesWithTheSameKey(t *testing.T) {
 		problemAnswer(503, "unavailable", "0"),
 		problemAnswer(409, "idempotency-key-in-flight", "0"),
 		func(w http.ResponseWriter) { w.WriteHeader(429) },
+		problemAnswer(409, "concurrent-modification", "0"),
 		orderAnswer(true),
 	}}
 	srv := httptest.NewServer(f)
@@ -156,8 +157,8 @@ func TestCommandRetriesWithTheSameKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if meta.Attempts != 4 || !meta.Replayed || meta.LogPosition != 42 || meta.ETag != `"v2"` || o.Version != 2 {
-		t.Errorf("meta %+v, version %d; want 4 attempts, replayed, position 42, ETag \"v2\", version 2", meta, o.Version)
+	if meta.Attempts != 5 || !meta.Replayed || meta.LogPosition != 42 || meta.ETag != `"v2"` || o.Version != 2 {
+		t.Errorf("meta %+v, version %d; want 5 attempts, replayed, position 42, ETag \"v2\", version 2", meta, o.Version)
 	}
 	for _, k := range f.keys {
 		if k != meta.IdempotencyKey || k == "" {
