@@ -110,21 +110,15 @@ func (p *Publisher) acquire(ctx context.Context) bool {
 
 // last reads the last checkpoint and the revision to append the next at.
 func (p *Publisher) last(ctx context.Context) (checkpoint, eventstore.ExpectedRevision, bool, error) {
-	opts := eventstore.ReadStreamOptions{Direction: eventstore.Backwards, From: eventstore.End, Limit: 1}
-	for e, err := range p.Store.ReadStream(ctx, CheckpointStream(p.Stream), opts) {
-		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			break
-		}
-		if err != nil {
-			return checkpoint{}, eventstore.Any, false, fmt.Errorf("read the publisher's checkpoint: %w", err)
-		}
-		var cp checkpoint
-		if err := json.Unmarshal(e.Data, &cp); err != nil {
-			return checkpoint{}, eventstore.Any, false, fmt.Errorf("the publisher's checkpoint at %d: %w", e.Revision, err)
-		}
-		return cp, eventstore.Exact(e.Revision), true, nil
+	e, found, err := eventstore.Last(ctx, p.Store, CheckpointStream(p.Stream))
+	if err != nil || !found {
+		return checkpoint{}, eventstore.NoStream, false, err
 	}
-	return checkpoint{}, eventstore.NoStream, false, nil
+	var cp checkpoint
+	if err := json.Unmarshal(e.Data, &cp); err != nil {
+		return checkpoint{}, eventstore.Any, false, fmt.Errorf("the publisher's checkpoint at %d: %w", e.Revision, err)
+	}
+	return cp, eventstore.Exact(e.Revision), true, nil
 }
 
 // save appends the checkpoint, which renews the lease.

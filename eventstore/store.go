@@ -206,6 +206,21 @@ func First(ctx context.Context, s Store, stream string) (e RecordedEvent, found 
 	return RecordedEvent{}, false, nil
 }
 
+// Last returns the last event of stream in s; found is false if the stream does not exist
+// (or holds no event).
+func Last(ctx context.Context, s Store, stream string) (e RecordedEvent, found bool, err error) {
+	for e, err := range s.ReadStream(ctx, stream, ReadStreamOptions{Direction: Backwards, From: End, Limit: 1}) {
+		if errors.Is(err, ErrStreamNotFound) {
+			break
+		}
+		if err != nil {
+			return RecordedEvent{}, false, fmt.Errorf("read the last event of %s: %w", stream, err)
+		}
+		return e, true, nil
+	}
+	return RecordedEvent{}, false, nil
+}
+
 // Write makes appends: all or nothing, in one step, where s appends to several streams at once
 // (MultiStreamAppender); else one after the other, in order, up to the first refusal. It
 // returns the result of each, or that refusal, which names its stream.

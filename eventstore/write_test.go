@@ -84,3 +84,48 @@ func TestWriteSetsMaxAge(t *testing.T) {
 		})
 	}
 }
+
+// revisions is a Store whose one stream, "s", holds events at these revisions; any other
+// stream is not found.
+type revisions struct {
+	calls
+	revs []uint64
+}
+
+func (r *revisions) ReadStream(_ context.Context, stream string, opts ReadStreamOptions) iter.Seq2[RecordedEvent, error] {
+	return func(yield func(RecordedEvent, error) bool) {
+		if stream != "s" {
+			yield(RecordedEvent{}, ErrStreamNotFound)
+			return
+		}
+		revs := slices.Clone(r.revs)
+		if opts.Direction == Backwards {
+			slices.Reverse(revs)
+		}
+		for i, rev := range revs {
+			if opts.Limit > 0 && uint64(i) >= opts.Limit || !yield(RecordedEvent{Stream: stream, Revision: rev}, nil) {
+				return
+			}
+		}
+	}
+}
+
+// First and Last read a stream's first and last events, and tell a stream not found, or one
+// that holds none, from a failure.
+func TestFirstAndLast(t *testing.T) {
+	s := &revisions{revs: []uint64{4, 5, 6}}
+	ctx := t.Context()
+	first, ok1, err1 := First(ctx, s, "s")
+	last, ok2, err2 := Last(ctx, s, "s")
+	if first.Revision != 4 || last.Revision != 6 || !ok1 || !ok2 || err1 != nil || err2 != nil {
+		t.Errorf("First %d %v %v, Last %d %v %v; want 4 and 6, found", first.Revision, ok1, err1, last.Revision, ok2, err2)
+	}
+	for _, c := range []struct {
+		stream string
+		store  *revisions
+	}{{"missing", s}, {"s", &revisions{}}} {
+		if _, ok, err := Last(ctx, c.store, c.stream); ok || err != nil {
+			t.Errorf("Last of %s holding %v: found %v, %v; want not found, no error", c.stream, c.store.revs, ok, err)
+		}
+	}
+}

@@ -178,17 +178,13 @@ func (r *runner) boundDeadLetters(ctx context.Context, now time.Time) error {
 
 // span returns the first and last revisions of stream.
 func (s *Service) span(ctx context.Context, stream string) (first, last uint64, found bool, err error) {
-	var revs [2]uint64
-	for i, opts := range []eventstore.ReadStreamOptions{{Limit: 1}, {Direction: eventstore.Backwards, From: eventstore.End, Limit: 1}} {
-		for e, err := range s.Store.ReadStream(ctx, stream, opts) {
-			if errors.Is(err, eventstore.ErrStreamNotFound) {
-				return 0, 0, false, nil
-			}
-			if err != nil {
-				return 0, 0, false, fmt.Errorf("read %s: %w", stream, err)
-			}
-			revs[i] = e.Revision
-		}
+	head, found, err := eventstore.First(ctx, s.Store, stream)
+	if err != nil || !found {
+		return 0, 0, false, err
 	}
-	return revs[0], revs[1], true, nil
+	tail, found, err := eventstore.Last(ctx, s.Store, stream)
+	if err != nil || !found {
+		return 0, 0, false, err
+	}
+	return head.Revision, tail.Revision, true, nil
 }

@@ -3,7 +3,6 @@ package webhooks
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -143,21 +142,15 @@ func (s *Service) checkpoint(ctx context.Context, id string) (Checkpoint, events
 }
 
 func (s *Service) lastCheckpoint(ctx context.Context, stream string) (Checkpoint, uint64, bool, error) {
-	opts := eventstore.ReadStreamOptions{Direction: eventstore.Backwards, From: eventstore.End, Limit: 1}
-	for e, err := range s.Store.ReadStream(ctx, stream, opts) {
-		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			return Checkpoint{}, 0, false, nil
-		}
-		if err != nil {
-			return Checkpoint{}, 0, false, fmt.Errorf("read the checkpoint of %s: %w", stream, err)
-		}
-		var cp Checkpoint
-		if err := json.Unmarshal(e.Data, &cp); err != nil {
-			return Checkpoint{}, 0, false, fmt.Errorf("checkpoint of %s at %d: %w", stream, e.Revision, err)
-		}
-		return cp, e.Revision, true, nil
+	e, found, err := eventstore.Last(ctx, s.Store, stream)
+	if err != nil || !found {
+		return Checkpoint{}, 0, false, err
 	}
-	return Checkpoint{}, 0, false, nil
+	var cp Checkpoint
+	if err := json.Unmarshal(e.Data, &cp); err != nil {
+		return Checkpoint{}, 0, false, fmt.Errorf("checkpoint of %s at %d: %w", stream, e.Revision, err)
+	}
+	return cp, e.Revision, true, nil
 }
 
 // Pending returns the deliveries endpoint id's last checkpoint holds.

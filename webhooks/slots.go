@@ -195,20 +195,16 @@ func (es *Endpoints) freeSlots(ctx context.Context, ids []string) ([]string, err
 // registrationRevision is the expected revision of endpoint id's registration: no stream, or
 // the revision of the void that took its place. errRegistered if the stream holds it.
 func (es *Endpoints) registrationRevision(ctx context.Context, id string) (eventstore.ExpectedRevision, error) {
-	opts := eventstore.ReadStreamOptions{Direction: eventstore.Backwards, From: eventstore.End, Limit: 1}
-	for e, err := range es.Store.ReadStream(ctx, endpointPrefix+id, opts) {
-		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			break
-		}
-		if err != nil {
-			return eventstore.Any, fmt.Errorf("read webhook endpoint %s: %w", id, err)
-		}
-		if e.Type != TypeVoided {
-			return eventstore.Any, errRegistered
-		}
-		return eventstore.Exact(e.Revision), nil
+	e, found, err := eventstore.Last(ctx, es.Store, endpointPrefix+id)
+	switch {
+	case err != nil:
+		return eventstore.Any, fmt.Errorf("webhook endpoint %s: %w", id, err)
+	case !found:
+		return eventstore.NoStream, nil
+	case e.Type != TypeVoided:
+		return eventstore.Any, errRegistered
 	}
-	return eventstore.NoStream, nil
+	return eventstore.Exact(e.Revision), nil
 }
 
 // missing returns the ids of a that b does not hold.
