@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -37,11 +36,9 @@ type Publisher struct {
 	Metrics *Metrics
 	Log     *slog.Logger
 
-	cp        checkpoint
-	expected  eventstore.ExpectedRevision
-	leaseFrom time.Time // when the append of this node's last checkpoint began
-	saves     int       // since the checkpoint stream was last truncated
-	headRead  time.Time
+	cp       checkpoint
+	held     lease.Held // on the checkpoint stream
+	headRead time.Time
 }
 
 // checkpoint is the publisher's event in its checkpoint stream: the log position published up
@@ -63,14 +60,8 @@ const TypeCheckpoint = "nats-publisher.checkpoint.v1"
 // CheckpointStream is the checkpoint stream of the publisher to JetStream stream name.
 func CheckpointStream(name string) string { return "natspublisher-" + name }
 
-// compactAfter bounds the checkpoint stream: after this many checkpoints it is truncated to its
-// last, as a webhook endpoint's delivery stream is.
-const compactAfter = 1000
-
 // ackTimeout bounds the wait for JetStream's acknowledgements of a batch.
 const ackTimeout = 10 * time.Second
-
-var errLeaseLost = errors.New("another node publishes now")
 
 // Run publishes while ctx lasts, taking the lease whenever it is free.
 func (p *Publisher) Run(ctx context.Context) {
@@ -102,7 +93,7 @@ func (p *Publisher) acquire(ctx context.Context) bool {
 		rev, _ := expected.Revision()
 		return lease.Look{Holder: cp.Node, Revision: rev, Found: found}
 	}, func(ctx context.Context) error {
-		p.cp, p.expected = cp, expected
+		p.cp, p.held.Store, p.held.Stream, p.held.Expected = cp, p.Store, CheckpointStream(p.Stream), expected
 		p.cp.Node = p.Lease.Node
 		return p.save(ctx)
 	})
@@ -121,30 +112,18 @@ func (p *Publisher) last(ctx context.Context) (checkpoint, eventstore.ExpectedRe
 	return cp, eventstore.Exact(e.Revision), true, nil
 }
 
-// save appends the checkpoint, which renews the lease.
+// save appends the checkpoint, which renews the lease (lease.Held).
 func (p *Publisher) save(ctx context.Context) error {
-	from := time.Now() // before the append: a taker sees its revision only after
-	p.cp.At = from.UTC()
+	p.cp.At = time.Now().UTC()
 	data, _ := json.Marshal(p.cp)
 	ev := eventstore.EventData{ID: uuid.Must(uuid.NewV7()), Type: TypeCheckpoint, Data: data}
-	res, err := p.Store.Append(ctx, CheckpointStream(p.Stream), p.expected, ev)
-	if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
-		return errLeaseLost
+	if _, err := p.held.Renew(ctx, ev); err != nil {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("save the publisher's checkpoint: %w", err)
-	}
-	p.expected, p.leaseFrom = eventstore.Exact(res.Revision), from
 	if time.Since(p.headRead) >= time.Second {
 		p.headRead = time.Now()
 		if head, err := p.Feed.Head(ctx); err == nil && head.Commit >= p.cp.Commit {
 			p.Metrics.lagEvents.Set(float64(head.Commit - p.cp.Commit))
-		}
-	}
-	if p.saves++; p.saves >= compactAfter {
-		p.saves = 0
-		if err := p.Store.Truncate(ctx, CheckpointStream(p.Stream), res.Revision); err != nil {
-			return fmt.Errorf("compact the publisher's checkpoints: %w", err)
 		}
 	}
 	return nil
@@ -186,7 +165,7 @@ func (p *Publisher) publish(ctx context.Context) error {
 // next waits for the next events, up to Batch of them, or for the time to renew the lease
 // (an empty batch).
 func (p *Publisher) next(ctx context.Context, events <-chan eventstore.RecordedEvent, followed <-chan error) ([]eventstore.RecordedEvent, error) {
-	renew := time.NewTimer(max(time.Until(p.leaseFrom.Add(p.Lease.Length/3)), time.Millisecond))
+	renew := time.NewTimer(max(time.Until(p.held.From.Add(p.Lease.Length/3)), time.Millisecond))
 	defer renew.Stop()
 	var batch []eventstore.RecordedEvent
 	select {
@@ -217,7 +196,7 @@ func (p *Publisher) sendAll(ctx context.Context, batch []eventstore.RecordedEven
 		return nil
 	}
 	for {
-		if time.Since(p.leaseFrom) >= p.Lease.Length/3 {
+		if time.Since(p.held.From) >= p.Lease.Length/3 {
 			if err := p.save(ctx); err != nil {
 				return err
 			}

@@ -82,7 +82,7 @@ func testDeadLettersAreBounded(t *testing.T, store eventstore.Store) {
 	ctx := context.Background()
 	s := deadService(store, 8)
 	r := s.newRunner("we_x")
-	r.expected = eventstore.NoStream
+	r.held.Expected = eventstore.NoStream
 	for i := range 20 {
 		if err := s.deadLetter(ctx, "we_x", Delivery{ID: fmt.Sprintf("d%02d", i), OrderID: "o", Tries: 1}); err != nil {
 			t.Fatal(err)

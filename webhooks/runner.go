@@ -24,7 +24,7 @@ import (
 type runner struct {
 	s        *Service
 	id       string
-	expected eventstore.ExpectedRevision
+	held     lease.Held // on the endpoint's delivery stream
 	cp       Checkpoint
 	dirty    bool
 	lost     bool      // another node holds the lease
@@ -34,12 +34,8 @@ type runner struct {
 	starved  bool // due deliveries wait for room on the node (Config.MaxAttempts)
 	results  chan result
 	deadPoll time.Time
-	saves    int // checkpoints since the last compaction
 	// deadAdded: a dead letter was appended since the dead-letter stream's length was checked.
 	deadAdded bool
-	// leaseFrom is when the append of this node's last checkpoint began, by this node's
-	// monotonic clock: no other node takes the lease over until Config.Lease after it.
-	leaseFrom time.Time
 
 	mu     sync.Mutex
 	states map[string]order.State // the state of an order after its latest event built
@@ -70,7 +66,7 @@ const starvedPoll = 50 * time.Millisecond
 const maxStates = 256
 
 func (s *Service) newRunner(id string) *runner {
-	return &runner{s: s, id: id, behind: true, sending: map[string]bool{},
+	return &runner{s: s, id: id, held: lease.Held{Store: s.Store, Stream: deliveryPrefix + id}, behind: true, sending: map[string]bool{},
 		results: make(chan result, s.Config.MaxInFlight), states: map[string]order.State{}}
 }
 
@@ -135,7 +131,7 @@ func (r *runner) step(ctx context.Context, ep Endpoint, now time.Time) error {
 			return err
 		}
 	}
-	renew := !r.s.Config.SingleNode && time.Since(r.leaseFrom) >= r.s.Config.Lease/3
+	renew := !r.s.Config.SingleNode && time.Since(r.held.From) >= r.s.Config.Lease/3
 	if (r.dirty && now.Sub(r.cp.At) >= saveEvery) || renew {
 		if err := r.save(ctx); err != nil {
 			return err
@@ -149,7 +145,7 @@ func (r *runner) step(ctx context.Context, ep Endpoint, now time.Time) error {
 // nextDue is how long to wait before the next step when nothing wakes the runner.
 func (r *runner) nextDue(now time.Time) time.Duration {
 	wait := time.Second
-	if renew := time.Until(r.leaseFrom.Add(r.s.Config.Lease / 3)); renew > 0 {
+	if renew := time.Until(r.held.From.Add(r.s.Config.Lease / 3)); renew > 0 {
 		wait = min(wait, renew) // the lease's renewal; if that failed, a second later
 	}
 	if r.s.Config.SingleNode {
@@ -189,7 +185,7 @@ func (r *runner) acquire(ctx context.Context) bool {
 		rev, _ := expected.Revision() // a checkpoint kept in a backup stream by an earlier release: 0
 		return lease.Look{Holder: cp.Node, Revision: rev, Found: found}
 	}, func(ctx context.Context) error {
-		r.expected, r.cp, r.lost = expected, Checkpoint{Cursor: ep.Start}, false
+		r.held.Expected, r.cp, r.lost = expected, Checkpoint{Cursor: ep.Start}, false
 		if found {
 			r.cp = cp
 		}
@@ -198,47 +194,23 @@ func (r *runner) acquire(ctx context.Context) bool {
 	})
 }
 
-// save appends the checkpoint, which renews the lease.
+// save appends the checkpoint, which renews the lease (lease.Held).
 func (r *runner) save(ctx context.Context) error {
-	from := time.Now() // before the append: a taker sees its revision only after
 	cp := r.cp
 	cp.At = r.s.now().UTC()
 	ev, err := newEvent(TypeCheckpoint, cp)
 	if err != nil {
 		return err
 	}
-	res, err := r.s.Store.Append(ctx, deliveryPrefix+r.id, r.expected, ev)
-	if errors.Is(err, eventstore.ErrWrongExpectedRevision) {
+	renewed, err := r.held.Renew(ctx, ev)
+	if errors.Is(err, lease.ErrLost) {
 		r.lost = true
 		r.s.logEndpoint(r.id, "lease lost")
-		return err
 	}
-	if err != nil {
-		return fmt.Errorf("save checkpoint of %s: %w", r.id, err)
+	if renewed {
+		r.cp, r.dirty = cp, false
 	}
-	r.cp, r.expected, r.dirty, r.leaseFrom = cp, eventstore.Exact(res.Revision), false, from
-	if r.saves++; r.saves >= compactAfter {
-		r.saves = 0
-		return r.compact(ctx)
-	}
-	return nil
-}
-
-// compactAfter bounds a delivery stream: after this many checkpoints of one runner it is
-// truncated to its last.
-const compactAfter = 1000
-
-// compact truncates the delivery stream to the last checkpoint. A node that lost the lease
-// truncates only checkpoints older than its own last: the holder's are later.
-func (r *runner) compact(ctx context.Context) error {
-	rev, ok := r.expected.Revision()
-	if !ok {
-		return nil
-	}
-	if err := r.s.Store.Truncate(ctx, deliveryPrefix+r.id, rev); err != nil {
-		return fmt.Errorf("compact the checkpoints of %s: %w", r.id, err)
-	}
-	return nil
+	return err
 }
 
 // stop waits for the attempts in flight and saves what they did, if the lease is still this
@@ -375,7 +347,7 @@ func deliveryOf(ep Endpoint, e eventstore.RecordedEvent) (Delivery, bool) {
 // one order go in log order), up to Config.MaxInFlight, and while the node has room for them
 // (Config.MaxAttempts), while the lease outlasts them.
 func (r *runner) start(ctx context.Context, ep Endpoint, now time.Time) {
-	if !r.s.Config.SingleNode && time.Since(r.leaseFrom)+r.s.Config.Timeout >= r.s.Config.Lease {
+	if !r.s.Config.SingleNode && time.Since(r.held.From)+r.s.Config.Timeout >= r.s.Config.Lease {
 		return
 	}
 	keys, err := r.s.Endpoints.keys(ep, now)

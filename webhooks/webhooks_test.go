@@ -19,6 +19,7 @@ import (
 
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/eventstore/sqlite"
+	"github.com/acme/orders/lease"
 )
 
 // The signature of the Standard Webhooks specification's example: the same secret, id,
@@ -161,7 +162,7 @@ func TestParseSchedule(t *testing.T) {
 	}
 }
 
-// A delivery stream is compacted after compactAfter checkpoints: it is deleted and starts again
+// A delivery stream is compacted after lease.CompactAfter checkpoints: it is deleted and starts again
 // with the last checkpoint, which the next runner reads (and reads from the backup when the
 // compaction died with the stream deleted).
 func TestCheckpointsAreCompacted(t *testing.T) {
@@ -175,8 +176,8 @@ func TestCheckpointsAreCompacted(t *testing.T) {
 	cfg.SingleNode = true
 	s := &Service{Store: store, Feed: store, Config: &cfg, Node: "n"}
 	r := s.newRunner("we_x")
-	r.expected = eventstore.NoStream
-	for i := range compactAfter + 5 {
+	r.held.Expected = eventstore.NoStream
+	for i := range lease.CompactAfter + 5 {
 		r.cp.DeadRead = uint64(i)
 		if err := r.save(ctx); err != nil {
 			t.Fatal(err)
@@ -190,7 +191,7 @@ func TestCheckpointsAreCompacted(t *testing.T) {
 		n++
 	}
 	cp, _, found, err := s.checkpoint(ctx, "we_x")
-	if n != 6 || !found || err != nil || cp.DeadRead != compactAfter+4 {
+	if n != 6 || !found || err != nil || cp.DeadRead != lease.CompactAfter+4 {
 		t.Errorf("%d checkpoints in the stream; last %+v, %v", n, cp, err)
 	}
 	// A compaction that died after the delete: the backup stands in.
