@@ -1,15 +1,11 @@
 package broker
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 
 	"github.com/acme/orders/access"
+	"github.com/acme/orders/internal/opsfile"
 )
 
 // Entry is one consumer of the intake file: the commands of its subjects act as its principal.
@@ -41,13 +37,8 @@ func ParseIntake(data []byte) ([]Entry, error) {
 	var f struct {
 		Intake []Entry `json:"intake"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
+	if err := opsfile.Decode(data, &f); err != nil {
 		return nil, fmt.Errorf("not an intake file: %w", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("more after the JSON object")
 	}
 	if n := len(f.Intake); n == 0 || n > MaxEntries {
 		return nil, fmt.Errorf("%d entries in intake; 1 to %d", n, MaxEntries)
@@ -104,17 +95,9 @@ func validSubject(s string) bool {
 
 // ReadIntake reads and parses the intake file at path.
 func ReadIntake(path string) ([]Entry, error) {
-	f, err := os.Open(path)
+	data, err := opsfile.Read(path, maxIntakeFile)
 	if err != nil {
 		return nil, fmt.Errorf("intake file: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxIntakeFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("intake file: %w", err)
-	}
-	if len(data) > maxIntakeFile {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxIntakeFile)
 	}
 	entries, err := ParseIntake(data)
 	if err != nil {

@@ -1,7 +1,6 @@
 package providers
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/base64"
 	"encoding/json"
@@ -9,12 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"reflect"
 	"slices"
 	"strings"
 
 	"github.com/acme/orders/access"
+	"github.com/acme/orders/internal/opsfile"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
 
@@ -111,13 +110,8 @@ func Parse(data []byte) (*Set, error) {
 	var f struct {
 		Providers []Provider `json:"providers"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
+	if err := opsfile.Decode(data, &f); err != nil {
 		return nil, decodeError(err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("more after the JSON object")
 	}
 	switch n := len(f.Providers); {
 	case n == 0:
@@ -176,17 +170,9 @@ func ReadFile(path string) (*Set, error) {
 	if path == "" {
 		return nil, errors.New("no providers file given")
 	}
-	f, err := os.Open(path)
+	data, err := opsfile.Read(path, maxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("providers file: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("providers file: %w", err)
-	}
-	if len(data) > maxFileBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxFileBytes)
 	}
 	s, err := Parse(data)
 	if err != nil {
