@@ -1,6 +1,7 @@
 // Command testreport reads the output of go test -json on stdin and prints what CI needs of
 // it: each package's result and time, the whole output of every test that failed, and every
-// test that skipped. It exits 1 if a test failed, a package did not build, or a test skipped:
+// test that skipped. It ends with the first line of each message the failed tests logged, so
+// that the tail of a long run says what failed even when a server's log fills the output. It exits 1 if a test failed, a package did not build, or a test skipped:
 // CI runs every test (internal/testenv).
 package main
 
@@ -9,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -38,7 +40,7 @@ func main() {
 // that skipped, with why.
 func report(in *os.File, out *os.File) (failed bool, skipped []string, err error) {
 	output := map[string]*strings.Builder{} // by package and test
-	var slow []string
+	var slow, messages []string
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -61,6 +63,7 @@ func report(in *os.File, out *os.File) (failed bool, skipped []string, err error
 			}
 			if o := output[id]; o != nil {
 				fmt.Fprint(out, o.String())
+				messages = append(messages, logged(e.Test, o.String())...)
 			}
 		case "skip":
 			if e.Test != "" {
@@ -83,7 +86,32 @@ func report(in *os.File, out *os.File) (failed bool, skipped []string, err error
 	for _, s := range skipped {
 		fmt.Fprintln(out, "  "+s)
 	}
+	if len(messages) > 0 {
+		fmt.Fprintf(out, "\nwhat the failed tests logged (first lines):\n%s\n", strings.Join(messages, "\n"))
+	}
 	return failed, skipped, sc.Err()
+}
+
+// logLine is the first line of a message a test logged: "    file_test.go:123: text".
+var logLine = regexp.MustCompile(`^\s+\w+\.go:\d+: `)
+
+// logged is the first line of each message test logged, each clipped to 300 bytes, at most
+// 40 of them.
+func logged(test, output string) []string {
+	var lines []string
+	for l := range strings.SplitSeq(output, "\n") {
+		if !logLine.MatchString(l) {
+			continue
+		}
+		if len(lines) == 40 {
+			return append(lines, "  "+test+": …")
+		}
+		if l = strings.TrimSpace(l); len(l) > 300 {
+			l = l[:300] + "…"
+		}
+		lines = append(lines, "  "+test+": "+l)
+	}
+	return lines
 }
 
 // skipReason is the last line a skipped test logged: the message of its Skip.
