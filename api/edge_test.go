@@ -2,7 +2,6 @@ package api
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,12 +13,12 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/acme/orders/access"
 	"github.com/acme/orders/eventstore"
+	"github.com/acme/orders/internal/syncbuf"
 	"github.com/labstack/echo/v4"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -171,25 +170,11 @@ func (f orderAppendsFail) Append(ctx context.Context, stream string, expected ev
 	return f.Store.Append(ctx, stream, expected, events...)
 }
 
-// syncBuffer is a log that tests read while the server writes it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines are the log lines with msg.
-func (b *syncBuffer) lines(t *testing.T, msg string) []map[string]any {
+// logLines are the JSON log lines of logs with msg.
+func logLines(t *testing.T, logs *syncbuf.Buffer, msg string) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []map[string]any
-	for l := range strings.SplitSeq(b.buf.String(), "\n") {
+	for l := range strings.SplitSeq(logs.String(), "\n") {
 		var m map[string]any
 		if l == "" {
 			continue
@@ -208,7 +193,7 @@ func (b *syncBuffer) lines(t *testing.T, msg string) []map[string]any {
 // a line a second per problem, the next line saying how many were held back.
 func TestServerErrorsCarryRetryAfterAndALimitedLogLine(t *testing.T) {
 	srv, _ := newServer(t, func(s eventstore.Store) eventstore.Store { return orderAppendsFail{s} })
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	srv.Log = slog.New(slog.NewJSONHandler(&logs, nil))
 	srv.Ready = func(context.Context) error { return errors.New("projection orders failed: disk I/O error") }
 	h := srv.Handler()
@@ -234,7 +219,7 @@ func TestServerErrorsCarryRetryAfterAndALimitedLogLine(t *testing.T) {
 			t.Errorf("GET %s: %d %v; want a 5xx with Retry-After: 1", path, r.Code, r.Header())
 		}
 	}
-	lines := logs.lines(t, "server error")
+	lines := logLines(t, &logs, "server error")
 	if len(lines) != 2 {
 		t.Fatalf("after 51 answers of 503 and one of 500 in a second: %d log lines %v; want one per problem", len(lines), lines)
 	}
@@ -248,7 +233,7 @@ func TestServerErrorsCarryRetryAfterAndALimitedLogLine(t *testing.T) {
 
 	now = now.Add(time.Second)
 	create("k-after")
-	lines = logs.lines(t, "server error")
+	lines = logLines(t, &logs, "server error")
 	if len(lines) != 3 || lines[2]["held_back"] != 50.0 {
 		t.Fatalf("a second later: lines %v; want a third, saying 50 were held back", lines)
 	}
@@ -322,7 +307,7 @@ func TestListenerRefusesConnectionsOverItsLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := NewMetrics()
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	l := NewListener(ln, 2, m, slog.New(slog.NewJSONHandler(&logs, nil)))
 	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }),
 		MaxHeaderBytes: MaxHeaderBytes}
@@ -366,7 +351,7 @@ func TestListenerRefusesConnectionsOverItsLimit(t *testing.T) {
 	if got := value(t, m, "orders_http_connections_open"); got != 2 {
 		t.Errorf("open %v; want 2", got)
 	}
-	if lines := logs.lines(t, "connection refused"); len(lines) != 1 {
+	if lines := logLines(t, &logs, "connection refused"); len(lines) != 1 {
 		t.Errorf("log lines of the refusal: %v", lines)
 	}
 
@@ -408,7 +393,7 @@ func TestHeadersTooLargeIsAProblem(t *testing.T) {
 // A request that another front end (the console) authenticated itself is logged with the
 // principal it noted, as the API's own requests are.
 func TestRequestLogNamesTheCallerAFrontEndNoted(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	s := &Server{Log: slog.New(slog.NewJSONHandler(&logs, nil)), APIKeys: APIKeys{{Principal: "shop-1", Hash: HashKey("s3cret"), Roles: access.RoleClient}}}
 	s.Console = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		NoteCaller(r, access.Caller{Principal: "auditor-7", Roles: access.RoleAuditor})
@@ -417,7 +402,7 @@ func TestRequestLogNamesTheCallerAFrontEndNoted(t *testing.T) {
 	if r := serve(s.Handler(), "GET", "/console/orders"); r.Code != http.StatusNoContent {
 		t.Fatalf("console page: %d; want 204", r.Code)
 	}
-	lines := logs.lines(t, "request")
+	lines := logLines(t, &logs, "request")
 	if len(lines) != 1 || lines[0]["route"] != "/console/*" || lines[0]["principal"] != "auditor-7" {
 		t.Errorf("request log lines %v; want one for the console route with principal auditor-7", lines)
 	}

@@ -1,13 +1,11 @@
 package projections_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,29 +13,12 @@ import (
 	"github.com/acme/orders/domain/order"
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/idempotency"
+	"github.com/acme/orders/internal/syncbuf"
 	"github.com/acme/orders/projections"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 	"pgregory.net/rapid"
 )
-
-// lockedBuffer is a log destination the runner writes while the test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // Two orders of one principal that started one payment id (possible only before payment ids
 // were claimed): the lookup keeps leading to the first, which the later start never replaces,
@@ -73,7 +54,7 @@ func TestPaymentLookupKeepsTheFirstOrder(t *testing.T) {
 	started("o1")
 	started("o2")
 
-	var logged lockedBuffer
+	var logged syncbuf.Buffer
 	r := &projections.Runner{DB: db, Feed: s, Projections: []projections.Projection{
 		projections.Lookups{Log: slog.New(slog.NewTextHandler(&logged, nil))}}}
 	runCtx, cancel := context.WithCancel(ctx)

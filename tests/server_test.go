@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/acme/orders/internal/syncbuf"
 )
 
 const (
@@ -50,7 +52,7 @@ func startServer(t *testing.T, dir string, args ...string) *server {
 type process struct {
 	cmd    *exec.Cmd
 	stdout *lineWatcher
-	stderr *syncBuffer
+	stderr *syncbuf.Buffer
 	exited chan struct{} // closed once cmd.Wait has returned
 	state  *os.ProcessState
 	err    error // cmd.Wait's error
@@ -73,7 +75,7 @@ func (s *server) start(t *testing.T) {
 	p := &process{
 		cmd:    cmd,
 		stdout: newLineWatcher("listening on "),
-		stderr: new(syncBuffer),
+		stderr: new(syncbuf.Buffer),
 		exited: make(chan struct{}),
 	}
 	cmd.Stdout = p.stdout
@@ -261,24 +263,6 @@ func (w *lineWatcher) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.buf.String()
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's writes and the test's reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func tail(s string, n int) string {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/acme/orders/eventstore/postgres/pgtest"
+	"github.com/acme/orders/internal/syncbuf"
 )
 
 // The end-to-end cases that matter most for several nodes, on each store that nodes share:
@@ -48,7 +49,7 @@ func kurrentURL(t *testing.T) string {
 	}
 	cmd := exec.Command(b.path, "-addr", "127.0.0.1:0", "-data", t.TempDir())
 	stdout := newLineWatcher("listening on ")
-	stderr := new(syncBuffer)
+	stderr := new(syncbuf.Buffer)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
