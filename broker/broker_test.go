@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/acme/orders/eventstore/sqlite"
 	"github.com/acme/orders/idempotency"
 	"github.com/acme/orders/internal/natstest"
+	"github.com/acme/orders/internal/syncbuf"
 	"github.com/acme/orders/lease"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -191,35 +193,85 @@ func TestPoisonMessagesAreDeadLettered(t *testing.T) {
 // takes over from the checkpoint once the first stops, and nothing is missing.
 func TestPublisherTakeOver(t *testing.T) {
 	r := newRig(t)
-	caller := (Entry{Principal: "local", roles: 1}).Caller()
-	createN := func(from, n int) {
-		for i := from; i < from+n; i++ {
-			status, _, body := r.srv.Dispatch(t.Context(), caller, http.MethodPost, "/v1/orders",
-				http.Header{"Idempotency-Key": {"k-" + string(rune('a'+i%26)) + strings.Repeat("x", i/26)}, "Content-Type": {"application/json"}}, []byte(create))
-			if status != 201 {
-				t.Fatalf("create: %d %s", status, body)
-			}
-		}
-	}
-	createN(0, 20)
+	r.createN(t, 0, 20)
 	if err := testStreams.Ensure(t.Context(), r.js, "EVENTS", "orders.events.>"); err != nil {
 		t.Fatal(err)
 	}
-	run := func(node string) (stop func()) {
-		ctx, cancel := context.WithCancel(t.Context())
-		p := &Publisher{JS: r.js, Store: r.store, Feed: r.store, Prefix: "orders.events", Stream: "EVENTS", Streams: testStreams, Batch: 8,
-			Lease: lease.Terms{Length: time.Second, Node: node}, Metrics: NewMetrics(prometheus.NewRegistry()), Log: r.log}
-		var wg sync.WaitGroup
-		wg.Go(func() { p.Run(ctx) })
-		return func() { cancel(); wg.Wait() }
-	}
-	stop := run("node-a")
+	stop := r.publisher(t, "node-a", r.js, NewMetrics(prometheus.NewRegistry()), r.log)
 	waitForEvents(t, r, 40)
 	stop()
-	createN(20, 10)
-	stopB := run("node-b")
+	r.createN(t, 20, 10)
+	stopB := r.publisher(t, "node-b", r.js, NewMetrics(prometheus.NewRegistry()), r.log)
 	defer stopB()
-	got := waitForEvents(t, r, 60)
+	r.publishedOnceInOrder(t, waitForEvents(t, r, 60))
+}
+
+// A publisher paused in the middle of a batch for longer than its lease (a stalled process)
+// loses the lease to another node, which publishes from the checkpoint. Once resumed, the
+// first publishes the rest of the batch it was sending, no more: its next checkpoint is
+// refused and it stops. JetStream stores each event once, in log order.
+func TestPublisherPausedMidBatchLosesTheLease(t *testing.T) {
+	r := newRig(t)
+	r.createN(t, 0, 20)
+	if err := testStreams.Ensure(t.Context(), r.js, "EVENTS", "orders.events.>"); err != nil {
+		t.Fatal(err)
+	}
+	gate := &gatedJetStream{JetStream: r.js, open: make(chan struct{})}
+	close(gate.open)
+	metricsA := NewMetrics(prometheus.NewRegistry())
+	logA := &syncbuf.Buffer{}
+	stopA := r.publisher(t, "node-a", gate, metricsA, slog.New(slog.NewTextHandler(logA, nil)))
+	defer stopA()
+	waitForEvents(t, r, 40)
+
+	gate.close()
+	r.createN(t, 20, 5)
+	waitFor(t, "node-a to block in the middle of a batch", func() bool { return gate.waiting.Load() > 0 })
+	atPause := testutil.ToFloat64(metricsA.published)
+	stopB := r.publisher(t, "node-b", r.js, NewMetrics(prometheus.NewRegistry()), r.log)
+	defer stopB()
+	waitForEvents(t, r, 50) // node-b took over once node-a's lease ran out, and published the rest
+
+	close(gate.open)
+	waitFor(t, "node-a to lose its lease", func() bool { return strings.Contains(logA.String(), lease.ErrLost.Error()) })
+	resumed := testutil.ToFloat64(metricsA.published) - atPause
+	if resumed < 1 || resumed > 8 {
+		t.Errorf("node-a published %v events once resumed; want the rest of its batch, 1 to 8", resumed)
+	}
+	r.createN(t, 25, 5)
+	r.publishedOnceInOrder(t, waitForEvents(t, r, 60))
+	if n := testutil.ToFloat64(metricsA.published) - atPause; n != resumed {
+		t.Errorf("node-a published %v events after it lost the lease; want none", n-resumed)
+	}
+}
+
+// createN creates n orders, keys from to from+n-1.
+func (r *rig) createN(t *testing.T, from, n int) {
+	t.Helper()
+	caller := (Entry{Principal: "local", roles: 1}).Caller()
+	for i := from; i < from+n; i++ {
+		status, _, body := r.srv.Dispatch(t.Context(), caller, http.MethodPost, "/v1/orders",
+			http.Header{"Idempotency-Key": {"k-" + string(rune('a'+i%26)) + strings.Repeat("x", i/26)}, "Content-Type": {"application/json"}}, []byte(create))
+		if status != 201 {
+			t.Fatalf("create: %d %s", status, body)
+		}
+	}
+}
+
+// publisher runs a publisher to the EVENTS stream as node through js, until stop.
+func (r *rig) publisher(t *testing.T, node string, js jetstream.JetStream, m *Metrics, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(t.Context())
+	p := &Publisher{JS: js, Store: r.store, Feed: r.store, Prefix: "orders.events", Stream: "EVENTS", Streams: testStreams, Batch: 8,
+		Lease: lease.Terms{Length: time.Second, Node: node}, Metrics: m, Log: log}
+	var wg sync.WaitGroup
+	wg.Go(func() { p.Run(ctx) })
+	return func() { cancel(); wg.Wait() }
+}
+
+// publishedOnceInOrder checks that the messages got are the events of the orders' streams, in
+// log order, each once, with its id, type and subject.
+func (r *rig) publishedOnceInOrder(t *testing.T, got []*nats.Msg) {
+	t.Helper()
 	var want []eventstore.RecordedEvent
 	for e, err := range r.store.ReadAll(t.Context(), eventstore.ReadAllOptions{Filter: eventstore.Filter{StreamPrefixes: []string{"order-"}}}) {
 		if err != nil {
@@ -234,6 +286,42 @@ func TestPublisherTakeOver(t *testing.T) {
 		if got[i].Header.Get(jetstream.MsgIDHeader) != e.ID.String() || got[i].Header.Get(EventType) != e.Type || got[i].Subject != "orders.events."+strings.TrimPrefix(e.Stream, "order-") {
 			t.Errorf("event %d: %s %v; want %s %s", i, got[i].Subject, got[i].Header, e.ID, e.Type)
 		}
+	}
+}
+
+// gatedJetStream holds every publish while its gate is closed, as a stalled process would.
+type gatedJetStream struct {
+	jetstream.JetStream
+	mu      sync.Mutex
+	open    chan struct{} // closed while publishes pass
+	waiting atomic.Int32  // publishes held at the gate
+}
+
+func (g *gatedJetStream) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.open = make(chan struct{})
+}
+
+func (g *gatedJetStream) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	g.mu.Lock()
+	open := g.open
+	g.mu.Unlock()
+	g.waiting.Add(1)
+	<-open
+	g.waiting.Add(-1)
+	return g.JetStream.PublishMsgAsync(m, opts...)
+}
+
+// waitFor waits up to 20 s for cond.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
