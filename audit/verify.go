@@ -368,11 +368,11 @@ func storedPrevHash(m []byte) string {
 // invariants returns what s breaks.
 func invariants(s order.State, confirmed int) []string {
 	var out []string
-	var sum int64
-	for _, l := range s.Lines {
-		sum += l.Quantity * l.UnitPrice.Amount
-	}
-	if sum != s.Total.Amount {
+	sum, err := linesTotal(s)
+	switch {
+	case err != nil:
+		out = append(out, "the lines' total cannot be represented: "+err.Error())
+	case sum != s.Total.Amount:
 		out = append(out, fmt.Sprintf("total %d is not the sum of the lines, %d", s.Total.Amount, sum))
 	}
 	if confirmed > 1 {
@@ -382,6 +382,21 @@ func invariants(s order.State, confirmed int) []string {
 		out = append(out, fmt.Sprintf("refunded %d (+%d pending) exceeds paid %d", s.Refunded.Amount, s.PendingRefund.Amount, s.Paid.Amount))
 	}
 	return out
+}
+
+// linesTotal is the sum of quantity × unit price over the lines of s, or why it overflows.
+func linesTotal(s order.State) (int64, error) {
+	total := order.Money{Currency: s.Currency}
+	for _, l := range s.Lines {
+		sub, err := l.UnitPrice.Mul(l.Quantity)
+		if err == nil {
+			total, err = total.Add(sub)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("line %s: %w", l.SKU, err)
+		}
+	}
+	return total.Amount, nil
 }
 
 // drift compares every row of the orders read model in snap with its fold, but for orders with

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -225,6 +226,64 @@ func TestBrokenLinkAndJumpAreNamed(t *testing.T) {
 		rep.Findings[0].Revision != uint64(o.State.Version) || rep.Findings[0].Stream != stream {
 		t.Fatalf("findings %v, want a broken link and a jump at %s@%d", rep.Findings, stream, o.State.Version)
 	}
+}
+
+// forge appends an event to order id's stream behind the handler's back, chained to the
+// stream's last event as the handler chains (or, without chain, with no hash), as someone who
+// knows the chain's recipe, or a bug in Decide, could; it returns the event's revision.
+func (f *fixture) forge(t *testing.T, id, typ, data string, chain bool) uint64 {
+	t.Helper()
+	ctx := context.Background()
+	stream := command.StreamName(id)
+	last, found, err := eventstore.Last(ctx, f.store, stream)
+	if err != nil || !found {
+		t.Fatalf("the last event of %s: found %v, %v", stream, found, err)
+	}
+	rev := last.Revision + 1
+	m := []byte(`{"command":"forged","at":"2026-11-29T00:00:00Z","prevHash":"` + command.StoredHash(last.Metadata) + `"}`)
+	md := m
+	if chain {
+		hash := command.ChainHash(command.StoredHash(last.Metadata), stream, rev, typ, []byte(data), m)
+		md = append([]byte(`{"hash":"`+hash+`",`), m[1:]...)
+	}
+	if _, err := f.store.Append(ctx, stream, eventstore.Exact(last.Revision),
+		eventstore.EventData{ID: uuid.New(), Type: typ, Data: []byte(data), Metadata: md}); err != nil {
+		t.Fatal(err)
+	}
+	return rev
+}
+
+// A log whose every event follows the state machine can still end in an order no command
+// makes: the verifier names what the final state breaks, at its last event.
+func TestEndOfStreamInvariantsAreNamed(t *testing.T) {
+	f := newFixture(t, 4)
+	// o00001 is paid 500; a refund of 501 follows a paid order, and exceeds the payment.
+	rev := f.forge(t, "o00001", order.RefundRequested{}.EventType(), `{"refundId":"r-x","amount":{"amount":501,"currency":"EUR"},"at":"2026-11-29T00:00:00Z"}`, true)
+	// o00000 is created; a line whose total overflows (Decide refuses its amount).
+	revOverflow := f.forge(t, "o00000", order.LineAdded{}.EventType(), `{"sku":"big","quantity":3,"unitPrice":{"amount":4611686018427387904,"currency":"EUR"},"at":"2026-11-29T00:00:00Z"}`, true)
+	rep := f.verify(t, nil)
+	want := map[string]string{
+		fmt.Sprintf("order-o00001@%d", rev):         "refunded 0 (+501 pending) exceeds paid 500",
+		fmt.Sprintf("order-o00000@%d", revOverflow): "the lines' total cannot be represented",
+	}
+	if len(rep.Findings) != len(want) {
+		t.Fatalf("findings %v, want %v", rep.Findings, want)
+	}
+	for _, got := range rep.Findings {
+		detail, ok := want[fmt.Sprintf("%s@%d", got.Stream, got.Revision)]
+		if !ok || got.Kind != audit.KindInvariant || !strings.Contains(got.Detail, detail) {
+			t.Errorf("finding %v; want an invariant of %v", got, want)
+		}
+	}
+}
+
+// An event without a chain hash is named once, at itself, even when the rest of the stream
+// follows it.
+func TestUnchainedEventIsNamed(t *testing.T) {
+	f := newFixture(t, 4)
+	rev := f.forge(t, "o00000", order.LineAdded{}.EventType(), `{"sku":"b","quantity":1,"unitPrice":{"amount":100,"currency":"EUR"},"at":"2026-11-29T00:00:00Z"}`, false)
+	f.forge(t, "o00000", order.LineRemoved{}.EventType(), `{"sku":"b","at":"2026-11-29T00:00:00Z"}`, false)
+	wantOnly(t, f.verify(t, nil), audit.Finding{Kind: audit.KindUnchained, Stream: "order-o00000", Revision: rev})
 }
 
 func TestDriftIsNamed(t *testing.T) {
