@@ -3,10 +3,14 @@ package projections_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -549,5 +553,100 @@ func TestSelectiveProjectionSkipsWithoutWriting(t *testing.T) {
 	}
 	if got := storedCheckpoint(t, r.DB, "counted"); got != last.Commit {
 		t.Fatalf("stored checkpoint at %d; want %d", got, last.Commit)
+	}
+}
+
+// picky is a projection that cannot apply an event of type "poison" while broken, as a
+// handler with a bug would; it records the types of the events of each batch it applied.
+type picky struct {
+	broken  atomic.Bool
+	mu      sync.Mutex
+	applied []string
+}
+
+func (*picky) Name() string              { return "picky" }
+func (*picky) Version() int              { return 1 }
+func (*picky) Filter() eventstore.Filter { return eventstore.Filter{} }
+func (*picky) Tables() []string          { return []string{"picky"} }
+func (*picky) Create(ctx context.Context, tx *sql.Tx, t projections.Tables) error {
+	_, err := tx.ExecContext(ctx, `CREATE TABLE `+t["picky"]+` (n INTEGER)`)
+	return err
+}
+
+func (p *picky) Apply(_ context.Context, _ *sql.Tx, _ projections.Tables, events []eventstore.RecordedEvent) error {
+	var types []string
+	for _, e := range events {
+		if e.Type == "poison" && p.broken.Load() {
+			return errors.New("cannot apply poison")
+		}
+		types = append(types, e.Type)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.applied = append(p.applied, types...)
+	return nil
+}
+
+func (p *picky) types() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.applied)
+}
+
+// A projection that cannot apply an event stays failed on it, with the error in its status,
+// and applies nothing after it, however long it retries; once the projection is fixed, it
+// applies that event and those after it, each once, in log order.
+func TestFailingEventIsAppliedOnceFixed(t *testing.T) {
+	p := &picky{}
+	p.broken.Store(true)
+	r := &projections.Runner{Log: slog.New(slog.DiscardHandler)}
+	s := runCounted(t, r, p)
+	appendTyped := func(typ string) eventstore.Position {
+		res, err := s.Append(context.Background(), "s-"+uuid.NewString(), eventstore.Any, eventstore.EventData{ID: uuid.New(), Type: typ, Data: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Position
+	}
+	first := appendTyped("before")
+	appliedUpTo(t, r, first)
+	poison := appendTyped("poison")
+	appendTyped("after")
+
+	deadline := time.Now().Add(20 * time.Second)
+	for retries := 0; retries < 3; {
+		st, err := r.Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st[0].State == projections.StateFailed && strings.Contains(st[0].Error, "cannot apply poison") {
+			if st[0].Checkpoint.Compare(poison) >= 0 {
+				t.Fatalf("failed at checkpoint %v, past the poison event at %v", st[0].Checkpoint, poison)
+			}
+			retries++ // seen failed three times: it retried at least twice, 100 and 200 ms apart
+			time.Sleep(300 * time.Millisecond)
+			continue
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status %+v; want failed on the poison event", st[0])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if diff := cmp.Diff([]string{"before"}, p.types()); diff != "" {
+		t.Fatalf("applied while failed (-want +got):\n%s", diff)
+	}
+
+	p.broken.Store(false)
+	last := appendTyped("later")
+	appliedUpTo(t, r, last)
+	if diff := cmp.Diff([]string{"before", "poison", "after", "later"}, p.types()); diff != "" {
+		t.Fatalf("applied once fixed (-want +got):\n%s", diff)
+	}
+	st, err := r.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st[0].State == projections.StateFailed || st[0].Error != "" {
+		t.Errorf("status once fixed: %+v; want it failed no more, without the error", st[0])
 	}
 }
