@@ -271,3 +271,50 @@ func (s step) check(t *testing.T, out string) {
 		}
 	}
 }
+
+// The README and the documents in docs/ name tests as the proofs of what they say: each test
+// they name is a test of the module, so that a renamed or deleted test does not leave a proof
+// that proves nothing.
+func TestDocumentsNameTestsThatExist(t *testing.T) {
+	t.Parallel()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defined := map[string]bool{}
+	definition := regexp.MustCompile(`(?m)^func (Test[A-Z]\w*)\(`)
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules"):
+			return filepath.SkipDir
+		case d.IsDir() || !strings.HasSuffix(path, "_test.go"):
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		for _, m := range definition.FindAllSubmatch(src, -1) {
+			defined[string(m[1])] = true
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := regexp.MustCompile("`(Test[A-Z]\\w*)`")
+	for _, doc := range append(docs, filepath.Join(root, "README.md")) {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range named.FindAllSubmatch(text, -1) {
+			if !defined[string(m[1])] {
+				t.Errorf("%s names %s, which no test file of the module defines", filepath.Base(doc), m[1])
+			}
+		}
+	}
+}
