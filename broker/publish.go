@@ -20,10 +20,12 @@ import (
 // Publisher publishes every event of the orders' streams to JetStream, on <Prefix>.<order id>,
 // in log order, with Nats-Msg-Id the event's id. One node publishes at a time: the one whose
 // checkpoint holds the lease (package lease). It follows the log from its checkpoint, publishes
-// a batch, waits for JetStream to acknowledge all of it, then appends the checkpoint past it at
-// the revision it last wrote, which renews the lease; an append refused means another node took
-// over. A node stopped between an acknowledgement and its checkpoint has its successor publish
-// the batch again: at least once, stored once by JetStream within its duplicate window.
+// a batch and waits for JetStream to acknowledge all of it; then, once caught up with the log or
+// when the lease is due for renewal, it appends the checkpoint past it at the revision it last
+// wrote, which renews the lease; an append refused means another node took over. A node
+// stopped after an acknowledgement and before its checkpoint has its successor publish those
+// events again (a batch when it kept up, at most a third of the lease's worth while it caught
+// up): at least once, stored once by JetStream within its duplicate window.
 type Publisher struct {
 	JS      jetstream.JetStream
 	Store   eventstore.Store
@@ -155,6 +157,12 @@ func (p *Publisher) publish(ctx context.Context) error {
 		}
 		if err := p.sendAll(ctx, batch); err != nil {
 			return err
+		}
+		// Behind the log (a full batch), the checkpoint waits for the lease's renewal: an
+		// append to the store a batch, queued behind the commands' appends, held the publisher
+		// under their rate. Caught up, it follows every batch.
+		if len(batch) == p.Batch && time.Since(p.held.From) < p.Lease.Length/3 {
+			continue
 		}
 		if err := p.save(ctx); err != nil {
 			return err

@@ -65,6 +65,11 @@ func (f natsFlags) open(ctx context.Context, srv *api.Server, store eventstore.S
 	if f.NatsAckWait <= keyWait || f.NatsMaxAckPending < 1 || f.NatsPublishBatch < 1 || f.NatsLease <= 0 {
 		return nil, fmt.Errorf("--nats-ack-wait %v must be longer than --key-wait %v; --nats-max-ack-pending, --nats-publish-batch and --nats-lease above 0", f.NatsAckWait, keyWait)
 	}
+	// A successor publishes again what was published since the last checkpoint, up to a third
+	// of the lease's worth, once the lease has run out: the window must still hold those ids.
+	if f.NatsDuplicateWindow < 2*f.NatsLease {
+		return nil, fmt.Errorf("--nats-duplicate-window %v must be at least twice --nats-lease %v: a node that takes over publishes again the events of up to a third of a lease before the lease ran out", f.NatsDuplicateWindow, f.NatsLease)
+	}
 	var entries []broker.Entry
 	if f.NatsIntake != "" {
 		var err error

@@ -27,6 +27,10 @@ func TestNatsFlags(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--key-wait") {
 		t.Errorf("an ack wait shorter than the key wait: %v", err)
 	}
+	_, err = natsFlags{NatsURL: "nats://x", NatsAckWait: 3 * time.Second, NatsMaxAckPending: 1, NatsPublishBatch: 1, NatsLease: time.Minute, NatsDuplicateWindow: time.Minute}.open(context.Background(), nil, nil, nil, lease.Terms{}, 2*time.Second, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "--nats-duplicate-window") {
+		t.Errorf("a duplicate window shorter than two leases: %v", err)
+	}
 }
 
 // The passwords and tokens of NATS URLs are masked wherever a message quotes them.
