@@ -201,65 +201,47 @@ func (r *Report) order(ctx context.Context, w *worker, o *Order) error {
 		return nil // the create was never acknowledged: nothing to find it by
 	}
 	r.Orders++
-	res, err := w.settle(ctx, request{command: "get-history", method: http.MethodGet, path: "/v1/orders/" + o.ID + "/events"})
+	events, err := orderEvents(ctx, w, o.ID)
 	if err != nil {
 		return err
 	}
+	r.Events += len(events)
+	r.effects(o, events)
+	if o.uncertain {
+		return nil // an unanswered command may have changed it
+	}
+	return r.state(ctx, w, o, len(events))
+}
+
+// orderEvents reads the events of order id.
+func orderEvents(ctx context.Context, w *worker, id string) ([]storedEvent, error) {
+	res, err := w.settle(ctx, request{command: "get-history", method: http.MethodGet, path: "/v1/orders/" + id + "/events"})
+	if err != nil {
+		return nil, err
+	}
 	if res.status != http.StatusOK {
-		return fmt.Errorf("events: %v", res)
+		return nil, fmt.Errorf("events: %v", res)
 	}
 	var body struct {
 		Events []storedEvent `json:"events"`
 	}
 	if err := json.Unmarshal(res.body, &body); err != nil {
-		return fmt.Errorf("events: %v", err)
+		return nil, fmt.Errorf("events: %v", err)
 	}
-	r.Events += len(body.Events)
+	return body.Events, nil
+}
+
+// effects checks the order's events against its commands: each acknowledged command's events
+// once under its key, an unanswered one's once or not at all, one payment confirmation among
+// the deliveries' keys, no event under a key no client sent, one create.
+func (r *Report) effects(o *Order, events []storedEvent) {
 	byKey := map[string][]string{}
 	counts := map[string]int{}
-	for _, e := range body.Events {
+	for _, e := range events {
 		byKey[e.Metadata.IdempotencyKey] = append(byKey[e.Metadata.IdempotencyKey], e.Type)
 		counts[e.Type]++
 	}
-
-	sent := map[string]bool{}
-	var deliveries []string // the events of every delivery's key
-	delivered := false
-	for _, c := range o.Commands {
-		got := byKey[c.Key]
-		if c.Delivery {
-			if !sent[c.Key] {
-				deliveries = append(deliveries, got...)
-			}
-			sent[c.Key] = true
-			delivered = delivered || c.Status == http.StatusOK
-			continue
-		}
-		sent[c.Key] = true
-		switch {
-		case slices.Equal(got, c.Effects):
-		case len(got) == 0:
-			r.problem(&r.Lost, "order %s: %s (key %s) was acknowledged %d, but none of its events %v is there", o.ID, c.Name, c.Key, c.Status, c.Effects)
-		case repeats(got, c.Effects):
-			r.problem(&r.Duplicated, "order %s: %s (key %s) took effect %d times: %v", o.ID, c.Name, c.Key, len(got)/len(c.Effects), got)
-		default:
-			r.problem(&r.Mismatched, "order %s: %s (key %s) has events %v, want %v", o.ID, c.Name, c.Key, got, c.Effects)
-		}
-	}
-	for _, c := range o.Unknown {
-		got := byKey[c.Key]
-		if c.Delivery {
-			if !sent[c.Key] {
-				deliveries = append(deliveries, got...)
-			}
-			sent[c.Key] = true
-			continue
-		}
-		sent[c.Key] = true
-		if len(got) > 0 && !slices.Equal(got, c.Effects) {
-			r.problem(&r.Duplicated, "order %s: unanswered %s (key %s) has events %v, want none or %v", o.ID, c.Name, c.Key, got, c.Effects)
-		}
-	}
+	sent, deliveries, delivered := r.commandEffects(o, byKey)
 	switch {
 	case delivered && len(deliveries) == 0:
 		r.problem(&r.Lost, "order %s: the payment was confirmed 200, but no delivery's key has an event", o.ID)
@@ -279,11 +261,53 @@ func (r *Report) order(ctx context.Context, w *worker, o *Order) error {
 	if counts[evPaymentConfirmed] > 1 {
 		r.problem(&r.Duplicated, "order %s: %d %s events", o.ID, counts[evPaymentConfirmed], evPaymentConfirmed)
 	}
-	if o.uncertain {
-		return nil // an unanswered command may have changed it
-	}
+}
 
-	res, err = w.settle(ctx, request{command: "get-order", method: http.MethodGet, path: "/v1/orders/" + o.ID})
+// commandEffects checks each command's events under its key (byKey); it returns the keys
+// sent, the events under the payment deliveries' keys, and whether a delivery was answered 200.
+func (r *Report) commandEffects(o *Order, byKey map[string][]string) (sent map[string]bool, deliveries []string, delivered bool) {
+	sent = map[string]bool{}
+	delivery := func(c *Command) {
+		if !sent[c.Key] {
+			deliveries = append(deliveries, byKey[c.Key]...)
+		}
+		sent[c.Key] = true
+	}
+	for _, c := range o.Commands {
+		got := byKey[c.Key]
+		if c.Delivery {
+			delivery(c)
+			delivered = delivered || c.Status == http.StatusOK
+			continue
+		}
+		sent[c.Key] = true
+		switch {
+		case slices.Equal(got, c.Effects):
+		case len(got) == 0:
+			r.problem(&r.Lost, "order %s: %s (key %s) was acknowledged %d, but none of its events %v is there", o.ID, c.Name, c.Key, c.Status, c.Effects)
+		case repeats(got, c.Effects):
+			r.problem(&r.Duplicated, "order %s: %s (key %s) took effect %d times: %v", o.ID, c.Name, c.Key, len(got)/len(c.Effects), got)
+		default:
+			r.problem(&r.Mismatched, "order %s: %s (key %s) has events %v, want %v", o.ID, c.Name, c.Key, got, c.Effects)
+		}
+	}
+	for _, c := range o.Unknown {
+		if c.Delivery {
+			delivery(c)
+			continue
+		}
+		sent[c.Key] = true
+		if got := byKey[c.Key]; len(got) > 0 && !slices.Equal(got, c.Effects) {
+			r.problem(&r.Duplicated, "order %s: unanswered %s (key %s) has events %v, want none or %v", o.ID, c.Name, c.Key, got, c.Effects)
+		}
+	}
+	return sent, deliveries, delivered
+}
+
+// state checks the order as the API shows it against the ledger's, and its version against
+// its events.
+func (r *Report) state(ctx context.Context, w *worker, o *Order, events int) error {
+	res, err := w.settle(ctx, request{command: "get-order", method: http.MethodGet, path: "/v1/orders/" + o.ID})
 	if err != nil {
 		return err
 	}
@@ -315,8 +339,8 @@ func (r *Report) order(ctx context.Context, w *worker, o *Order) error {
 	if got.Total != o.total() || got.Paid != o.Paid || got.Refunded != o.Refunded {
 		diffs = append(diffs, fmt.Sprintf("total/paid/refunded %d/%d/%d, want %d/%d/%d", got.Total, got.Paid, got.Refunded, o.total(), o.Paid, o.Refunded))
 	}
-	if got.Version != len(body.Events) {
-		diffs = append(diffs, fmt.Sprintf("version %d, but %d events", got.Version, len(body.Events)))
+	if got.Version != events {
+		diffs = append(diffs, fmt.Sprintf("version %d, but %d events", got.Version, events))
 	}
 	if len(diffs) > 0 {
 		r.problem(&r.Mismatched, "order %s: %s", o.ID, strings.Join(diffs, "; "))

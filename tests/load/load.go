@@ -186,9 +186,44 @@ func mustJSON(v any) []byte {
 // confirmation delivered several times, shipment, a refund sometimes; or a cancellation.
 func (w *worker) lifecycle(ctx context.Context, n int) {
 	name := fmt.Sprintf("%s-%d", w.cfg.Run, n)
+	o, ok := w.create(ctx, name)
+	if !ok || w.cfg.CreatesOnly {
+		return
+	}
+	l := &life{w: w, ctx: ctx, o: o, name: name, path: "/v1/orders/" + o.ID}
+	if !l.addLines() {
+		return
+	}
+	cancelling := w.chance(w.cfg.CancelShare)
+	if cancelling && w.rng.IntN(2) == 0 {
+		l.cancel("before payment")
+		return
+	}
+	payment, ok := l.pay()
+	if !ok {
+		return
+	}
+	if cancelling {
+		l.cancel("while paying")
+		return
+	}
+	if w.stop() || !w.deliver(ctx, o, l.path, payment) {
+		return
+	}
+	if !l.step(&Command{Name: "ship", Method: http.MethodPost, Path: l.path + "/shipments", Key: name + "-ship",
+		Body: mustJSON(map[string]string{"carrier": "dhl", "trackingNumber": "trk-" + name}), Effects: []string{evShipped}}, l.status("shipped")) {
+		return
+	}
+	if w.chance(w.cfg.RefundShare) {
+		l.refund()
+	}
+}
+
+// create creates order name with one to three lines, and adds it to the ledger first. It
+// reports whether the create was acknowledged with the order's id.
+func (w *worker) create(ctx context.Context, name string) (*Order, bool) {
 	o := &Order{Status: "created", Lines: map[string]Line{}}
 	w.ledger.add(o)
-
 	var lines []lineBody
 	effects := []string{evCreated}
 	for i := range 1 + w.rng.IntN(3) {
@@ -201,106 +236,109 @@ func (w *worker) lifecycle(ctx context.Context, n int) {
 		Effects: effects}
 	r, ok := w.command(ctx, o, create, http.StatusCreated)
 	if !ok {
-		return
+		return o, false
 	}
 	var created struct {
 		ID string `json:"id"`
 	}
 	if err := json.Unmarshal(r.body, &created); err != nil || created.ID == "" {
 		w.rec.errorf("%s: create answered %v: no order id", create.Key, r)
-		return
+		return o, false
 	}
 	o.ID = created.ID
 	for _, l := range lines {
 		o.Lines[l.SKU] = Line{Quantity: l.Quantity, UnitPrice: l.UnitPrice}
 	}
 	o.check(w, r)
-	if w.cfg.CreatesOnly {
-		return
-	}
-	path := "/v1/orders/" + o.ID
-	// step sends c unless the run is stopping and, once it is acknowledged, applies its effect
-	// to the order and checks the answer against it.
-	step := func(c *Command, apply func()) bool {
-		if w.stop() {
-			return false
-		}
-		r, ok := w.command(ctx, o, c, http.StatusOK)
-		if ok {
-			apply()
-			o.check(w, r)
-		}
-		return ok
-	}
-	status := func(s string) func() { return func() { o.Status = s } }
+	return o, true
+}
 
+// life is the rest of an order's lifecycle after its create: the commands on order o, named
+// name, at path.
+type life struct {
+	w          *worker
+	ctx        context.Context
+	o          *Order
+	name, path string
+}
+
+// step sends c unless the run is stopping and, once it is acknowledged, applies its effect to
+// the order and checks the answer against it.
+func (l *life) step(c *Command, apply func()) bool {
+	if l.w.stop() {
+		return false
+	}
+	r, ok := l.w.command(l.ctx, l.o, c, http.StatusOK)
+	if ok {
+		apply()
+		l.o.check(l.w, r)
+	}
+	return ok
+}
+
+// status is the effect of a command that moves the order to status s.
+func (l *life) status(s string) func() { return func() { l.o.Status = s } }
+
+// addLines adds up to three lines, some of them a SKU the order has, whose quantity grows.
+func (l *life) addLines() bool {
+	w, o := l.w, l.o
 	for i := range w.rng.IntN(4) {
-		l := lineBody{SKU: fmt.Sprintf("sku-%d", len(o.Lines)+1), Quantity: 1 + w.rng.Int64N(5), UnitPrice: 100 * (1 + w.rng.Int64N(50))}
+		line := lineBody{SKU: fmt.Sprintf("sku-%d", len(o.Lines)+1), Quantity: 1 + w.rng.Int64N(5), UnitPrice: 100 * (1 + w.rng.Int64N(50))}
 		effect := evLineAdded
 		if w.rng.IntN(3) == 0 {
 			// The same SKU at the same price again: the line's quantity grows.
-			l.SKU = fmt.Sprintf("sku-%d", 1+w.rng.IntN(len(o.Lines)))
-			l.UnitPrice = o.Lines[l.SKU].UnitPrice
+			line.SKU = fmt.Sprintf("sku-%d", 1+w.rng.IntN(len(o.Lines)))
+			line.UnitPrice = o.Lines[line.SKU].UnitPrice
 			effect = evQuantityChanged
 		}
-		c := &Command{Name: "add-line", Method: http.MethodPost, Path: path + "/lines", Key: fmt.Sprintf("%s-line-%d", name, i),
-			Body: mustJSON(l), Effects: []string{effect}}
-		if !step(c, func() { o.Lines[l.SKU] = Line{Quantity: o.Lines[l.SKU].Quantity + l.Quantity, UnitPrice: l.UnitPrice} }) {
-			return
+		c := &Command{Name: "add-line", Method: http.MethodPost, Path: l.path + "/lines", Key: fmt.Sprintf("%s-line-%d", l.name, i),
+			Body: mustJSON(line), Effects: []string{effect}}
+		if !l.step(c, func() {
+			o.Lines[line.SKU] = Line{Quantity: o.Lines[line.SKU].Quantity + line.Quantity, UnitPrice: line.UnitPrice}
+		}) {
+			return false
 		}
 	}
+	return true
+}
 
-	cancel := func(when string) {
-		step(&Command{Name: "cancel", Method: http.MethodPost, Path: path + "/cancel", Key: name + "-cancel",
-			Body: mustJSON(map[string]string{"reason": "customer asked " + when}), Effects: []string{evCancelled}}, status("cancelled"))
-	}
-	cancelling := w.chance(w.cfg.CancelShare)
-	if cancelling && w.rng.IntN(2) == 0 {
-		cancel("before payment")
-		return
-	}
+func (l *life) cancel(when string) {
+	l.step(&Command{Name: "cancel", Method: http.MethodPost, Path: l.path + "/cancel", Key: l.name + "-cancel",
+		Body: mustJSON(map[string]string{"reason": "customer asked " + when}), Effects: []string{evCancelled}}, l.status("cancelled"))
+}
 
-	payment := name + "-pay-1"
-	start := func(paymentID string) bool {
-		return step(&Command{Name: "start-payment", Method: http.MethodPost, Path: path + "/payments", Key: paymentID + "-start",
-			Body: mustJSON(map[string]any{"paymentId": paymentID, "amount": o.total()}), Effects: []string{evPaymentStarted}}, status("paying"))
+// pay starts a payment, as FailShare says fails it and starts a second; it returns the id of
+// the payment in progress.
+func (l *life) pay() (string, bool) {
+	payment := l.name + "-pay-1"
+	if !l.startPayment(payment) {
+		return "", false
 	}
-	if !start(payment) {
-		return
+	if !l.w.chance(l.w.cfg.FailShare) {
+		return payment, true
 	}
-	if w.chance(w.cfg.FailShare) {
-		if !step(&Command{Name: "fail-payment", Method: http.MethodPost, Path: path + "/payments/" + payment + "/fail", Key: payment + "-fail",
-			Body: mustJSON(map[string]string{"reason": "card declined"}), Effects: []string{evPaymentFailed}}, status("created")) {
-			return
-		}
-		payment = name + "-pay-2"
-		if !start(payment) {
-			return
-		}
+	if !l.step(&Command{Name: "fail-payment", Method: http.MethodPost, Path: l.path + "/payments/" + payment + "/fail", Key: payment + "-fail",
+		Body: mustJSON(map[string]string{"reason": "card declined"}), Effects: []string{evPaymentFailed}}, l.status("created")) {
+		return "", false
 	}
-	if cancelling {
-		cancel("while paying")
-		return
-	}
+	payment = l.name + "-pay-2"
+	return payment, l.startPayment(payment)
+}
 
-	if w.stop() || !w.deliver(ctx, o, path, payment) {
-		return
-	}
-	if !step(&Command{Name: "ship", Method: http.MethodPost, Path: path + "/shipments", Key: name + "-ship",
-		Body: mustJSON(map[string]string{"carrier": "dhl", "trackingNumber": "trk-" + name}), Effects: []string{evShipped}}, status("shipped")) {
-		return
-	}
+func (l *life) startPayment(paymentID string) bool {
+	return l.step(&Command{Name: "start-payment", Method: http.MethodPost, Path: l.path + "/payments", Key: paymentID + "-start",
+		Body: mustJSON(map[string]any{"paymentId": paymentID, "amount": l.o.total()}), Effects: []string{evPaymentStarted}}, l.status("paying"))
+}
 
-	if !w.chance(w.cfg.RefundShare) {
+// refund requests a refund of part of what was paid and completes it.
+func (l *life) refund() {
+	refund, amount := l.name+"-refund", 1+l.w.rng.Int64N(l.o.Paid)
+	if !l.step(&Command{Name: "request-refund", Method: http.MethodPost, Path: l.path + "/refunds", Key: refund + "-request",
+		Body: mustJSON(map[string]any{"refundId": refund, "amount": amount}), Effects: []string{evRefundRequested}}, l.status("refunding")) {
 		return
 	}
-	refund, amount := name+"-refund", 1+w.rng.Int64N(o.Paid)
-	if !step(&Command{Name: "request-refund", Method: http.MethodPost, Path: path + "/refunds", Key: refund + "-request",
-		Body: mustJSON(map[string]any{"refundId": refund, "amount": amount}), Effects: []string{evRefundRequested}}, status("refunding")) {
-		return
-	}
-	step(&Command{Name: "complete-refund", Method: http.MethodPost, Path: path + "/refunds/" + refund + "/complete", Key: refund + "-complete",
-		Body: []byte("{}"), Effects: []string{evRefundCompleted}}, func() { o.Status, o.Refunded = "refunded", amount })
+	l.step(&Command{Name: "complete-refund", Method: http.MethodPost, Path: l.path + "/refunds/" + refund + "/complete", Key: refund + "-complete",
+		Body: []byte("{}"), Effects: []string{evRefundCompleted}}, func() { l.o.Status, l.o.Refunded = "refunded", amount })
 }
 
 // command sends c, again as RetryShare says, and records its answer in o. It reports whether
