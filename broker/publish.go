@@ -161,7 +161,7 @@ func (p *Publisher) publish(ctx context.Context) error {
 		// Behind the log (a full batch), the checkpoint waits for the lease's renewal: an
 		// append to the store a batch, queued behind the commands' appends, held the publisher
 		// under their rate. Caught up, it follows every batch.
-		if len(batch) == p.Batch && time.Since(p.held.From) < p.Lease.Length/3 {
+		if len(batch) == p.Batch && p.held.RenewIn(p.Lease.Length) > 0 {
 			continue
 		}
 		if err := p.save(ctx); err != nil {
@@ -173,7 +173,7 @@ func (p *Publisher) publish(ctx context.Context) error {
 // next waits for the next events, up to Batch of them, or for the time to renew the lease
 // (an empty batch).
 func (p *Publisher) next(ctx context.Context, events <-chan eventstore.RecordedEvent, followed <-chan error) ([]eventstore.RecordedEvent, error) {
-	renew := time.NewTimer(max(time.Until(p.held.From.Add(p.Lease.Length/3)), time.Millisecond))
+	renew := time.NewTimer(max(p.held.RenewIn(p.Lease.Length), time.Millisecond))
 	defer renew.Stop()
 	var batch []eventstore.RecordedEvent
 	select {
@@ -204,7 +204,7 @@ func (p *Publisher) sendAll(ctx context.Context, batch []eventstore.RecordedEven
 		return nil
 	}
 	for {
-		if time.Since(p.held.From) >= p.Lease.Length/3 {
+		if p.held.RenewIn(p.Lease.Length) <= 0 {
 			if err := p.save(ctx); err != nil {
 				return err
 			}

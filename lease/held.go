@@ -53,3 +53,10 @@ func (h *Held) Renew(ctx context.Context, ev eventstore.EventData) (renewed bool
 	}
 	return true, nil
 }
+
+// RenewIn is how long until the holder of a lease of length renews it: a third of length after
+// its last record's append began, which leaves two more tries before the lease runs out. Zero
+// or less: now.
+func (h *Held) RenewIn(length time.Duration) time.Duration {
+	return time.Until(h.From.Add(length / 3))
+}

@@ -3,6 +3,7 @@ package lease
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/eventstore/sqlite"
@@ -30,6 +31,9 @@ func TestHeld(t *testing.T) {
 	first, _, _ := eventstore.First(ctx, store, "held-x")
 	if rev, _ := h.Expected.Revision(); rev != CompactAfter+1 || first.Revision != CompactAfter-1 || h.From.IsZero() {
 		t.Errorf("expected %v, first revision %d, from %v; want %d, %d, set", h.Expected, first.Revision, h.From, CompactAfter+1, CompactAfter-1)
+	}
+	if in := h.RenewIn(3 * time.Second); in <= 0 || in > time.Second {
+		t.Errorf("RenewIn(3s) just after a renewal: %v; want within a second", in)
 	}
 	if _, err := store.Append(ctx, "held-x", h.Expected, record()); err != nil { // another process takes over
 		t.Fatal(err)

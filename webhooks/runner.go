@@ -131,7 +131,7 @@ func (r *runner) step(ctx context.Context, ep Endpoint, now time.Time) error {
 			return err
 		}
 	}
-	renew := !r.s.Config.SingleNode && time.Since(r.held.From) >= r.s.Config.Lease/3
+	renew := !r.s.Config.SingleNode && r.held.RenewIn(r.s.Config.Lease) <= 0
 	if (r.dirty && now.Sub(r.cp.At) >= saveEvery) || renew {
 		if err := r.save(ctx); err != nil {
 			return err
@@ -145,7 +145,7 @@ func (r *runner) step(ctx context.Context, ep Endpoint, now time.Time) error {
 // nextDue is how long to wait before the next step when nothing wakes the runner.
 func (r *runner) nextDue(now time.Time) time.Duration {
 	wait := time.Second
-	if renew := time.Until(r.held.From.Add(r.s.Config.Lease / 3)); renew > 0 {
+	if renew := r.held.RenewIn(r.s.Config.Lease); renew > 0 {
 		wait = min(wait, renew) // the lease's renewal; if that failed, a second later
 	}
 	if r.s.Config.SingleNode {
