@@ -194,27 +194,23 @@ func (f Filter) Match(stream string) bool {
 // First returns the first event of stream in s; found is false if the stream does not exist
 // (or holds no event).
 func First(ctx context.Context, s Store, stream string) (e RecordedEvent, found bool, err error) {
-	for e, err := range s.ReadStream(ctx, stream, ReadStreamOptions{Limit: 1}) {
-		if errors.Is(err, ErrStreamNotFound) {
-			break
-		}
-		if err != nil {
-			return RecordedEvent{}, false, fmt.Errorf("read the first event of %s: %w", stream, err)
-		}
-		return e, true, nil
-	}
-	return RecordedEvent{}, false, nil
+	return one(ctx, s, stream, "first", ReadStreamOptions{Limit: 1})
 }
 
 // Last returns the last event of stream in s; found is false if the stream does not exist
 // (or holds no event).
 func Last(ctx context.Context, s Store, stream string) (e RecordedEvent, found bool, err error) {
-	for e, err := range s.ReadStream(ctx, stream, ReadStreamOptions{Direction: Backwards, From: End, Limit: 1}) {
+	return one(ctx, s, stream, "last", ReadStreamOptions{Direction: Backwards, From: End, Limit: 1})
+}
+
+// one returns the event of stream that opts read first, named which in an error.
+func one(ctx context.Context, s Store, stream, which string, opts ReadStreamOptions) (RecordedEvent, bool, error) {
+	for e, err := range s.ReadStream(ctx, stream, opts) {
 		if errors.Is(err, ErrStreamNotFound) {
 			break
 		}
 		if err != nil {
-			return RecordedEvent{}, false, fmt.Errorf("read the last event of %s: %w", stream, err)
+			return RecordedEvent{}, false, fmt.Errorf("read the %s event of %s: %w", which, stream, err)
 		}
 		return e, true, nil
 	}
