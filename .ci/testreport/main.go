@@ -1,8 +1,9 @@
 // Command testreport reads the output of go test -json on stdin and prints what CI needs of
 // it: each package's result and time, the whole output of every test that failed, and every
 // test that skipped. It ends with the first line of each message the failed tests logged, so
-// that the tail of a long run says what failed even when a server's log fills the output. It exits 1 if a test failed, a package did not build, or a test skipped:
-// CI runs every test (internal/testenv).
+// that the tail of a long run says what failed even when a server's log fills the output. It
+// exits 1 if a test failed, a package did not build, or a test skipped: CI runs every test
+// (internal/testenv).
 package main
 
 import (
