@@ -556,21 +556,13 @@ func TestSelectiveProjectionSkipsWithoutWriting(t *testing.T) {
 	}
 }
 
-// picky is a projection that cannot apply an event of type "poison" while broken, as a
-// handler with a bug would; it records the types of the events of each batch it applied.
+// picky is counted that cannot apply an event of type "poison" while broken, as a handler
+// with a bug would; it records the types of the events of each batch it applied.
 type picky struct {
+	counted
 	broken  atomic.Bool
 	mu      sync.Mutex
 	applied []string
-}
-
-func (*picky) Name() string              { return "picky" }
-func (*picky) Version() int              { return 1 }
-func (*picky) Filter() eventstore.Filter { return eventstore.Filter{} }
-func (*picky) Tables() []string          { return []string{"picky"} }
-func (*picky) Create(ctx context.Context, tx *sql.Tx, t projections.Tables) error {
-	_, err := tx.ExecContext(ctx, `CREATE TABLE `+t["picky"]+` (n INTEGER)`)
-	return err
 }
 
 func (p *picky) Apply(_ context.Context, _ *sql.Tx, _ projections.Tables, events []eventstore.RecordedEvent) error {
