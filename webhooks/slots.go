@@ -166,30 +166,47 @@ func (es *Endpoints) freeSlots(ctx context.Context, ids []string) ([]string, err
 			held = append(held, id)
 			continue
 		}
-		expected, err := es.registrationRevision(ctx, id)
-		if errors.Is(err, errRegistered) {
-			if err := es.Reload(ctx, id); err != nil {
-				return nil, err
-			}
-			if ep, ok := es.lookup(id); ok && ep.Status != StatusDeleted {
-				held = append(held, id)
-			}
-			continue
-		}
+		holds, err := es.holdsSlot(ctx, id)
 		if err != nil {
 			return nil, err
 		}
-		// Voided at the revision its registration expects (again if it was voided before and
-		// claimed since), so that the registration, still on its way, is refused.
-		ev, err := newEvent(TypeVoided, Voided{At: es.Now().UTC()})
-		if err != nil {
-			return nil, err
-		}
-		if _, err := es.Store.Append(ctx, endpointPrefix+id, expected, ev); err != nil {
-			return nil, fmt.Errorf("void webhook endpoint %s: %w", id, err) // registered meanwhile: read again
+		if holds {
+			held = append(held, id)
 		}
 	}
 	return held, nil
+}
+
+// holdsSlot reports whether endpoint id, which this node does not hold registered, is
+// registered in the store; if it is not, it voids it at the revision its registration
+// expects (again if it was voided before and claimed since), so that the registration, still
+// on its way, is refused. A void refused because the registration or another node's void came
+// first reads the endpoint again.
+func (es *Endpoints) holdsSlot(ctx context.Context, id string) (bool, error) {
+	for range maxPlanTries {
+		expected, err := es.registrationRevision(ctx, id)
+		if errors.Is(err, errRegistered) {
+			if err := es.Reload(ctx, id); err != nil {
+				return false, err
+			}
+			ep, ok := es.lookup(id)
+			return ok && ep.Status != StatusDeleted, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		ev, err := newEvent(TypeVoided, Voided{At: es.Now().UTC()})
+		if err != nil {
+			return false, err
+		}
+		switch _, err := es.Store.Append(ctx, endpointPrefix+id, expected, ev); {
+		case err == nil:
+			return false, nil
+		case !errors.Is(err, eventstore.ErrWrongExpectedRevision):
+			return false, fmt.Errorf("void webhook endpoint %s: %w", id, err)
+		}
+	}
+	return false, fmt.Errorf("void webhook endpoint %s: %w", id, ErrContended)
 }
 
 // registrationRevision is the expected revision of endpoint id's registration: no stream, or

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/acme/orders/eventstore"
 	"github.com/acme/orders/eventstore/eventstoretest"
+	"github.com/acme/orders/eventstore/sqlite"
+	"github.com/google/uuid"
 )
 
 // node is the endpoints of one API node over store.
@@ -129,6 +132,43 @@ func TestOrphanSlotsAreFreed(t *testing.T) {
 	}
 	if n := len(es.List("alice", false)); n != 2 {
 		t.Errorf("%d endpoints", n)
+	}
+}
+
+// voidRacer is the store with another node that voids the same orphan registration just
+// before this node's first void, which the store then refuses.
+type voidRacer struct {
+	*sqlite.Store
+	raced bool
+}
+
+func (v *voidRacer) Append(ctx context.Context, stream string, expected eventstore.ExpectedRevision, events ...eventstore.EventData) (eventstore.AppendResult, error) {
+	if !v.raced && strings.HasPrefix(stream, endpointPrefix) && len(events) == 1 && events[0].Type == TypeVoided {
+		v.raced = true
+		other := events[0]
+		other.ID = uuid.New()
+		if _, err := v.Store.Append(ctx, stream, expected, other); err != nil {
+			return eventstore.AppendResult{}, err
+		}
+	}
+	return v.Store.Append(ctx, stream, expected, events...)
+}
+
+// A void of an orphan registration that another node's void beats is read again, and the
+// registration that needed the slot goes on.
+func TestOrphanVoidRacingAnotherIsReadAgain(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t)
+	claim, err := node(t, store, 1).claim(ctx, "alice", EndpointID("alice", "dead"))
+	if err != nil || len(claim) != 1 {
+		t.Fatal(claim, err)
+	}
+	if _, err := store.Append(ctx, claim[0].Stream, claim[0].Expected, claim[0].Events...); err != nil {
+		t.Fatal(err)
+	}
+	racer := &voidRacer{Store: store}
+	if err := registerKey(node(t, racer, 1), "alice", "a"); err != nil || !racer.raced {
+		t.Fatalf("a registration whose void of the orphan lost to another node's (raced %v): %v", racer.raced, err)
 	}
 }
 
